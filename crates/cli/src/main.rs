@@ -1,0 +1,30 @@
+//! `mantle`: the command-line front end. Parses arguments and calls into the library crates;
+//! no cache or policy logic lives here.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "mantle", version, about = "Programmable cache management: replay, analyze, serve")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a trace through a cache and report hit ratio, footprint and back-end load.
+    Replay(cmd::replay::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Replay(args) => cmd::replay::run(args),
+    };
+    if let Err(err) = result {
+        eprintln!("mantle: {err:#}");
+        std::process::exit(1);
+    }
+}
