@@ -1,1 +1,16 @@
-//! Trace replay.
+//! Trace replay: feeds a trace through the cache and a model of the store behind it, runs
+//! decision ticks for a controller (a policy), and reports hit ratio, footprint over time
+//! and back-end load.
+
+pub mod backend;
+pub mod control;
+pub mod metrics_csv;
+pub mod replay;
+pub mod size;
+pub mod working_set;
+
+pub use backend::{BackendParams, BackendSpec, BackendSummary};
+pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
+pub use replay::{replay, ReplayConfig, ReplayReport, Tick, TickRow};
+pub use size::CacheSize;
+pub use working_set::WorkingSet;

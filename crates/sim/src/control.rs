@@ -1,0 +1,75 @@
+//! The seam between the replay loop and whatever manages the cache at each decision tick
+//! (a Lua policy in practice). The loop hands a controller the metrics of the tick and the
+//! access log, and applies the actions it returns before the next request is served.
+
+use cache::AccessLog;
+
+/// Metrics of this node at a tick, named as in the policy language (DESIGN.md §3).
+/// Counters are cumulative; `*rate` fields are per second over the last tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TickMetrics {
+    pub cachesize: f64,
+    pub cachebytes: f64,
+    /// Target capacity in objects (or bytes when the cache is limited by bytes only); 0 = unlimited.
+    pub capacity: f64,
+    pub hits: f64,
+    pub misses: f64,
+    pub gets: f64,
+    pub puts: f64,
+    pub reqrate: f64,
+    pub getrate: f64,
+    pub putrate: f64,
+    pub missrate: f64,
+    pub hitrate: f64,
+    pub backend_rate: f64,
+    pub backend_queue: f64,
+    pub evictions: f64,
+}
+
+/// What a controller sees at a tick.
+pub struct TickContext<'a> {
+    /// Trace seconds at the tick.
+    pub now: f64,
+    /// Tick number, from 1.
+    pub tick: u64,
+    pub metrics: &'a TickMetrics,
+    pub access_log: &'a AccessLog,
+}
+
+/// One change to the cache requested at a tick.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Action {
+    /// Evict this many objects now (the algorithm chooses which).
+    Evict(u64),
+    /// Set the target capacity to this many objects (evicting down to it at once).
+    SetCapacityObjects(u64),
+}
+
+/// A controller's answer for one tick.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TickDecision {
+    pub actions: Vec<Action>,
+    /// Set when the tick failed; the loop applies no action and counts the error.
+    pub error: Option<String>,
+}
+
+/// Summary the replay reports under `policy`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ControllerSummary {
+    pub name: String,
+    pub version: Option<u64>,
+    pub ticks: u64,
+    pub actions: u64,
+    pub errors: u64,
+    /// Set when repeated failures made the engine fall back (to a previous version or none).
+    pub fallback: Option<String>,
+}
+
+pub trait Controller {
+    /// Whether the loop must keep the access log (`timeseries()`); it costs time per request.
+    fn needs_access_log(&self) -> bool {
+        true
+    }
+    fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision;
+    fn summary(&self) -> ControllerSummary;
+}

@@ -1,0 +1,532 @@
+//! The replay loop: requests in, cache and back-end model driven, metrics and ticks out.
+//!
+//! Request semantics (DESIGN.md §5): `get` and `access` look up and insert on a miss (a miss
+//! is a back-end read); `put` writes through to the back-end and (re)inserts; `delete`
+//! removes from the cache and writes to the back-end. `miss_ratio = misses / (gets + accesses)`.
+
+use crate::backend::{Backend, BackendSpec, BackendSummary};
+use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
+use cache::{AccessLog, Algorithm, Cache, Capacity};
+use std::time::{Duration, Instant};
+use trace::{Op, Request};
+
+/// When decision ticks (and metrics rows) happen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Tick {
+    /// Every this many seconds of trace time.
+    Seconds(f64),
+    /// Every this many requests.
+    Ops(u64),
+}
+
+impl std::str::FromStr for Tick {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let s = text.trim();
+        if let Some(n) = s.strip_suffix("ops") {
+            let n: u64 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("invalid tick '{text}': expected e.g. 1000ops"))?;
+            if n == 0 {
+                return Err(format!("invalid tick '{text}': must be > 0"));
+            }
+            return Ok(Tick::Ops(n));
+        }
+        let d = humantime::parse_duration(s).map_err(|e| {
+            format!("invalid tick '{text}': {e} (expected a duration like 1s, 200ms, 5m, or Nops)")
+        })?;
+        if d.is_zero() {
+            return Err(format!("invalid tick '{text}': must be > 0"));
+        }
+        Ok(Tick::Seconds(d.as_secs_f64()))
+    }
+}
+
+/// Everything the loop needs besides the requests.
+pub struct ReplayConfig {
+    pub algorithm: Algorithm,
+    pub capacity: Capacity,
+    pub backend: BackendSpec,
+    pub tick: Tick,
+    /// Keep one metrics row per tick (for `--metrics-out` and reports).
+    pub record_ticks: bool,
+    /// Bound of the access log handed to policies.
+    pub timeseries_limit: usize,
+    /// Print a progress line on stderr when the run takes more than a couple of seconds.
+    pub progress: bool,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig {
+            algorithm: Algorithm::Lru,
+            capacity: Capacity::default(),
+            backend: BackendSpec::default(),
+            tick: Tick::Seconds(1.0),
+            record_ticks: false,
+            timeseries_limit: 1_000_000,
+            progress: false,
+        }
+    }
+}
+
+/// One row of the per-tick metrics time series (`--metrics-out`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TickRow {
+    pub tick: u64,
+    /// Trace seconds at the end of the tick.
+    pub time: f64,
+    pub requests: u64,
+    pub cache_objects: u64,
+    pub cache_bytes: u64,
+    pub capacity_objects: Option<u64>,
+    pub capacity_bytes: Option<u64>,
+    /// Lookups (gets + accesses) and their hits during this tick.
+    pub lookups: u64,
+    pub hits: u64,
+    pub hit_ratio: Option<f64>,
+    pub backend_reads: u64,
+    pub backend_writes: u64,
+    pub backend_queue: f64,
+    pub evictions: u64,
+    /// Actions the policy took at this tick (`evict:N`, `capacity:N`), `;`-separated.
+    pub action: String,
+    pub policy_error: bool,
+}
+
+/// The result of a replay, serialised as `mantle replay --json`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ReplayReport {
+    pub requests: u64,
+    pub gets: u64,
+    pub puts: u64,
+    pub deletes: u64,
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+    pub evictions: u64,
+    pub peak_cache_objects: u64,
+    /// Request-weighted mean of the number of cached objects.
+    pub mean_cache_objects: f64,
+    /// Time-weighted mean over trace time; null when the trace has no timestamps.
+    pub time_mean_cache_objects: Option<f64>,
+    pub peak_cache_bytes: u64,
+    pub mean_cache_bytes: f64,
+    pub time_mean_cache_bytes: Option<f64>,
+    pub final_cache_objects: u64,
+    pub final_cache_bytes: u64,
+    /// Trace seconds from first to last request; null without timestamps.
+    pub duration_seconds: Option<f64>,
+    pub backend: BackendSummary,
+    pub policy: Option<ControllerSummary>,
+    pub wall_seconds: f64,
+    pub requests_per_second: f64,
+    #[serde(skip)]
+    pub ticks: Vec<TickRow>,
+}
+
+/// Counters the tick logic differences to get per-tick figures.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    requests: u64,
+    gets: u64,
+    puts: u64,
+    deletes: u64,
+    accesses: u64,
+    hits: u64,
+    misses: u64,
+    backend_reads: u64,
+    backend_writes: u64,
+    evictions: u64,
+}
+
+struct Loop<'c> {
+    config: &'c ReplayConfig,
+    cache: Cache,
+    backend: Backend,
+    log: Option<AccessLog>,
+    record_log: bool,
+    controller: Option<&'c mut dyn Controller>,
+    c: Counters,
+    at_last_tick: Counters,
+    last_tick_time: f64,
+    tick_no: u64,
+    ticks: Vec<TickRow>,
+    lookup_bytes: u64,
+    miss_bytes: u64,
+    peak_objects: u64,
+    peak_bytes: u64,
+    sum_objects: u128,
+    sum_bytes: u128,
+    area_objects: f64,
+    area_bytes: f64,
+    first_time: Option<f64>,
+    last_time: f64,
+    policy_actions: u64,
+    policy_errors: u64,
+}
+
+/// Replays every request `next` yields. `next` returns `Ok(None)` at the end of the trace.
+pub fn replay<'c, E>(
+    config: &'c ReplayConfig,
+    mut controller: Option<&'c mut dyn Controller>,
+    mut next: impl FnMut() -> Result<Option<Request>, E>,
+) -> Result<ReplayReport, E> {
+    let started = Instant::now();
+    let needs_log = controller.as_ref().is_some_and(|c| c.needs_access_log());
+    let mut lp = Loop {
+        config,
+        cache: Cache::new(config.algorithm, config.capacity),
+        backend: Backend::new(config.backend),
+        // A controller that ignores the time series still gets an (empty) one to hand out.
+        log: controller.as_ref().map(|_| {
+            AccessLog::new(if needs_log { config.timeseries_limit } else { 1 })
+        }),
+        record_log: needs_log,
+        controller: controller.take(),
+        c: Counters::default(),
+        at_last_tick: Counters::default(),
+        last_tick_time: 0.0,
+        tick_no: 0,
+        ticks: Vec::new(),
+        lookup_bytes: 0,
+        miss_bytes: 0,
+        peak_objects: 0,
+        peak_bytes: 0,
+        sum_objects: 0,
+        sum_bytes: 0,
+        area_objects: 0.0,
+        area_bytes: 0.0,
+        first_time: None,
+        last_time: 0.0,
+        policy_actions: 0,
+        policy_errors: 0,
+    };
+    let mut progress = Progress::new(config.progress, started);
+    let mut next_tick_time = f64::INFINITY;
+    let ops_per_tick = match config.tick {
+        Tick::Ops(n) => n,
+        Tick::Seconds(_) => u64::MAX,
+    };
+    let mut ops_until_tick = ops_per_tick;
+
+    while let Some(req) = next()? {
+        if lp.first_time.is_none() {
+            lp.first_time = Some(req.time);
+            lp.last_time = req.time;
+            lp.last_tick_time = req.time;
+            if let Tick::Seconds(s) = config.tick {
+                next_tick_time = req.time + s;
+            }
+        }
+        if req.time >= next_tick_time {
+            next_tick_time = lp.ticks_until(req.time, next_tick_time);
+        }
+        lp.serve(&req);
+        ops_until_tick -= 1;
+        if ops_until_tick == 0 {
+            ops_until_tick = ops_per_tick;
+            let now = lp.last_time;
+            lp.tick(now);
+        }
+        if lp.c.requests & 0xffff == 0 {
+            progress.update(lp.c.requests);
+        }
+    }
+    progress.finish(lp.c.requests);
+    // A final tick closes the last partial interval so the metrics series covers the trace.
+    if lp.c.requests > lp.at_last_tick.requests && (config.record_ticks || lp.controller.is_some())
+    {
+        let now = lp.last_time;
+        lp.record_row(now, String::new(), false);
+    }
+    Ok(lp.finish(started.elapsed()))
+}
+
+impl Loop<'_> {
+    /// Runs every tick due before `now`; returns the next tick time. Long idle gaps are
+    /// collapsed into one tick so a trace with a day-long pause does not run 86,400 ticks.
+    fn ticks_until(&mut self, now: f64, mut next_tick_time: f64) -> f64 {
+        let Tick::Seconds(step) = self.config.tick else {
+            return f64::INFINITY;
+        };
+        const MAX_EMPTY_TICKS: u32 = 1000;
+        let mut done = 0;
+        while now >= next_tick_time {
+            self.tick(next_tick_time);
+            next_tick_time += step;
+            done += 1;
+            if done == MAX_EMPTY_TICKS && now >= next_tick_time {
+                let skipped = ((now - next_tick_time) / step).floor();
+                next_tick_time += skipped * step;
+            }
+        }
+        next_tick_time
+    }
+
+    #[inline]
+    fn serve(&mut self, req: &Request) {
+        let c = &mut self.c;
+        c.requests += 1;
+        let now = req.time;
+        if now > self.last_time {
+            let dt = now - self.last_time;
+            self.area_objects += self.cache.len() as f64 * dt;
+            self.area_bytes += self.cache.bytes() as f64 * dt;
+            self.last_time = now;
+        }
+        match req.op {
+            Op::Get | Op::Access => {
+                if req.op == Op::Get {
+                    c.gets += 1;
+                } else {
+                    c.accesses += 1;
+                }
+                self.lookup_bytes += req.size as u64;
+                if self.cache.get(req.key) {
+                    c.hits += 1;
+                } else {
+                    c.misses += 1;
+                    self.miss_bytes += req.size as u64;
+                    c.backend_reads += 1;
+                    self.backend.read(now);
+                    self.cache.insert(req.key, req.size);
+                }
+                if self.record_log {
+                    if let Some(log) = &mut self.log {
+                        log.record(now, req.key);
+                    }
+                }
+            }
+            Op::Put => {
+                c.puts += 1;
+                c.backend_writes += 1;
+                self.backend.write(now);
+                self.cache.insert(req.key, req.size);
+                if self.record_log {
+                    if let Some(log) = &mut self.log {
+                        log.record(now, req.key);
+                    }
+                }
+            }
+            Op::Delete => {
+                c.deletes += 1;
+                c.backend_writes += 1;
+                self.backend.write(now);
+                self.cache.remove(req.key);
+            }
+        }
+        let objects = self.cache.len();
+        let bytes = self.cache.bytes();
+        self.peak_objects = self.peak_objects.max(objects);
+        self.peak_bytes = self.peak_bytes.max(bytes);
+        self.sum_objects += objects as u128;
+        self.sum_bytes += bytes as u128;
+    }
+
+    fn metrics(&self, now: f64) -> TickMetrics {
+        let c = &self.c;
+        let p = &self.at_last_tick;
+        let dt = now - self.last_tick_time;
+        let per_s = |a: u64, b: u64| if dt > 0.0 { (a - b) as f64 / dt } else { 0.0 };
+        let cap = self.cache.capacity();
+        TickMetrics {
+            cachesize: self.cache.len() as f64,
+            cachebytes: self.cache.bytes() as f64,
+            capacity: cap.objects.or(cap.bytes).unwrap_or(0) as f64,
+            hits: c.hits as f64,
+            misses: c.misses as f64,
+            gets: (c.gets + c.accesses) as f64,
+            puts: c.puts as f64,
+            reqrate: per_s(c.requests, p.requests),
+            getrate: per_s(c.gets + c.accesses, p.gets + p.accesses),
+            putrate: per_s(c.puts, p.puts),
+            missrate: per_s(c.misses, p.misses),
+            hitrate: per_s(c.hits, p.hits),
+            backend_rate: per_s(
+                c.backend_reads + c.backend_writes,
+                p.backend_reads + p.backend_writes,
+            ),
+            backend_queue: self.backend.queue_len(now),
+            evictions: self.cache.evictions() as f64,
+        }
+    }
+
+    fn tick(&mut self, now: f64) {
+        let mut actions_text = String::new();
+        let mut failed = false;
+        if self.controller.is_some() {
+            let metrics = self.metrics(now);
+            let (Some(controller), Some(log)) = (self.controller.as_deref_mut(), self.log.as_ref())
+            else {
+                unreachable!("a controller always comes with an access log");
+            };
+            let decision = controller.tick(&TickContext {
+                now,
+                tick: self.tick_no + 1,
+                metrics: &metrics,
+                access_log: log,
+            });
+            if decision.error.is_some() {
+                failed = true;
+                self.policy_errors += 1;
+            } else {
+                for action in &decision.actions {
+                    self.policy_actions += 1;
+                    if !actions_text.is_empty() {
+                        actions_text.push(';');
+                    }
+                    match *action {
+                        Action::Evict(n) => {
+                            self.cache.evict(n);
+                            actions_text.push_str(&format!("evict:{n}"));
+                        }
+                        Action::SetCapacityObjects(n) => {
+                            let mut cap = self.cache.capacity();
+                            cap.objects = Some(n);
+                            self.cache.set_capacity(cap);
+                            actions_text.push_str(&format!("capacity:{n}"));
+                        }
+                    }
+                }
+            }
+        }
+        self.record_row(now, actions_text, failed);
+    }
+
+    /// Closes the current tick interval: appends a metrics row (when asked for) and moves
+    /// the per-tick baselines forward.
+    fn record_row(&mut self, now: f64, action: String, policy_error: bool) {
+        self.tick_no += 1;
+        if self.config.record_ticks {
+            let c = &self.c;
+            let p = &self.at_last_tick;
+            let lookups = (c.gets + c.accesses) - (p.gets + p.accesses);
+            let hits = c.hits - p.hits;
+            let cap = self.cache.capacity();
+            self.ticks.push(TickRow {
+                tick: self.tick_no,
+                time: now,
+                requests: c.requests - p.requests,
+                cache_objects: self.cache.len(),
+                cache_bytes: self.cache.bytes(),
+                capacity_objects: cap.objects,
+                capacity_bytes: cap.bytes,
+                lookups,
+                hits,
+                hit_ratio: (lookups > 0).then(|| hits as f64 / lookups as f64),
+                backend_reads: c.backend_reads - p.backend_reads,
+                backend_writes: c.backend_writes - p.backend_writes,
+                backend_queue: self.backend.queue_len(now),
+                evictions: self.cache.evictions() - p.evictions,
+                action,
+                policy_error,
+            });
+        }
+        self.c.evictions = self.cache.evictions();
+        self.at_last_tick = self.c;
+        self.last_tick_time = now;
+    }
+
+    fn finish(mut self, wall: Duration) -> ReplayReport {
+        let c = self.c;
+        let lookups = c.gets + c.accesses;
+        let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+        let duration = self.first_time.map(|t0| self.last_time - t0).unwrap_or(0.0);
+        let timed = duration > 0.0;
+        let wall_seconds = wall.as_secs_f64();
+        ReplayReport {
+            requests: c.requests,
+            gets: c.gets,
+            puts: c.puts,
+            deletes: c.deletes,
+            accesses: c.accesses,
+            hits: c.hits,
+            misses: c.misses,
+            miss_ratio: ratio(c.misses, lookups),
+            byte_miss_ratio: ratio(self.miss_bytes, self.lookup_bytes),
+            evictions: self.cache.evictions(),
+            peak_cache_objects: self.peak_objects,
+            mean_cache_objects: mean(self.sum_objects, c.requests),
+            time_mean_cache_objects: timed.then(|| self.area_objects / duration),
+            peak_cache_bytes: self.peak_bytes,
+            mean_cache_bytes: mean(self.sum_bytes, c.requests),
+            time_mean_cache_bytes: timed.then(|| self.area_bytes / duration),
+            final_cache_objects: self.cache.len(),
+            final_cache_bytes: self.cache.bytes(),
+            duration_seconds: timed.then_some(duration),
+            backend: self.backend.summary(timed),
+            policy: self.controller.as_ref().map(|ctl| {
+                let mut summary = ctl.summary();
+                summary.ticks = summary.ticks.max(self.tick_no);
+                summary.actions = self.policy_actions;
+                summary.errors = self.policy_errors;
+                summary
+            }),
+            wall_seconds,
+            requests_per_second: if wall_seconds > 0.0 {
+                c.requests as f64 / wall_seconds
+            } else {
+                0.0
+            },
+            ticks: std::mem::take(&mut self.ticks),
+        }
+    }
+}
+
+fn mean(sum: u128, n: u64) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        sum as f64 / n as f64
+    }
+}
+
+/// A single updating line on stderr, shown only once a run has lasted two seconds.
+struct Progress {
+    enabled: bool,
+    started: Instant,
+    last_print: Option<Instant>,
+}
+
+impl Progress {
+    fn new(enabled: bool, started: Instant) -> Progress {
+        Progress {
+            enabled,
+            started,
+            last_print: None,
+        }
+    }
+
+    fn update(&mut self, requests: u64) {
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        let elapsed = now - self.started;
+        let due = match self.last_print {
+            None => elapsed >= Duration::from_secs(2),
+            Some(t) => now - t >= Duration::from_secs(1),
+        };
+        if due {
+            self.last_print = Some(now);
+            let rate = requests as f64 / elapsed.as_secs_f64();
+            eprint!(
+                "\rreplay: {requests} requests, {:.2} M req/s, {:.0}s elapsed   ",
+                rate / 1e6,
+                elapsed.as_secs_f64()
+            );
+        }
+    }
+
+    fn finish(&mut self, requests: u64) {
+        if self.last_print.is_some() {
+            let elapsed = self.started.elapsed().as_secs_f64();
+            eprintln!("\rreplay: {requests} requests in {elapsed:.1}s                         ");
+        }
+    }
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then formatting, lints and every test
+# (unit, integration against the real binary and server, agreement with libCacheSim's
+# recorded results). Tests and binary share the release profile so it is built once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+. scripts/env.sh
+
+cargo fmt --all --check
+cargo build --release --workspace --locked
+cargo clippy --release --workspace --all-targets --locked -- -D warnings
+cargo test --release --workspace --locked
