@@ -1,0 +1,74 @@
+//! Names of the built-in eviction algorithms, as accepted on the command line.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Eviction algorithm names accepted on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    Lru,
+    Fifo,
+    Clock,
+    Sieve,
+    S3Fifo,
+}
+
+impl Algorithm {
+    /// Every built-in algorithm, in documentation order.
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::Lru,
+        Algorithm::Fifo,
+        Algorithm::Clock,
+        Algorithm::Sieve,
+        Algorithm::S3Fifo,
+    ];
+
+    /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Lru => "lru",
+            Algorithm::Fifo => "fifo",
+            Algorithm::Clock => "clock",
+            Algorithm::Sieve => "sieve",
+            Algorithm::S3Fifo => "s3fifo",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "lru" => Ok(Algorithm::Lru),
+            "fifo" => Ok(Algorithm::Fifo),
+            "clock" => Ok(Algorithm::Clock),
+            "sieve" => Ok(Algorithm::Sieve),
+            "s3fifo" | "s3-fifo" => Ok(Algorithm::S3Fifo),
+            other => Err(format!(
+                "unknown eviction algorithm '{other}' (expected lru, fifo, clock, sieve or s3fifo)"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for alg in Algorithm::ALL {
+            assert_eq!(alg.name().parse::<Algorithm>(), Ok(alg));
+            assert_eq!(alg.to_string(), alg.name());
+        }
+        assert_eq!("S3-FIFO".parse::<Algorithm>(), Ok(Algorithm::S3Fifo));
+        let err = "arc".parse::<Algorithm>().unwrap_err();
+        assert!(err.contains("'arc'"), "{err}");
+    }
+}

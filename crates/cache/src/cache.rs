@@ -1,0 +1,368 @@
+//! The cache itself: ties the slab and index ([`crate::store`]) to an eviction algorithm
+//! ([`crate::policy`]) and keeps the capacity invariant: after every call, the objects and
+//! bytes cached are within the capacity.
+//!
+//! The order of operations on a miss is libCacheSim's `cache_get_base`: refuse objects that
+//! can never fit, evict until the new object fits, then insert. A lookup never changes an
+//! object's size (libCacheSim ignores the size carried by a hit); only [`Cache::insert`] does.
+
+use crate::policy::{EvictionPolicy, Policy};
+use crate::store::{Slot, Store, NIL};
+use crate::{Algorithm, Capacity};
+
+pub struct Cache {
+    algorithm: Algorithm,
+    capacity: Capacity,
+    store: Store,
+    policy: Policy,
+    evictions: u64,
+    /// The key the last lookup missed, so that the insert that usually follows does not
+    /// report the same miss to the algorithm twice.
+    reported_miss: Option<u64>,
+}
+
+impl Cache {
+    pub fn new(algorithm: Algorithm, capacity: Capacity) -> Cache {
+        Cache {
+            algorithm,
+            capacity,
+            store: Store::new(),
+            policy: Policy::new(algorithm, capacity),
+            evictions: 0,
+            reported_miss: None,
+        }
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Looks `key` up; a hit updates the algorithm's state. Never inserts.
+    #[inline]
+    pub fn get(&mut self, key: u64) -> bool {
+        match self.store.find(key) {
+            Some(slot) => {
+                self.reported_miss = None;
+                self.policy.on_hit(&mut self.store.nodes, slot);
+                true
+            }
+            None => {
+                self.policy.on_miss(key);
+                self.reported_miss = Some(key);
+                false
+            }
+        }
+    }
+
+    /// One request as libCacheSim replays it: a lookup that inserts on a miss. Returns
+    /// whether it hit. A hit keeps the cached size even if `size` differs.
+    #[inline]
+    pub fn access(&mut self, key: u64, size: u32) -> bool {
+        if self.get(key) {
+            return true;
+        }
+        self.insert(key, size);
+        false
+    }
+
+    /// Inserts `key` (or updates its size if present), evicting as the algorithm decides until
+    /// it fits. Returns false when the object cannot be cached (larger than the capacity).
+    pub fn insert(&mut self, key: u64, size: u32) -> bool {
+        self.insert_with(key, size, |_, _| {})
+    }
+
+    /// [`Cache::insert`], calling `on_evict(key, size)` for every object evicted to make room.
+    /// Updating a present object counts as an access to it. Returns whether `key` is cached
+    /// afterwards; when it cannot be (too large, or refused by the algorithm) a previous
+    /// version is removed, which is not an eviction.
+    pub fn insert_with<F: FnMut(u64, u32)>(&mut self, key: u64, size: u32, on_evict: F) -> bool {
+        match self.store.find(key) {
+            Some(slot) => self.update(slot, size, on_evict),
+            None => self.insert_new(key, size, on_evict),
+        }
+    }
+
+    fn insert_new<F: FnMut(u64, u32)>(&mut self, key: u64, size: u32, mut on_evict: F) -> bool {
+        if self.reported_miss.take() != Some(key) {
+            self.policy.on_miss(key);
+        }
+        if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
+            return false;
+        }
+        while self
+            .capacity
+            .exceeded_by(self.store.len() + 1, self.store.bytes() + u64::from(size))
+        {
+            if self.evict_one(&mut on_evict) == NIL {
+                break;
+            }
+        }
+        if !self.policy.admit_after_evictions(key, size) {
+            return false;
+        }
+        match self.store.insert(key, size) {
+            Some(slot) => {
+                self.policy.on_insert(&mut self.store.nodes, slot);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn update<F: FnMut(u64, u32)>(&mut self, slot: Slot, size: u32, mut on_evict: F) -> bool {
+        self.reported_miss = None;
+        if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
+            self.remove_slot(slot);
+            return false;
+        }
+        let old_size = self.store.nodes[slot as usize].size;
+        if old_size != size {
+            self.store.resize(slot, size);
+            self.policy.on_resize(&mut self.store.nodes, slot, old_size);
+        }
+        self.policy.on_hit(&mut self.store.nodes, slot);
+        let mut cached = true;
+        while self
+            .capacity
+            .exceeded_by(self.store.len(), self.store.bytes())
+        {
+            match self.evict_one(&mut on_evict) {
+                NIL => break,
+                victim => cached &= victim != slot,
+            }
+        }
+        cached
+    }
+
+    /// Evicts the algorithm's next victim; returns its (now free) slot or `NIL` when empty.
+    fn evict_one<F: FnMut(u64, u32)>(&mut self, on_evict: &mut F) -> Slot {
+        let victim = self.policy.evict(&mut self.store.nodes);
+        if victim != NIL {
+            let node = self.store.nodes[victim as usize];
+            self.store.remove(victim);
+            self.evictions += 1;
+            on_evict(node.key, node.size);
+        }
+        victim
+    }
+
+    fn remove_slot(&mut self, slot: Slot) {
+        self.policy.on_remove(&mut self.store.nodes, slot);
+        self.store.remove(slot);
+    }
+
+    /// Removes `key` if cached (not counted as an eviction).
+    pub fn remove(&mut self, key: u64) -> bool {
+        match self.store.find(key) {
+            Some(slot) => {
+                self.remove_slot(slot);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn contains(&self, key: u64) -> bool {
+        self.store.find(key).is_some()
+    }
+
+    /// The size of `key` if cached. Does not count as an access.
+    pub fn object_size(&self, key: u64) -> Option<u32> {
+        self.store
+            .find(key)
+            .map(|slot| self.store.nodes[slot as usize].size)
+    }
+
+    /// Evicts up to `n` objects chosen by the algorithm; returns how many were evicted.
+    pub fn evict(&mut self, n: u64) -> u64 {
+        self.evict_with(n, |_, _| {})
+    }
+
+    /// [`Cache::evict`], calling `on_evict(key, size)` for each object evicted.
+    pub fn evict_with<F: FnMut(u64, u32)>(&mut self, n: u64, mut on_evict: F) -> u64 {
+        let mut evicted = 0;
+        while evicted < n && self.evict_one(&mut on_evict) != NIL {
+            evicted += 1;
+        }
+        evicted
+    }
+
+    /// Changes the target capacity, evicting at once down to it; returns objects evicted.
+    pub fn set_capacity(&mut self, capacity: Capacity) -> u64 {
+        self.set_capacity_with(capacity, |_, _| {})
+    }
+
+    /// [`Cache::set_capacity`], calling `on_evict(key, size)` for each object evicted.
+    pub fn set_capacity_with<F: FnMut(u64, u32)>(
+        &mut self,
+        capacity: Capacity,
+        mut on_evict: F,
+    ) -> u64 {
+        self.capacity = capacity;
+        self.policy.on_capacity(capacity);
+        let mut evicted = 0;
+        while capacity.exceeded_by(self.store.len(), self.store.bytes())
+            && self.evict_one(&mut on_evict) != NIL
+        {
+            evicted += 1;
+        }
+        evicted
+    }
+
+    pub fn capacity(&self) -> Capacity {
+        self.capacity
+    }
+
+    /// Objects cached now.
+    pub fn len(&self) -> u64 {
+        self.store.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes cached now (sum of object sizes).
+    pub fn bytes(&self) -> u64 {
+        self.store.bytes()
+    }
+
+    /// Objects evicted so far (by capacity pressure, `evict` or `set_capacity`).
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+
+    /// Every cached `(key, size)`, in no particular order. Does not count as accesses.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.store.slots().map(|slot| {
+            let node = &self.store.nodes[slot as usize];
+            (node.key, node.size)
+        })
+    }
+
+    /// Heap bytes of the cache's own metadata now: the slab (including free slots), the
+    /// index, and S3-FIFO's ghost. Object payloads are not stored here and not counted.
+    pub fn metadata_bytes(&self) -> usize {
+        self.store.heap_bytes() + self.policy.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lru(bytes: u64) -> Cache {
+        Cache::new(Algorithm::Lru, Capacity::bytes(bytes))
+    }
+
+    #[test]
+    fn get_never_inserts_and_insert_makes_it_hit() {
+        let mut c = lru(100);
+        assert!(!c.get(1));
+        assert!(!c.contains(1));
+        assert!(c.insert(1, 10));
+        assert!(c.get(1));
+        assert_eq!((c.len(), c.bytes()), (1, 10));
+    }
+
+    #[test]
+    fn too_large_objects_are_refused() {
+        let mut c = lru(100);
+        assert!(!c.insert(1, 101));
+        assert!(c.is_empty());
+        assert!(c.insert(2, 100));
+        assert!(
+            !c.insert(2, 101),
+            "growing past the capacity drops the object"
+        );
+        assert!(!c.contains(2));
+        assert_eq!(c.evictions(), 0, "dropping is not an eviction");
+    }
+
+    #[test]
+    fn update_changes_size_and_evicts_others() {
+        let mut c = lru(100);
+        c.insert(1, 40);
+        c.insert(2, 40);
+        let mut evicted = Vec::new();
+        assert!(c.insert_with(2, 70, |k, s| evicted.push((k, s))));
+        assert_eq!(evicted, vec![(1, 40)]);
+        assert_eq!(c.object_size(2), Some(70));
+        assert_eq!(c.bytes(), 70);
+    }
+
+    #[test]
+    fn access_keeps_the_cached_size_on_hit() {
+        let mut c = lru(100);
+        assert!(!c.access(1, 10));
+        assert!(c.access(1, 99));
+        assert_eq!(c.object_size(1), Some(10));
+    }
+
+    #[test]
+    fn remove_is_not_an_eviction() {
+        let mut c = lru(100);
+        c.insert(1, 10);
+        assert!(c.remove(1));
+        assert!(!c.remove(1));
+        assert_eq!((c.len(), c.evictions()), (0, 0));
+    }
+
+    #[test]
+    fn set_capacity_shrinks_at_once_in_lru_order() {
+        let mut c = lru(100);
+        for k in 0..10 {
+            c.insert(k, 10);
+        }
+        c.get(0);
+        let mut evicted = Vec::new();
+        let n = c.set_capacity_with(Capacity::objects(3), |k, _| evicted.push(k));
+        assert_eq!(n, 7);
+        assert_eq!(evicted, vec![1, 2, 3, 4, 5, 6, 7]);
+        let mut left: Vec<u64> = c.iter().map(|(k, _)| k).collect();
+        left.sort_unstable();
+        assert_eq!(left, vec![0, 8, 9]);
+        assert_eq!(c.evictions(), 7);
+    }
+
+    #[test]
+    fn evict_n_stops_when_empty() {
+        let mut c = Cache::new(Algorithm::Fifo, Capacity::default());
+        for k in 0..5 {
+            c.insert(k, 1);
+        }
+        assert_eq!(c.evict(2), 2);
+        assert!(!c.contains(0) && !c.contains(1) && c.contains(2));
+        assert_eq!(c.evict(10), 3);
+        assert!(c.is_empty());
+        assert_eq!(c.evictions(), 5);
+    }
+
+    #[test]
+    fn both_dimensions_are_enforced() {
+        let mut c = Cache::new(
+            Algorithm::Sieve,
+            Capacity {
+                bytes: Some(1000),
+                objects: Some(3),
+            },
+        );
+        for k in 0..10 {
+            c.insert(k, 5);
+            assert!(c.len() <= 3);
+        }
+        c.insert(100, 900);
+        c.insert(101, 900);
+        assert!(c.bytes() <= 1000 && c.len() <= 3);
+    }
+
+    #[test]
+    fn zero_capacity_caches_nothing() {
+        for alg in Algorithm::ALL {
+            let mut c = Cache::new(alg, Capacity::objects(0));
+            assert!(!c.access(1, 1));
+            assert!(!c.access(1, 1), "{alg}");
+            assert!(c.is_empty());
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The cache's limits: bytes, objects, or both.
+
+/// Limits of the cache. `None` means unlimited in that dimension; both may be set, and then
+/// the cache stays within both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capacity {
+    pub bytes: Option<u64>,
+    pub objects: Option<u64>,
+}
+
+impl Capacity {
+    /// A limit in bytes only.
+    pub fn bytes(bytes: u64) -> Capacity {
+        Capacity {
+            bytes: Some(bytes),
+            objects: None,
+        }
+    }
+
+    /// A limit in objects only.
+    pub fn objects(objects: u64) -> Capacity {
+        Capacity {
+            bytes: None,
+            objects: Some(objects),
+        }
+    }
+
+    /// Whether `objects` objects totalling `bytes` bytes exceed the limits.
+    #[inline]
+    pub fn exceeded_by(&self, objects: u64, bytes: u64) -> bool {
+        self.bytes.is_some_and(|limit| bytes > limit)
+            || self.objects.is_some_and(|limit| objects > limit)
+    }
+
+    /// Whether a single object of `size` bytes could ever be cached.
+    #[inline]
+    pub fn can_hold(&self, size: u32) -> bool {
+        !self.exceeded_by(1, u64::from(size))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_apply_per_dimension() {
+        let both = Capacity {
+            bytes: Some(100),
+            objects: Some(2),
+        };
+        assert!(!both.exceeded_by(2, 100));
+        assert!(both.exceeded_by(3, 10));
+        assert!(both.exceeded_by(1, 101));
+        assert!(!Capacity::default().exceeded_by(u64::MAX, u64::MAX));
+        assert!(Capacity::bytes(10).can_hold(10));
+        assert!(!Capacity::bytes(10).can_hold(11));
+        assert!(!Capacity::objects(0).can_hold(1));
+    }
+}

@@ -1,0 +1,139 @@
+//! A doubly linked queue threaded through the slab's nodes by `u32` slots.
+//!
+//! The head holds the newest object and the tail the oldest, and `prev` points towards the
+//! head, exactly as libCacheSim's `prepend_obj_to_head`/`q_tail` lists do: matching its
+//! orientation keeps algorithms such as SIEVE, whose hand walks `prev` from the tail,
+//! step-for-step identical.
+
+use crate::store::{Node, Slot, NIL};
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Queue {
+    pub head: Slot,
+    pub tail: Slot,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            head: NIL,
+            tail: NIL,
+        }
+    }
+}
+
+impl Queue {
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.tail == NIL
+    }
+
+    /// Links `slot` (currently unlinked) in front of the head.
+    #[inline]
+    pub fn push_head(&mut self, nodes: &mut [Node], slot: Slot) {
+        let old_head = self.head;
+        {
+            let node = &mut nodes[slot as usize];
+            node.prev = NIL;
+            node.next = old_head;
+        }
+        if old_head == NIL {
+            self.tail = slot;
+        } else {
+            nodes[old_head as usize].prev = slot;
+        }
+        self.head = slot;
+    }
+
+    /// Unlinks `slot`, which must be in this queue.
+    #[inline]
+    pub fn unlink(&mut self, nodes: &mut [Node], slot: Slot) {
+        let Node { prev, next, .. } = nodes[slot as usize];
+        if prev == NIL {
+            self.head = next;
+        } else {
+            nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            nodes[next as usize].prev = prev;
+        }
+        let node = &mut nodes[slot as usize];
+        node.prev = NIL;
+        node.next = NIL;
+    }
+
+    #[inline]
+    pub fn move_to_head(&mut self, nodes: &mut [Node], slot: Slot) {
+        if self.head != slot {
+            self.unlink(nodes, slot);
+            self.push_head(nodes, slot);
+        }
+    }
+
+    /// Unlinks and returns the oldest node, or `NIL` when empty.
+    #[inline]
+    pub fn pop_tail(&mut self, nodes: &mut [Node]) -> Slot {
+        let tail = self.tail;
+        if tail != NIL {
+            self.unlink(nodes, tail);
+        }
+        tail
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes(n: u32) -> Vec<Node> {
+        (0..n)
+            .map(|k| Node {
+                key: u64::from(k),
+                size: 1,
+                prev: NIL,
+                next: NIL,
+                meta: 0,
+            })
+            .collect()
+    }
+
+    fn order(q: &Queue, nodes: &[Node]) -> Vec<Slot> {
+        let mut out = Vec::new();
+        let mut s = q.head;
+        while s != NIL {
+            out.push(s);
+            s = nodes[s as usize].next;
+        }
+        let mut back = Vec::new();
+        let mut s = q.tail;
+        while s != NIL {
+            back.push(s);
+            s = nodes[s as usize].prev;
+        }
+        back.reverse();
+        assert_eq!(out, back, "forward and backward links disagree");
+        out
+    }
+
+    #[test]
+    fn push_unlink_move_pop() {
+        let mut n = nodes(4);
+        let mut q = Queue::default();
+        assert!(q.is_empty());
+        for s in 0..4 {
+            q.push_head(&mut n, s);
+        }
+        assert_eq!(order(&q, &n), vec![3, 2, 1, 0]);
+        q.move_to_head(&mut n, 0);
+        assert_eq!(order(&q, &n), vec![0, 3, 2, 1]);
+        q.unlink(&mut n, 2);
+        assert_eq!(order(&q, &n), vec![0, 3, 1]);
+        assert_eq!(q.pop_tail(&mut n), 1);
+        assert_eq!(q.pop_tail(&mut n), 3);
+        assert_eq!(q.pop_tail(&mut n), 0);
+        assert_eq!(q.pop_tail(&mut n), NIL);
+        assert!(q.is_empty());
+    }
+}

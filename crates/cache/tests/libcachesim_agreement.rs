@@ -1,0 +1,189 @@
+//! Agreement with libCacheSim 0.3.5: replays the two sample traces libCacheSim ships with
+//! every built-in algorithm at 1% and 10% of the working set in bytes, the way libCacheSim's
+//! simulator does (every request is a lookup that inserts on a miss), and compares the miss
+//! ratio with the one `bench/libcachesim/reference.py` recorded from libCacheSim itself in
+//! `bench/libcachesim/reference.json`.
+//!
+//! The traces are read by a small reader local to this test (oracleGeneral records and the
+//! Twitter CSV), so the check depends on nothing but the cache.
+
+use cache::{Algorithm, Cache, Capacity};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+const TOLERANCE: f64 = 0.002;
+
+fn traces_dir() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces"
+    ))
+}
+
+fn reference_path() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../bench/libcachesim/reference.json"
+    ))
+}
+
+/// oracleGeneral: headerless 24-byte little-endian records
+/// `{u32 time; u64 id; u32 size; i64 next_access}`.
+fn read_oracle_general(path: &Path) -> Vec<(u64, u32)> {
+    let mut reader = BufReader::new(File::open(path).expect("open oracleGeneral trace"));
+    let mut requests = Vec::new();
+    let mut record = [0u8; 24];
+    let mut offset = 0u64;
+    loop {
+        match reader.read_exact(&mut record) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => panic!("{}: offset {offset}: {e}", path.display()),
+        }
+        let id = u64::from_le_bytes(record[4..12].try_into().unwrap());
+        let size = u32::from_le_bytes(record[12..16].try_into().unwrap());
+        requests.push((id, size));
+        offset += 24;
+    }
+    assert_eq!(
+        offset,
+        std::fs::metadata(path).unwrap().len(),
+        "{}: truncated record at offset {offset}",
+        path.display()
+    );
+    requests
+}
+
+/// Twitter CSV: a `#` header line, then `time, id, size, next_access`.
+fn read_twitter_csv(path: &Path) -> Vec<(u64, u32)> {
+    let reader = BufReader::new(File::open(path).expect("open csv trace"));
+    let mut requests = Vec::new();
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let mut fields = line.split(',').map(str::trim);
+        let _time = fields.next();
+        let parse = |field: Option<&str>, what: &str| -> u64 {
+            field
+                .and_then(|f| f.parse().ok())
+                .unwrap_or_else(|| panic!("{}:{}: bad {what} in {line:?}", path.display(), n + 1))
+        };
+        let id = parse(fields.next(), "object id");
+        let size = parse(fields.next(), "object size");
+        requests.push((id, u32::try_from(size).expect("size fits in u32")));
+    }
+    requests
+}
+
+/// Working set as libCacheSim's `cal_working_set_size`: distinct objects and the sum of their
+/// sizes (sizes never change within these traces).
+fn working_set(requests: &[(u64, u32)]) -> (u64, u64) {
+    let mut sizes: HashMap<u64, u32> = HashMap::new();
+    for &(id, size) in requests {
+        sizes.entry(id).or_insert(size);
+    }
+    (
+        sizes.len() as u64,
+        sizes.values().map(|&s| u64::from(s)).sum(),
+    )
+}
+
+/// Misses of one replay.
+fn replay(algorithm: Algorithm, cache_bytes: u64, requests: &[(u64, u32)]) -> u64 {
+    let mut cache = Cache::new(algorithm, Capacity::bytes(cache_bytes));
+    let mut misses = 0u64;
+    for &(id, size) in requests {
+        if !cache.access(id, size) {
+            misses += 1;
+        }
+        assert!(cache.bytes() <= cache_bytes, "capacity exceeded");
+    }
+    misses
+}
+
+#[test]
+fn miss_ratios_match_libcachesim() {
+    let traces = traces_dir();
+    if !traces.join("libcachesim").is_dir() {
+        eprintln!(
+            "SKIPPED: {} is absent; the libCacheSim agreement check needs the shared traces",
+            traces.display()
+        );
+        return;
+    }
+    let text = std::fs::read_to_string(reference_path()).expect("read reference.json");
+    let reference: Value = serde_json::from_str(&text).expect("parse reference.json");
+    assert_eq!(reference["libcachesim_version"], "0.3.5");
+
+    let mut loaded: HashMap<String, Vec<(u64, u32)>> = HashMap::new();
+    for trace in reference["traces"].as_array().expect("traces") {
+        let name = trace["trace"].as_str().unwrap().to_string();
+        let path = traces.join("libcachesim").join(&name);
+        let requests = if name.ends_with(".oracleGeneral.bin") {
+            read_oracle_general(&path)
+        } else {
+            read_twitter_csv(&path)
+        };
+        assert_eq!(
+            Some(requests.len() as u64),
+            trace["requests"].as_u64(),
+            "{name}"
+        );
+        let (objects, bytes) = working_set(&requests);
+        assert_eq!(
+            Some(objects),
+            trace["working_set_objects"].as_u64(),
+            "{name}"
+        );
+        assert_eq!(Some(bytes), trace["working_set_bytes"].as_u64(), "{name}");
+        loaded.insert(name, requests);
+    }
+
+    let mut failures = Vec::new();
+    let results = reference["results"].as_array().expect("results");
+    assert_eq!(results.len(), 20, "2 traces x 2 sizes x 5 algorithms");
+    for result in results {
+        let name = result["trace"].as_str().unwrap();
+        let algorithm: Algorithm = result["algorithm"].as_str().unwrap().parse().unwrap();
+        let fraction = result["fraction"].as_f64().unwrap();
+        let cache_bytes = result["cache_bytes"].as_u64().unwrap();
+        let theirs = result["miss_ratio"].as_f64().unwrap();
+        let requests = &loaded[name];
+
+        // libCacheSim sizes a cache given as a fraction as int(fraction * working set bytes).
+        let (_, wss_bytes) = working_set(requests);
+        assert_eq!(
+            (fraction * wss_bytes as f64) as u64,
+            cache_bytes,
+            "{name} {fraction}"
+        );
+
+        let misses = replay(algorithm, cache_bytes, requests);
+        let ours = misses as f64 / requests.len() as f64;
+        let diff = (ours - theirs).abs();
+        let their_misses = (theirs * requests.len() as f64).round() as u64;
+        let verdict = if misses == their_misses {
+            "exact"
+        } else {
+            "close"
+        };
+        println!(
+            "{name:34} {algorithm:7} {fraction:>5} {cache_bytes:>10} B  ours {ours:.6}  libCacheSim {theirs:.6}  {verdict} ({misses} vs {their_misses} misses)"
+        );
+        if diff > TOLERANCE {
+            failures.push(format!(
+                "{name} {algorithm} {fraction}: ours {ours} vs {theirs}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "disagreements:\n{}",
+        failures.join("\n")
+    );
+}
