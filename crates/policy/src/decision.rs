@@ -1,0 +1,246 @@
+//! What a tick decides, and the validation of callback results. Every value a policy returns
+//! is checked here so the host only ever sees well-formed actions.
+
+use serde::Serialize;
+
+/// The action a tick asks of the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[serde(tag = "kind", content = "n", rename_all = "snake_case")]
+pub enum Action {
+    /// Leave the cache alone.
+    #[default]
+    None,
+    /// Evict this many objects now, from the cold end.
+    Evict(u64),
+    /// Set the cache's target capacity to this many objects.
+    SetCapacity(u64),
+}
+
+/// Everything one tick decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Decision {
+    /// This server's load: `load()`'s result, else the host's `load` metric.
+    pub load: f64,
+    /// `when()`'s result; `None` when the policy has no `when` (treated as true).
+    pub when: Option<bool>,
+    /// `howmuch()`'s result, `None` when `when()` said no or there is no `howmuch`.
+    pub action: Action,
+    /// `where()`'s (or a Ceph-dialect chunk's) targets: load to send to each server index.
+    /// Entries with a zero amount are dropped; sorted by server.
+    pub targets: Vec<(usize, f64)>,
+}
+
+impl Decision {
+    /// Whether the decision asks anything of the host.
+    pub fn acts(&self) -> bool {
+        self.action != Action::None || !self.targets.is_empty()
+    }
+}
+
+fn count_from_number(n: f64, what: &str) -> Result<u64, String> {
+    if n.is_nan() {
+        return Err(format!("{what} is NaN"));
+    }
+    if n < 0.0 {
+        return Err(format!("{what} is negative ({n})"));
+    }
+    // Counts are objects: round down; absurdly large values saturate.
+    Ok(if n >= u64::MAX as f64 { u64::MAX } else { n as u64 })
+}
+
+fn number(value: &mlua::Value) -> Option<f64> {
+    match value {
+        mlua::Value::Integer(i) => Some(*i as f64),
+        mlua::Value::Number(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// `load()` must return a finite number.
+pub(crate) fn parse_load(value: &mlua::Value) -> Result<f64, String> {
+    match number(value) {
+        Some(n) if n.is_finite() => Ok(n),
+        Some(n) => Err(format!("load() must return a finite number, got {n}")),
+        None => Err(format!(
+            "load() must return a number, got {}",
+            value.type_name()
+        )),
+    }
+}
+
+/// `when()` must return a boolean.
+pub(crate) fn parse_when(value: &mlua::Value) -> Result<bool, String> {
+    match value {
+        mlua::Value::Boolean(b) => Ok(*b),
+        other => Err(format!(
+            "when() must return a boolean, got {}",
+            other.type_name()
+        )),
+    }
+}
+
+/// `howmuch()` returns a number of objects to evict, `{capacity=N}`, `{evict=N}` or nil.
+pub(crate) fn parse_howmuch(value: &mlua::Value) -> Result<Action, String> {
+    if let Some(n) = number(value) {
+        let n = count_from_number(n, "howmuch() result")?;
+        return Ok(if n == 0 {
+            Action::None
+        } else {
+            Action::Evict(n)
+        });
+    }
+    match value {
+        mlua::Value::Nil => Ok(Action::None),
+        mlua::Value::Table(t) => {
+            let capacity: mlua::Value = t.raw_get("capacity").map_err(|e| e.to_string())?;
+            let evict: mlua::Value = t.raw_get("evict").map_err(|e| e.to_string())?;
+            match (number(&capacity), number(&evict), &capacity, &evict) {
+                (Some(_), Some(_), _, _) => {
+                    Err("howmuch() table must set either capacity or evict, not both".into())
+                }
+                (Some(c), None, _, mlua::Value::Nil) => Ok(Action::SetCapacity(
+                    count_from_number(c, "howmuch() capacity")?,
+                )),
+                (None, Some(e), mlua::Value::Nil, _) => {
+                    let e = count_from_number(e, "howmuch() evict")?;
+                    Ok(if e == 0 {
+                        Action::None
+                    } else {
+                        Action::Evict(e)
+                    })
+                }
+                _ => Err(format!(
+                    "howmuch() table must be {{capacity=N}} or {{evict=N}} with a number, got \
+                     capacity={} evict={}",
+                    capacity.type_name(),
+                    evict.type_name()
+                )),
+            }
+        }
+        other => Err(format!(
+            "howmuch() must return a number, {{capacity=N}} or {{evict=N}}, got {}",
+            other.type_name()
+        )),
+    }
+}
+
+/// `where()` (and a Ceph chunk) returns `{[server]=amount}` with 0-based server indices.
+pub(crate) fn parse_targets(
+    value: &mlua::Value,
+    servers: usize,
+    what: &str,
+) -> Result<Vec<(usize, f64)>, String> {
+    let table = match value {
+        mlua::Value::Nil => return Ok(Vec::new()),
+        mlua::Value::Table(t) => t,
+        other => {
+            return Err(format!(
+                "{what} must return a table {{[server]=amount}}, got {}",
+                other.type_name()
+            ))
+        }
+    };
+    let mut targets = Vec::new();
+    for pair in table.clone().pairs::<mlua::Value, mlua::Value>() {
+        let (k, v) = pair.map_err(|e| e.to_string())?;
+        let server = match number(&k) {
+            Some(s) if s >= 0.0 && s.fract() == 0.0 && (s as usize) < servers => s as usize,
+            _ => {
+                return Err(format!(
+                    "{what} target key must be a server index 0..{}, got {}",
+                    servers.saturating_sub(1),
+                    describe(&k)
+                ))
+            }
+        };
+        let amount = match number(&v) {
+            Some(a) if a.is_finite() && a >= 0.0 => a,
+            _ => {
+                return Err(format!(
+                    "{what} target for server {server} must be a non-negative number, got {}",
+                    describe(&v)
+                ))
+            }
+        };
+        if amount > 0.0 {
+            targets.push((server, amount));
+        }
+    }
+    targets.sort_by_key(|t| t.0);
+    Ok(targets)
+}
+
+fn describe(v: &mlua::Value) -> String {
+    match v {
+        mlua::Value::Integer(i) => i.to_string(),
+        mlua::Value::Number(n) => n.to_string(),
+        mlua::Value::String(s) => format!("\"{}\"", s.to_string_lossy()),
+        other => other.type_name().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(src: &str) -> (mlua::Lua, mlua::Value) {
+        let lua = mlua::Lua::new();
+        let v = lua.load(src).eval::<mlua::Value>().unwrap();
+        (lua, v)
+    }
+
+    #[test]
+    fn howmuch_accepts_numbers_and_both_table_forms() {
+        assert_eq!(parse_howmuch(&eval("return 5").1), Ok(Action::Evict(5)));
+        assert_eq!(parse_howmuch(&eval("return 2.9").1), Ok(Action::Evict(2)));
+        assert_eq!(parse_howmuch(&eval("return 0").1), Ok(Action::None));
+        assert_eq!(parse_howmuch(&eval("return nil").1), Ok(Action::None));
+        assert_eq!(
+            parse_howmuch(&eval("return {capacity=100}").1),
+            Ok(Action::SetCapacity(100))
+        );
+        assert_eq!(
+            parse_howmuch(&eval("return {evict=3}").1),
+            Ok(Action::Evict(3))
+        );
+    }
+
+    #[test]
+    fn howmuch_rejects_malformed_results() {
+        let msg = parse_howmuch(&eval("return 'ten'").1).unwrap_err();
+        assert!(msg.contains("got string"), "{msg}");
+        let msg = parse_howmuch(&eval("return -1").1).unwrap_err();
+        assert!(msg.contains("negative"), "{msg}");
+        let msg = parse_howmuch(&eval("return {capacity=1, evict=2}").1).unwrap_err();
+        assert!(msg.contains("not both"), "{msg}");
+        let msg = parse_howmuch(&eval("return {size=1}").1).unwrap_err();
+        assert!(msg.contains("{capacity=N} or {evict=N}"), "{msg}");
+        let msg = parse_howmuch(&eval("return 0/0").1).unwrap_err();
+        assert!(msg.contains("NaN"), "{msg}");
+    }
+
+    #[test]
+    fn when_and_load_check_types() {
+        assert_eq!(parse_when(&eval("return true").1), Ok(true));
+        assert!(parse_when(&eval("return 1").1)
+            .unwrap_err()
+            .contains("must return a boolean, got integer"));
+        assert_eq!(parse_load(&eval("return 1.5").1), Ok(1.5));
+        assert!(parse_load(&eval("return {}").1)
+            .unwrap_err()
+            .contains("got table"));
+    }
+
+    #[test]
+    fn targets_are_validated_against_the_server_count() {
+        let (_l, v) = eval("return {[0]=0, [1]=2.5}");
+        assert_eq!(parse_targets(&v, 2, "where()"), Ok(vec![(1, 2.5)]));
+        let (_l, v) = eval("return {[5]=1}");
+        let msg = parse_targets(&v, 2, "where()").unwrap_err();
+        assert!(msg.contains("server index 0..1, got 5"), "{msg}");
+        let (_l, v) = eval("return {[1]='x'}");
+        assert!(parse_targets(&v, 2, "where()")
+            .unwrap_err()
+            .contains("non-negative number"));
+    }
+}

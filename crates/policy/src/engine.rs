@@ -1,0 +1,312 @@
+//! The policy engine a host drives: loads and hot-swaps policy versions atomically, runs a
+//! tick, contains failures (count, log once, fall back after repeated failures) and keeps the
+//! `WRstate` state of every policy name across reloads.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::decision::Decision;
+use crate::error::{ErrorKind, LoadError, PolicyError, PolicyId};
+use crate::host::{HostShared, LogLevel, LogRecord};
+use crate::limits::Limits;
+use crate::program::{Program, TickInput};
+use crate::value::StateValue;
+
+/// Counters a host reports (replay's JSON `policy` object).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EngineStats {
+    /// Ticks run with a policy active.
+    pub ticks: u64,
+    /// Ticks whose decision asked something of the host.
+    pub actions: u64,
+    /// Ticks that failed.
+    pub errors: u64,
+    /// Times the engine retired a failing version.
+    pub fallbacks: u64,
+    /// Loads and replacements rejected.
+    pub rejected_loads: u64,
+}
+
+/// A version change made by the engine itself after repeated failures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    /// The retired version.
+    pub from: PolicyId,
+    /// The version now running, `None` for no management.
+    pub to: Option<PolicyId>,
+}
+
+/// The result of one tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickOutcome {
+    /// The version that ran, `None` when no policy is active.
+    pub policy: Option<PolicyId>,
+    /// What to do; no action when the tick failed.
+    pub decision: Decision,
+    pub error: Option<PolicyError>,
+    /// Set when this tick's failure made the engine fall back.
+    pub fallback: Option<Fallback>,
+}
+
+/// See the module documentation. `Send`, so a server can run it on a task.
+pub struct PolicyEngine {
+    limits: Limits,
+    host: Arc<Mutex<HostShared>>,
+    active: Option<Program>,
+    previous: Option<Program>,
+    versions: HashMap<String, u32>,
+    consecutive_failures: u32,
+    last_logged_error: Option<String>,
+    stats: EngineStats,
+}
+
+impl PolicyEngine {
+    pub fn new(limits: Limits) -> PolicyEngine {
+        PolicyEngine {
+            limits,
+            host: Arc::new(Mutex::new(HostShared::default())),
+            active: None,
+            previous: None,
+            versions: HashMap::new(),
+            consecutive_failures: 0,
+            last_logged_error: None,
+            stats: EngineStats::default(),
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Loads the policy in `path`, named after the file stem (`policies/fixed.lua` → `fixed`).
+    pub fn load_file(&mut self, path: &Path) -> Result<PolicyId, LoadError> {
+        let source = std::fs::read_to_string(path).map_err(|e| {
+            self.stats.rejected_loads += 1;
+            LoadError::Io {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }
+        })?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "policy".to_string());
+        self.install(&name, &format!("@{}", path.display()), &source)
+    }
+
+    /// Loads `source` as policy `name` and makes it the active one. On error the active
+    /// policy is untouched.
+    pub fn load(&mut self, name: &str, source: &str) -> Result<PolicyId, LoadError> {
+        self.install(name, &format!("={name}.lua"), source)
+    }
+
+    /// Swaps in a new version of the active policy (same name, next version number). Atomic:
+    /// on error the running version stays.
+    pub fn replace(&mut self, source: &str) -> Result<PolicyId, LoadError> {
+        let Some(name) = self.active.as_ref().map(|p| p.id().name.clone()) else {
+            return Err(LoadError::NothingToReplace);
+        };
+        self.load(&name, source)
+    }
+
+    fn install(&mut self, name: &str, chunk: &str, source: &str) -> Result<PolicyId, LoadError> {
+        let version = self.versions.get(name).copied().unwrap_or(0) + 1;
+        let id = PolicyId {
+            name: name.to_string(),
+            version,
+        };
+        match Program::compile(id.clone(), chunk, source, &self.limits, &self.host) {
+            Ok(program) => {
+                self.versions.insert(name.to_string(), version);
+                self.previous = self.active.take();
+                self.active = Some(program);
+                self.consecutive_failures = 0;
+                self.last_logged_error = None;
+                Ok(id)
+            }
+            Err(e) => {
+                self.stats.rejected_loads += 1;
+                let running = self.active.as_ref().map(|p| p.id().to_string());
+                self.host().logs.push(
+                    &id.to_string(),
+                    LogLevel::Error,
+                    format!(
+                        "rejected: {e}; {}",
+                        running.map_or("no policy is running".to_string(), |r| format!(
+                            "{r} keeps running"
+                        ))
+                    ),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops managing the cache (the state is kept).
+    pub fn unload(&mut self) {
+        self.previous = self.active.take();
+    }
+
+    /// The running version.
+    pub fn active(&self) -> Option<&PolicyId> {
+        self.active.as_ref().map(Program::id)
+    }
+
+    /// The version kept for fallback.
+    pub fn previous(&self) -> Option<&PolicyId> {
+        self.previous.as_ref().map(Program::id)
+    }
+
+    /// Callbacks the running version defines, in call order (`["chunk"]` for a Ceph balancer).
+    pub fn callbacks(&self) -> Vec<&'static str> {
+        self.active.as_ref().map(Program::callbacks).unwrap_or_default()
+    }
+
+    /// Whether the running version is a Ceph-dialect balancer chunk.
+    pub fn is_ceph_dialect(&self) -> bool {
+        self.active.as_ref().is_some_and(Program::is_ceph_dialect)
+    }
+
+    /// Latest version number given to `name` (0 if never loaded).
+    pub fn version(&self, name: &str) -> u32 {
+        self.versions.get(name).copied().unwrap_or(0)
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// Runs one decision tick. Never panics on policy misbehaviour: a failing tick decides
+    /// nothing and is reported in the outcome.
+    pub fn tick(&mut self, input: &TickInput) -> TickOutcome {
+        let own_load = input.servers.get(input.whoami).map_or(0.0, |m| m.load);
+        let idle = Decision {
+            load: own_load,
+            ..Decision::default()
+        };
+        let Some(program) = &self.active else {
+            return TickOutcome {
+                policy: None,
+                decision: idle,
+                error: None,
+                fallback: None,
+            };
+        };
+        let id = program.id().clone();
+        self.stats.ticks += 1;
+        match program.tick(input) {
+            Ok(decision) => {
+                self.consecutive_failures = 0;
+                if decision.acts() {
+                    self.stats.actions += 1;
+                }
+                TickOutcome {
+                    policy: Some(id),
+                    decision,
+                    error: None,
+                    fallback: None,
+                }
+            }
+            Err(error) => {
+                self.stats.errors += 1;
+                self.log_error_once(&error);
+                let fallback = if error.kind == ErrorKind::Input {
+                    None
+                } else {
+                    self.consecutive_failures += 1;
+                    (self.consecutive_failures >= self.limits.max_consecutive_failures)
+                        .then(|| self.fall_back())
+                };
+                TickOutcome {
+                    policy: Some(id),
+                    decision: idle,
+                    error: Some(error),
+                    fallback,
+                }
+            }
+        }
+    }
+
+    /// Logs an error unless it repeats the previous one (a policy failing every tick would
+    /// otherwise flood the log); every error is counted regardless.
+    fn log_error_once(&mut self, error: &PolicyError) {
+        let text = error.to_string();
+        if self.last_logged_error.as_deref() == Some(text.as_str()) {
+            return;
+        }
+        let line = error.line.map(|l| format!(" (line {l})")).unwrap_or_default();
+        self.host().logs.push(
+            &error.policy.to_string(),
+            LogLevel::Error,
+            format!("{text}{line}; the tick took no action"),
+        );
+        self.last_logged_error = Some(text);
+    }
+
+    fn fall_back(&mut self) -> Fallback {
+        self.stats.fallbacks += 1;
+        self.consecutive_failures = 0;
+        self.last_logged_error = None;
+        let failed = self.active.take().map(|p| p.id().clone());
+        self.active = self.previous.take();
+        let from = failed.unwrap_or(PolicyId {
+            name: String::new(),
+            version: 0,
+        });
+        let to = self.active().cloned();
+        let message = format!(
+            "failed {} consecutive ticks; falling back to {}",
+            self.limits.max_consecutive_failures,
+            to.as_ref()
+                .map_or("no management".to_string(), |t| t.to_string())
+        );
+        self.host()
+            .logs
+            .push(&from.to_string(), LogLevel::Warn, message);
+        Fallback { from, to }
+    }
+
+    /// Takes the log lines written since the last call, and how many were dropped because
+    /// the buffer was full.
+    pub fn drain_logs(&mut self) -> (Vec<LogRecord>, u64) {
+        self.host().logs.drain()
+    }
+
+    /// The `WRstate` value of policy `name`.
+    pub fn state(&self, name: &str) -> Option<StateValue> {
+        self.host().states.get(name).cloned()
+    }
+
+    /// Sets (e.g. restores from durable storage) the state of policy `name`.
+    pub fn set_state(&mut self, name: &str, value: StateValue) {
+        self.host().states.insert(name.to_string(), value);
+    }
+
+    /// Every policy's state, for persisting.
+    pub fn states(&self) -> BTreeMap<String, StateValue> {
+        self.host()
+            .states
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    fn host(&self) -> MutexGuard<'_, HostShared> {
+        // The lock is only taken for short, panic-free sections; recover from poisoning
+        // rather than propagate a panic into the host.
+        self.host.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn the_engine_can_move_to_another_thread() {
+        assert_send::<PolicyEngine>();
+    }
+}

@@ -1,0 +1,35 @@
+//! The Mantle policy engine: cache-management policies written in sandboxed Lua 5.4.
+//!
+//! A policy defines any of `load`, `when`, `howmuch` and `where` (libmantle style), or is a
+//! Ceph balancer chunk that returns its targets. At each decision tick the host builds a
+//! [`TickInput`] (metrics of every server, parameters, the recent access [`TimeSeries`]) and
+//! calls [`PolicyEngine::tick`], which returns a [`Decision`] to apply: evict N objects now, or
+//! set the target capacity, plus load targets for a cluster. The engine never lets a policy
+//! take the host down; see `docs/policy-language.md` for the language reference.
+
+mod decision;
+mod engine;
+mod error;
+mod fans;
+mod host;
+mod limits;
+mod metrics;
+mod program;
+mod sandbox;
+mod series;
+mod value;
+
+pub mod check;
+pub mod testenv;
+
+pub use decision::{Action, Decision};
+pub use engine::{EngineStats, Fallback, PolicyEngine, TickOutcome};
+pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
+pub use fans::Fan;
+pub use host::{LogLevel, LogRecord};
+pub use limits::Limits;
+pub use metrics::Metrics;
+pub use program::{TickInput, CALLBACKS};
+pub use sandbox::FORBIDDEN_GLOBALS;
+pub use series::{NoSeries, TimeSeries, VecSeries};
+pub use value::{parse_param, Params, Scalar, StateValue};

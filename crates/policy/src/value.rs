@@ -1,0 +1,169 @@
+//! Values that cross between the host and a policy outside of metrics: `--param` settings and
+//! the `WRstate` state. Both are small, flat and serialisable so the server can persist state
+//! and the CLI can pass parameters as text.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A scalar a policy can see in `params` or keep in its state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scalar {
+    Bool(bool),
+    Number(f64),
+    Str(String),
+}
+
+impl Scalar {
+    /// Converts `--param` text: numbers and `true`/`false` become typed, the rest stays text.
+    pub fn from_text(text: &str) -> Scalar {
+        match text {
+            "true" => Scalar::Bool(true),
+            "false" => Scalar::Bool(false),
+            _ => match text.parse::<f64>() {
+                Ok(n) => Scalar::Number(n),
+                Err(_) => Scalar::Str(text.to_string()),
+            },
+        }
+    }
+
+    pub(crate) fn into_lua(self, lua: &mlua::Lua) -> mlua::Result<mlua::Value> {
+        Ok(match self {
+            Scalar::Bool(b) => mlua::Value::Boolean(b),
+            Scalar::Number(n) => number_to_lua(n),
+            Scalar::Str(s) => mlua::Value::String(lua.create_string(&s)?),
+        })
+    }
+
+    fn from_lua(value: &mlua::Value) -> Option<Scalar> {
+        match value {
+            mlua::Value::Boolean(b) => Some(Scalar::Bool(*b)),
+            mlua::Value::Integer(i) => Some(Scalar::Number(*i as f64)),
+            mlua::Value::Number(n) => Some(Scalar::Number(*n)),
+            mlua::Value::String(s) => Some(Scalar::Str(s.to_string_lossy())),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::Number(n) => write!(f, "{n}"),
+            Scalar::Str(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// Integral numbers go to Lua as integers so `params.n` prints as `100`, not `100.0`, and
+/// works as a table index.
+pub(crate) fn number_to_lua(n: f64) -> mlua::Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        mlua::Value::Integer(n as i64)
+    } else {
+        mlua::Value::Number(n)
+    }
+}
+
+/// Policy parameters (`--param k=v`), visible to the policy as `params`.
+pub type Params = BTreeMap<String, Scalar>;
+
+/// Parses one `k=v` parameter.
+pub fn parse_param(text: &str) -> Result<(String, Scalar), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("parameter `{text}` is not of the form key=value"))?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(format!("parameter `{text}` has an empty key"));
+    }
+    Ok((key.to_string(), Scalar::from_text(value.trim())))
+}
+
+/// What `WRstate(v)` keeps: a scalar or a flat table of scalars. Survives reloads of the same
+/// policy name; serialisable so a server can make it durable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum StateValue {
+    Scalar(Scalar),
+    /// Key/value pairs of a flat table, in a deterministic order.
+    Table(Vec<(Scalar, Scalar)>),
+}
+
+impl StateValue {
+    pub(crate) fn from_lua(value: &mlua::Value) -> Result<StateValue, String> {
+        if let Some(s) = Scalar::from_lua(value) {
+            return Ok(StateValue::Scalar(s));
+        }
+        let mlua::Value::Table(table) = value else {
+            return Err(format!(
+                "WRstate accepts a number, boolean, string or flat table, got {}",
+                value.type_name()
+            ));
+        };
+        let mut entries = Vec::new();
+        for pair in table.pairs::<mlua::Value, mlua::Value>() {
+            let (k, v) = pair.map_err(|e| e.to_string())?;
+            match (Scalar::from_lua(&k), Scalar::from_lua(&v)) {
+                (Some(k), Some(v)) => entries.push((k, v)),
+                _ => {
+                    return Err(format!(
+                        "WRstate tables must be flat (scalar keys and values), found a {} value",
+                        v.type_name()
+                    ))
+                }
+            }
+        }
+        entries.sort_by(|a, b| format!("{:?}", a.0).cmp(&format!("{:?}", b.0)));
+        Ok(StateValue::Table(entries))
+    }
+
+    pub(crate) fn into_lua(self, lua: &mlua::Lua) -> mlua::Result<mlua::Value> {
+        match self {
+            StateValue::Scalar(s) => s.into_lua(lua),
+            StateValue::Table(entries) => {
+                let t = lua.create_table()?;
+                for (k, v) in entries {
+                    t.raw_set(k.into_lua(lua)?, v.into_lua(lua)?)?;
+                }
+                Ok(mlua::Value::Table(t))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_convert_numbers_and_booleans() {
+        assert_eq!(
+            parse_param("n=100").unwrap(),
+            ("n".into(), Scalar::Number(100.0))
+        );
+        assert_eq!(
+            parse_param("on = true").unwrap(),
+            ("on".into(), Scalar::Bool(true))
+        );
+        assert_eq!(
+            parse_param("mode=lru").unwrap(),
+            ("mode".into(), Scalar::Str("lru".into()))
+        );
+        assert!(parse_param("novalue").unwrap_err().contains("key=value"));
+        assert!(parse_param("=3").unwrap_err().contains("empty key"));
+    }
+
+    #[test]
+    fn state_round_trips_through_json() {
+        let state = StateValue::Table(vec![
+            (Scalar::Number(1.0), Scalar::Str("a".into())),
+            (Scalar::Str("absorbed".into()), Scalar::Bool(true)),
+        ]);
+        let json = serde_json::to_string(&state).unwrap();
+        assert_eq!(serde_json::from_str::<StateValue>(&json).unwrap(), state);
+    }
+}
