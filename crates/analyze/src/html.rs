@@ -1,0 +1,210 @@
+//! The `mantle analyze --report` page: the analysis as tables and charts.
+
+use report::{line_chart, scatter_chart, Chart, Document, ReportError, Series};
+
+use crate::Analysis;
+
+fn zip(time: &[f64], values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
+    time.iter().copied().zip(values).collect()
+}
+
+/// Renders an analysis as a self-contained HTML page; `source` names the trace.
+pub fn render(analysis: &Analysis, source: &str) -> Result<String, ReportError> {
+    let a = analysis;
+    let s = &a.series;
+    let mut doc = Document::new(format!("Workload analysis: {source}"));
+    doc.heading("Summary");
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let rows = vec![
+        vec!["requests".into(), a.requests.to_string()],
+        vec![
+            "gets / puts / deletes / accesses".into(),
+            format!("{} / {} / {} / {}", a.gets, a.puts, a.deletes, a.accesses),
+        ],
+        vec!["reads per write".into(), opt(a.reads_per_write)],
+        vec!["unique keys".into(), a.unique_keys.to_string()],
+        vec!["duration (s)".into(), format!("{:.0}", a.duration_s)],
+        vec![
+            "peak reads/s (1 s)".into(),
+            format!("{:.0}", a.peak_read_rate),
+        ],
+        vec![
+            "final reads/s (last tenth)".into(),
+            format!("{:.1}", a.final_read_rate),
+        ],
+        vec![
+            format!("unique keys per {} s window: mean / max", a.window_s),
+            format!(
+                "{:.1} / {}",
+                a.mean_unique_keys_per_window, a.max_unique_keys_per_window
+            ),
+        ],
+        vec![
+            "top 1% / 10% keys' share of reads".into(),
+            format!(
+                "{:.1}% / {:.1}%",
+                100.0 * a.popularity.top1pct_share,
+                100.0 * a.popularity.top10pct_share
+            ),
+        ],
+        vec![
+            "Zipf alpha (fit)".into(),
+            a.popularity
+                .zipf_alpha
+                .map_or("-".into(), |z| format!("{z:.2}")),
+        ],
+    ];
+    doc.table(&["metric", "value"], &rows);
+
+    doc.heading("Key activity");
+    let points: Vec<(f64, f64)> = a
+        .scatter
+        .iter()
+        .map(|&(t, id)| (t, f64::from(id)))
+        .collect();
+    doc.svg(&scatter_chart(
+        &Chart::new(
+            "Key id vs time (sampled accesses)",
+            "time (s)",
+            "key id (order of first access)",
+        ),
+        &[Series::new("", points)],
+    )?);
+    doc.note("Key ids are dense, in order of first appearance; fans are the triangles.");
+    doc.svg(&line_chart(
+        &Chart::new("Reads per second", "time (s)", "reads/s"),
+        &[
+            Series::new("reads/s", zip(&s.time, s.read_rate.iter().copied())),
+            Series::new("writes/s", zip(&s.time, s.write_rate.iter().copied())),
+        ],
+    )?);
+    doc.svg(&line_chart(
+        &Chart::new(
+            &format!("Distinct keys in a sliding {} s window", a.window_s),
+            "time (s)",
+            "keys",
+        ),
+        &[Series::new(
+            "keys in window",
+            zip(&s.time, s.window_keys.iter().map(|&k| k as f64)),
+        )],
+    )?);
+    doc.svg(&line_chart(
+        &Chart::new("Key space (distinct keys so far)", "time (s)", "keys"),
+        &[Series::new(
+            "key space",
+            zip(&s.time, s.keyspace.iter().map(|&k| k as f64)),
+        )],
+    )?);
+
+    doc.heading("LRU miss-ratio curve");
+    doc.paragraph(&format!(
+        "Method: {} (sampling rate {}).",
+        a.mrc.method, a.mrc.sample_rate
+    ));
+    let curve: Vec<(f64, f64)> = a
+        .mrc
+        .points
+        .iter()
+        .map(|p| (p.cache_size as f64, p.miss_ratio))
+        .collect();
+    doc.svg(&line_chart(
+        &Chart::new(
+            "Miss ratio vs LRU cache size",
+            "cache size (objects)",
+            "miss ratio",
+        )
+        .log_x(),
+        &[Series::new("LRU", curve)],
+    )?);
+
+    doc.heading("Fans");
+    doc.paragraph(&format!(
+        "{} fans ({} before merging fans under {} accesses; method: {}{}). Keys per fan: mean {:.0}, median {}, max {}; mean duration {:.0} s.",
+        a.fans.count,
+        a.fans.raw_count,
+        a.fans.min_accesses,
+        a.fans.method,
+        if a.fans.coarsened { ", coarsened to stay in memory bounds" } else { "" },
+        a.fans.mean_keys,
+        a.fans.median_keys,
+        a.fans.max_keys,
+        a.fans.mean_duration_s
+    ));
+    let fan_rows: Vec<Vec<String>> = a
+        .fans
+        .fans
+        .iter()
+        .take(200)
+        .map(|f| {
+            vec![
+                format!("{:.0}", f.start),
+                format!("{:.0}", f.end),
+                f.bottom.to_string(),
+                f.top.to_string(),
+                f.keys.to_string(),
+                f.accesses.to_string(),
+            ]
+        })
+        .collect();
+    doc.table(
+        &[
+            "start (s)",
+            "end (s)",
+            "bottom id",
+            "top id",
+            "keys",
+            "accesses",
+        ],
+        &fan_rows,
+    );
+
+    doc.heading("Regimes (k-means over time and read rate)");
+    let mut by_regime: Vec<Vec<(f64, f64)>> = vec![Vec::new(); a.regimes.regimes.len()];
+    for (i, &label) in a.regimes.labels.iter().enumerate() {
+        if let Some(points) = by_regime.get_mut(label) {
+            points.push((s.time[i], s.read_rate[i]));
+        }
+    }
+    let regime_series: Vec<Series> = by_regime
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| Series::new(format!("regime {}", i + 1), p))
+        .collect();
+    doc.svg(&scatter_chart(
+        &Chart::new("Read rate coloured by regime", "time (s)", "reads/s"),
+        &regime_series,
+    )?);
+    let regime_rows: Vec<Vec<String>> = a
+        .regimes
+        .regimes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            vec![
+                (i + 1).to_string(),
+                format!("{:.0}", r.start),
+                format!("{:.0}", r.end),
+                format!("{:.1}", r.mean_read_rate),
+                r.keyspace_at_start.to_string(),
+            ]
+        })
+        .collect();
+    doc.table(
+        &[
+            "regime",
+            "start (s)",
+            "end (s)",
+            "mean reads/s",
+            "key space at start",
+        ],
+        &regime_rows,
+    );
+    if let (Some(t), Some(size)) = (a.regimes.switch_time, a.regimes.suggested_cache_size) {
+        doc.paragraph(&format!(
+            "Suggested policy switch: at {t:.0} s (start of regime {}), to a cache of {size} objects (the key space by then), as seed 002 §6 does.",
+            a.regimes.switch_regime.map_or(0, |r| r + 1)
+        ));
+    }
+    Ok(doc.render())
+}
