@@ -88,15 +88,7 @@ mod tests {
     use super::*;
 
     fn nodes(n: u32) -> Vec<Node> {
-        (0..n)
-            .map(|k| Node {
-                key: u64::from(k),
-                size: 1,
-                prev: NIL,
-                next: NIL,
-                meta: 0,
-            })
-            .collect()
+        (0..n).map(|k| Node::detached(u64::from(k), 1)).collect()
     }
 
     fn order(q: &Queue, nodes: &[Node]) -> Vec<Slot> {

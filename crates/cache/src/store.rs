@@ -1,15 +1,21 @@
 //! Object storage shared by every eviction algorithm: a slab of fixed-size nodes addressed by
-//! `u32` slots, and a hash index from key to slot.
+//! `u32` slots, with an intrusive chained hash index from key to slot.
 //!
 //! Keeping all per-object state in one flat `Vec<Node>` (instead of one heap box per object)
 //! bounds the metadata per object, keeps the hot path free of allocation once the slab has
 //! grown to the cache's peak population (freed slots are reused through a free list), and
 //! lets the algorithms link nodes into queues with 4-byte indices rather than 8-byte pointers.
-//! The index stores only the slot; the key lives once, in the node.
+//!
+//! The index is chained, like libCacheSim's own hash table: a power-of-two array of 4-byte
+//! bucket heads, and a 4-byte "next in bucket" link inside each node. Deleting unlinks the
+//! node, so a cache that evicts and inserts forever never accumulates tombstones; the bucket
+//! array grows (doubling) only when the population exceeds it, which keeps the index at 4 to
+//! 8 bytes per object. An open-addressing table (hashbrown) needs a 5-byte bucket per
+//! object at a load factor that, under constant churn, settles between 7/32 and 7/16, i.e. up
+//! to 23 bytes per object: too much for the 32-byte budget (see `docs/cache.md`).
 
 use core::hash::BuildHasher;
 use foldhash::fast::FixedState;
-use hashbrown::HashTable;
 
 /// Index of a node in the slab.
 pub(crate) type Slot = u32;
@@ -17,9 +23,23 @@ pub(crate) type Slot = u32;
 /// "No node": end of a queue, empty hand, empty free list.
 pub(crate) const NIL: Slot = Slot::MAX;
 
+/// Bits of `Node::chain` that hold the next slot in the bucket; the 4 bits above hold the
+/// eviction algorithm's per-object state.
+const CHAIN_BITS: u32 = 28;
+const CHAIN_MASK: u32 = (1 << CHAIN_BITS) - 1;
+/// End of a bucket chain (the largest 28-bit value).
+const CHAIN_END: u32 = CHAIN_MASK;
+
+/// Objects the slab can hold at once: every slot must fit in 28 bits and differ from the
+/// chain end marker.
+pub(crate) const MAX_OBJECTS: usize = CHAIN_END as usize;
+
+/// Largest value an algorithm can keep in a node's `meta` bits.
+pub(crate) const META_MAX: u32 = (1 << (32 - CHAIN_BITS)) - 1;
+
 /// Everything the cache keeps about one object. `prev`/`next` link the node into the queue of
 /// its algorithm (`prev` points towards the head, i.e. newer objects, as in libCacheSim);
-/// `meta` is the algorithm's per-object state (frequency bits, visited bit, queue tag).
+/// `chain` links it into its index bucket and carries 4 bits of algorithm state (`meta`).
 /// A free node keeps the free list in `next`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Node {
@@ -27,17 +47,56 @@ pub(crate) struct Node {
     pub size: u32,
     pub prev: Slot,
     pub next: Slot,
-    pub meta: u32,
+    chain: u32,
+}
+
+impl Node {
+    /// A node in no queue and no bucket (for tests of the queue code).
+    #[cfg(test)]
+    pub fn detached(key: u64, size: u32) -> Node {
+        Node {
+            key,
+            size,
+            prev: NIL,
+            next: NIL,
+            chain: CHAIN_END,
+        }
+    }
+
+    /// The eviction algorithm's per-object state (0..=`META_MAX`).
+    #[inline]
+    pub fn meta(&self) -> u32 {
+        self.chain >> CHAIN_BITS
+    }
+
+    #[inline]
+    pub fn set_meta(&mut self, meta: u32) {
+        debug_assert!(meta <= META_MAX);
+        self.chain = (self.chain & CHAIN_MASK) | (meta << CHAIN_BITS);
+    }
+
+    #[inline]
+    fn chain_next(&self) -> u32 {
+        self.chain & CHAIN_MASK
+    }
+
+    #[inline]
+    fn set_chain_next(&mut self, next: u32) {
+        self.chain = (self.chain & !CHAIN_MASK) | next;
+    }
 }
 
 /// Fixed seed: results must not depend on the run (replays are reproducible bit for bit).
 const HASH_SEED: u64 = 0x6d61_6e74_6c65_6361;
 
+/// Smallest bucket array.
+const MIN_BUCKETS: usize = 16;
+
 /// Keyed slab of nodes with byte and object counters.
 pub(crate) struct Store {
     pub nodes: Vec<Node>,
     free_head: Slot,
-    index: HashTable<Slot>,
+    buckets: Vec<u32>,
     hasher: FixedState,
     len: u64,
     bytes: u64,
@@ -48,7 +107,7 @@ impl Store {
         Store {
             nodes: Vec::new(),
             free_head: NIL,
-            index: HashTable::new(),
+            buckets: vec![CHAIN_END; MIN_BUCKETS],
             hasher: FixedState::with_seed(HASH_SEED),
             len: 0,
             bytes: 0,
@@ -56,8 +115,10 @@ impl Store {
     }
 
     #[inline]
-    fn hash(&self, key: u64) -> u64 {
-        self.hasher.hash_one(key)
+    fn bucket_of(&self, key: u64) -> usize {
+        // The bucket count is a power of two; the high bits of the hash are the best mixed.
+        let hash = self.hasher.hash_one(key);
+        (hash >> (64 - self.buckets.len().trailing_zeros())) as usize
     }
 
     /// Objects stored.
@@ -74,21 +135,32 @@ impl Store {
 
     #[inline]
     pub fn find(&self, key: u64) -> Option<Slot> {
-        let nodes = &self.nodes;
-        self.index
-            .find(self.hash(key), |&slot| nodes[slot as usize].key == key)
-            .copied()
+        let mut slot = self.buckets[self.bucket_of(key)];
+        while slot != CHAIN_END {
+            let node = &self.nodes[slot as usize];
+            if node.key == key {
+                return Some(slot);
+            }
+            slot = node.chain_next();
+        }
+        None
     }
 
-    /// Adds `key`, which must be absent. Returns `None` only when every one of the 2^32 - 1
-    /// slots is taken.
+    /// Adds `key`, which must be absent. Returns `None` only when `MAX_OBJECTS` are stored.
     pub fn insert(&mut self, key: u64, size: u32) -> Option<Slot> {
+        if self.len as usize >= MAX_OBJECTS {
+            return None;
+        }
+        if self.len as usize >= self.buckets.len() {
+            self.grow_index();
+        }
+        let bucket = self.bucket_of(key);
         let node = Node {
             key,
             size,
             prev: NIL,
             next: NIL,
-            meta: 0,
+            chain: self.buckets[bucket],
         };
         let slot = if self.free_head != NIL {
             let slot = self.free_head;
@@ -96,9 +168,6 @@ impl Store {
             self.nodes[slot as usize] = node;
             slot
         } else {
-            if self.nodes.len() >= NIL as usize {
-                return None;
-            }
             if self.nodes.len() == self.nodes.capacity() {
                 // Grow by an eighth (not by doubling) to bound the spare nodes; large
                 // reallocations are remapped rather than copied, so this stays cheap.
@@ -108,10 +177,7 @@ impl Store {
             self.nodes.push(node);
             (self.nodes.len() - 1) as Slot
         };
-        let hash = self.hash(key);
-        let (nodes, hasher) = (&self.nodes, &self.hasher);
-        self.index
-            .insert_unique(hash, slot, |&s| hasher.hash_one(nodes[s as usize].key));
+        self.buckets[bucket] = slot;
         self.len += 1;
         self.bytes += u64::from(size);
         Some(slot)
@@ -119,20 +185,46 @@ impl Store {
 
     /// Drops the node at `slot` (already unlinked from its queue) and recycles the slot.
     pub fn remove(&mut self, slot: Slot) {
-        let key = self.nodes[slot as usize].key;
-        let hash = self.hash(key);
-        if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
-            entry.remove();
+        let node = self.nodes[slot as usize];
+        let bucket = self.bucket_of(node.key);
+        let head = self.buckets[bucket];
+        if head == slot {
+            self.buckets[bucket] = node.chain_next();
         } else {
-            debug_assert!(false, "slot {slot} missing from the index");
-            return;
+            let mut prev = head;
+            while prev != CHAIN_END && self.nodes[prev as usize].chain_next() != slot {
+                prev = self.nodes[prev as usize].chain_next();
+            }
+            if prev == CHAIN_END {
+                debug_assert!(false, "slot {slot} missing from the index");
+                return;
+            }
+            self.nodes[prev as usize].set_chain_next(node.chain_next());
         }
-        let node = &mut self.nodes[slot as usize];
         self.len -= 1;
         self.bytes -= u64::from(node.size);
-        node.next = self.free_head;
-        node.prev = NIL;
+        let freed = &mut self.nodes[slot as usize];
+        freed.next = self.free_head;
+        freed.prev = NIL;
+        freed.chain = CHAIN_END;
         self.free_head = slot;
+    }
+
+    /// Doubles the bucket array and relinks every stored node.
+    fn grow_index(&mut self) {
+        let doubled = vec![CHAIN_END; self.buckets.len() * 2];
+        let old = std::mem::replace(&mut self.buckets, doubled);
+        for head in old {
+            let mut slot = head;
+            while slot != CHAIN_END {
+                let next = self.nodes[slot as usize].chain_next();
+                let bucket = self.bucket_of(self.nodes[slot as usize].key);
+                let first = self.buckets[bucket];
+                self.nodes[slot as usize].set_chain_next(first);
+                self.buckets[bucket] = slot;
+                slot = next;
+            }
+        }
     }
 
     /// Changes the recorded size of a stored object.
@@ -144,12 +236,29 @@ impl Store {
 
     /// Slots of every stored object, in no particular order.
     pub fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
-        self.index.iter().copied()
+        self.buckets.iter().flat_map(move |&head| {
+            let mut slot = head;
+            core::iter::from_fn(move || {
+                if slot == CHAIN_END {
+                    return None;
+                }
+                let current = slot;
+                slot = self.nodes[slot as usize].chain_next();
+                Some(current)
+            })
+        })
     }
 
     /// Heap bytes held by the slab and the index (what the metadata really costs).
     pub fn heap_bytes(&self) -> usize {
-        self.nodes.capacity() * core::mem::size_of::<Node>() + self.index.allocation_size()
+        self.nodes.capacity() * core::mem::size_of::<Node>()
+            + self.buckets.capacity() * core::mem::size_of::<u32>()
+    }
+
+    /// Index buckets now (for the overhead accounting).
+    #[cfg(test)]
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
     }
 }
 
@@ -180,11 +289,12 @@ mod tests {
     }
 
     #[test]
-    fn many_keys_stay_findable() {
+    fn many_keys_stay_findable_across_index_growth() {
         let mut store = Store::new();
         for k in 0..10_000u64 {
             store.insert(k * 7919, 1).unwrap();
         }
+        assert!(store.bucket_count() >= 10_000);
         for k in (0..10_000u64).step_by(2) {
             let slot = store.find(k * 7919).unwrap();
             store.remove(slot);
@@ -193,5 +303,35 @@ mod tests {
             assert_eq!(store.find(k * 7919).is_some(), k % 2 == 1, "key {k}");
         }
         assert_eq!(store.len(), 5_000);
+        assert_eq!(store.slots().count(), 5_000);
+    }
+
+    #[test]
+    fn churn_does_not_grow_the_index() {
+        let mut store = Store::new();
+        let mut slots = std::collections::VecDeque::new();
+        for k in 0..1_000u64 {
+            slots.push_back(store.insert(k, 1).unwrap());
+        }
+        let buckets = store.bucket_count();
+        for k in 1_000..200_000u64 {
+            store.remove(slots.pop_front().unwrap());
+            slots.push_back(store.insert(k, 1).unwrap());
+        }
+        assert_eq!(store.bucket_count(), buckets);
+        assert_eq!(store.nodes.len(), 1_000);
+    }
+
+    #[test]
+    fn meta_bits_do_not_disturb_the_chain() {
+        let mut store = Store::new();
+        for k in 0..100u64 {
+            let slot = store.insert(k, 1).unwrap();
+            store.nodes[slot as usize].set_meta((k as u32) & META_MAX);
+        }
+        for k in 0..100u64 {
+            let slot = store.find(k).unwrap();
+            assert_eq!(store.nodes[slot as usize].meta(), (k as u32) & META_MAX);
+        }
     }
 }

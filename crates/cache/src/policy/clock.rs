@@ -18,15 +18,16 @@ pub(crate) struct Clock {
 impl EvictionPolicy for Clock {
     #[inline]
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
-        let meta = &mut nodes[slot as usize].meta;
-        if *meta < MAX_FREQ {
-            *meta += 1;
+        let node = &mut nodes[slot as usize];
+        let freq = node.meta();
+        if freq < MAX_FREQ {
+            node.set_meta(freq + 1);
         }
     }
 
     #[inline]
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
-        nodes[slot as usize].meta = 0;
+        nodes[slot as usize].set_meta(0);
         self.queue.push_head(nodes, slot);
     }
 
@@ -37,10 +38,11 @@ impl EvictionPolicy for Clock {
                 return NIL;
             }
             let node = &mut nodes[tail as usize];
-            if node.meta == 0 {
+            let freq = node.meta();
+            if freq == 0 {
                 return self.queue.pop_tail(nodes);
             }
-            node.meta -= 1;
+            node.set_meta(freq - 1);
             self.queue.move_to_head(nodes, tail);
         }
     }

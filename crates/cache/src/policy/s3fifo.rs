@@ -3,8 +3,9 @@
 //!
 //! - a small FIFO sized `floor(0.1 * capacity)`, a main FIFO sized `capacity - small`, and a
 //!   ghost FIFO of keys (with their sizes) sized `floor(0.9 * capacity)`, all in bytes;
-//! - a hit increments the object's counter (saturating here at 255; only `min(freq, 3)` and
-//!   `freq >= 2` are ever observed, so the saturation changes nothing);
+//! - a hit increments the object's counter (saturating here at 3; libCacheSim's counter is
+//!   unbounded but only `min(freq, 3)` and `freq >= 2` are ever observed, so the saturation
+//!   changes nothing);
 //! - a miss that finds the key in the ghost removes it there, and the object then goes to
 //!   main; otherwise it goes to small — except before the first eviction ever, when a full
 //!   small queue sends new objects to main;
@@ -29,9 +30,9 @@ const SMALL_SIZE_RATIO: f64 = 0.10;
 const GHOST_SIZE_RATIO: f64 = 0.90;
 const MOVE_TO_MAIN_THRESHOLD: u32 = 2;
 
-/// `meta` layout: the access counter in the low byte, the queue in bit 8.
-const FREQ_MASK: u32 = 0xff;
-const IN_MAIN: u32 = 1 << 8;
+/// `meta` layout: the access counter in the low 2 bits, the queue in bit 2.
+const FREQ_MASK: u32 = 0b11;
+const IN_MAIN: u32 = 0b100;
 
 /// Limits of one queue; `None` = unlimited in that dimension.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -217,7 +218,7 @@ impl S3Fifo {
 
     fn push_main(&mut self, nodes: &mut [Node], slot: Slot, freq: u32) {
         let node = &mut nodes[slot as usize];
-        node.meta = IN_MAIN | freq;
+        node.set_meta(IN_MAIN | freq);
         self.main_usage.add(node.size);
         self.main.push_head(nodes, slot);
     }
@@ -230,9 +231,8 @@ impl S3Fifo {
             if slot == NIL {
                 return NIL;
             }
-            let Node {
-                key, size, meta, ..
-            } = nodes[slot as usize];
+            let Node { key, size, .. } = nodes[slot as usize];
+            let meta = nodes[slot as usize].meta();
             self.small_usage.sub(size);
             if meta & FREQ_MASK >= MOVE_TO_MAIN_THRESHOLD {
                 self.push_main(nodes, slot, 0);
@@ -250,10 +250,10 @@ impl S3Fifo {
             if slot == NIL {
                 return NIL;
             }
-            let freq = nodes[slot as usize].meta & FREQ_MASK;
+            let freq = nodes[slot as usize].meta() & FREQ_MASK;
             if freq >= 1 {
                 self.main.move_to_head(nodes, slot);
-                nodes[slot as usize].meta = IN_MAIN | (freq.min(3) - 1);
+                nodes[slot as usize].set_meta(IN_MAIN | (freq.min(3) - 1));
             } else {
                 self.main.unlink(nodes, slot);
                 self.main_usage.sub(nodes[slot as usize].size);
@@ -275,9 +275,10 @@ impl EvictionPolicy for S3Fifo {
     #[inline]
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
         self.ghost_hit = None;
-        let meta = &mut nodes[slot as usize].meta;
-        if *meta & FREQ_MASK < FREQ_MASK {
-            *meta += 1;
+        let node = &mut nodes[slot as usize];
+        let meta = node.meta();
+        if meta & FREQ_MASK < FREQ_MASK {
+            node.set_meta(meta + 1);
         }
     }
 
@@ -311,15 +312,15 @@ impl EvictionPolicy for S3Fifo {
             self.push_main(nodes, slot, 0);
         } else {
             let node = &mut nodes[slot as usize];
-            node.meta = 0;
+            node.set_meta(0);
             self.small_usage.add(node.size);
             self.small.push_head(nodes, slot);
         }
     }
 
     fn on_resize(&mut self, nodes: &mut [Node], slot: Slot, old_size: u32) {
-        let Node { size, meta, .. } = nodes[slot as usize];
-        let usage = self.usage_of(meta);
+        let Node { size, .. } = nodes[slot as usize];
+        let usage = self.usage_of(nodes[slot as usize].meta());
         usage.bytes = usage.bytes - u64::from(old_size) + u64::from(size);
     }
 
@@ -341,7 +342,8 @@ impl EvictionPolicy for S3Fifo {
     }
 
     fn on_remove(&mut self, nodes: &mut [Node], slot: Slot) {
-        let Node { size, meta, .. } = nodes[slot as usize];
+        let Node { size, .. } = nodes[slot as usize];
+        let meta = nodes[slot as usize].meta();
         self.usage_of(meta).sub(size);
         if meta & IN_MAIN != 0 {
             self.main.unlink(nodes, slot);

@@ -26,12 +26,12 @@ impl Default for Sieve {
 impl EvictionPolicy for Sieve {
     #[inline]
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
-        nodes[slot as usize].meta = 1;
+        nodes[slot as usize].set_meta(1);
     }
 
     #[inline]
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
-        nodes[slot as usize].meta = 0;
+        nodes[slot as usize].set_meta(0);
         self.queue.push_head(nodes, slot);
     }
 
@@ -44,9 +44,9 @@ impl EvictionPolicy for Sieve {
         } else {
             self.hand
         };
-        while nodes[slot as usize].meta > 0 {
+        while nodes[slot as usize].meta() > 0 {
             let node = &mut nodes[slot as usize];
-            node.meta -= 1;
+            node.set_meta(0);
             slot = if node.prev == NIL {
                 self.queue.tail
             } else {
