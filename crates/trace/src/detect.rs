@@ -29,9 +29,10 @@ pub(crate) fn detect_format(name: &str, head: &[u8]) -> Option<Format> {
         "lis" => return Some(Format::Arc),
         _ => {}
     }
+    // `x.bin64be` names its format; `.csv` and `.txt` say too little and are sniffed below.
     if let Some(f) = Format::ALL
         .iter()
-        .find(|f| f.name().eq_ignore_ascii_case(ext))
+        .find(|f| !matches!(f, Format::Csv | Format::Txt) && f.name().eq_ignore_ascii_case(ext))
     {
         return Some(*f);
     }
