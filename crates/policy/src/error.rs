@@ -116,7 +116,11 @@ pub(crate) fn root_message(err: &mlua::Error) -> String {
     match err {
         mlua::Error::CallbackError { cause, .. } => root_message(cause),
         mlua::Error::WithContext { cause, .. } => root_message(cause),
-        mlua::Error::RuntimeError(m) => m.clone(),
+        // The traceback mlua appends is noise in a one-line log; the line is in the message.
+        mlua::Error::RuntimeError(m) => m
+            .split_once("\nstack traceback:")
+            .map_or(m.as_str(), |(head, _)| head)
+            .to_string(),
         mlua::Error::SyntaxError { message, .. } => message.clone(),
         mlua::Error::MemoryError(_) => "memory limit exceeded".to_string(),
         other => other.to_string(),

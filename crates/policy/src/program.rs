@@ -113,8 +113,13 @@ impl Program {
         };
 
         let globals = lua.globals();
+        let builtin_load = lua
+            .named_registry_value::<Value>(sandbox::BUILTIN_LOAD_KEY)
+            .map_err(setup)?;
+        // Lua's own `load` shares its name with the Mantle callback: only a function the
+        // policy defined counts.
         let callback = |name: &str| match globals.raw_get::<Value>(name) {
-            Ok(Value::Function(f)) => Some(f),
+            Ok(Value::Function(f)) if Value::Function(f.clone()) != builtin_load => Some(f),
             _ => None,
         };
         let (load, when, howmuch, where_) = (

@@ -29,6 +29,10 @@ pub const FORBIDDEN_GLOBALS: &[&str] = &[
     "loadstring",
 ];
 
+/// Registry key of the sandbox's `load`, so the engine can tell it from a policy's `load()`
+/// callback.
+pub(crate) const BUILTIN_LOAD_KEY: &str = "mantle.builtin_load";
+
 /// The per-callback instruction budget, shared with the count hook.
 #[derive(Debug)]
 pub(crate) struct Budget {
@@ -94,7 +98,9 @@ pub(crate) fn new_state(limits: &Limits) -> mlua::Result<(Lua, Arc<Budget>)> {
     let string: mlua::Table = globals.raw_get("string")?;
     string.raw_set("dump", Value::Nil)?;
 
-    globals.raw_set("load", text_only_load(&lua)?)?;
+    let load = text_only_load(&lua)?;
+    lua.set_named_registry_value(BUILTIN_LOAD_KEY, &load)?;
+    globals.raw_set("load", load)?;
     globals.raw_set("collectgarbage", restricted_collectgarbage(&lua)?)?;
 
     let budget = Arc::new(Budget::new(limits.instructions));

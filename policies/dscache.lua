@@ -1,0 +1,70 @@
+-- dscache.lua: dynamically sized cache by access-fan detection. Needs no parameters.
+--
+-- Seed 000 §V-B and Fig. 9. ParSplice tasks revisit the states of a superbasin many times,
+-- then move on and rarely come back: in a plot of key id against time the accesses form
+-- "fans". Walking the time series backwards, a new fan starts whenever the key id drops
+-- below the lowest id seen so far (Fig. 9, line 7); each fan's height (top - bottom, Fig. 9
+-- line 13) is the range of keys that superbasin kept reading, i.e. how many keys a cache
+-- needs to serve it without misses.
+--
+-- Sizing the cache to the newest fan alone thrashes: trajectories do return to keys of an
+-- older basin, and the next basin's size is unknown. So howmuch() sets the capacity to the
+-- tallest fan still in the retained series (its length, the host's --timeseries bound, is
+-- the policy's memory), times a margin for keys created while a fan is open, plus a little
+-- slack for the first fans of a run. The cache shrinks again when tall fans age out of the
+-- series and grows as soon as a taller one appears. when() acts only when that target
+-- differs from the capacity in force.
+--
+-- The fan scan uses timeseries():fans(), the engine's native implementation of Fig. 9
+-- (same fans, incremental between ticks). scan_fans() below is the same scan written
+-- with the plain accessors; select it with --param scan=lua.
+--
+-- Parameters (all optional):
+--   margin  capacity = tallest fan height * margin + slack (default 1.5)
+--   slack   objects added to the target (default 64)
+--   scan    "native" (default) or "lua"
+
+-- Fig. 9 with the plain accessors: fans newest first, each {first, last, start, finish,
+-- top, bottom}.
+local function scan_fans(d)
+  local fans = {}
+  local n = d:size()
+  if n == 0 then return fans end
+  local get = d.get
+  local ts, id = get(d, n)
+  local fan = {last = n, finish = ts, top = 0, bottom = id}
+  for i = n, 1, -1 do
+    ts, id = get(d, i)
+    if id < fan.bottom then
+      fan.first = i + 1
+      fan.start = (get(d, i + 1))
+      fans[#fans + 1] = fan
+      fan = {last = i, finish = ts, top = 0, bottom = id}
+    end
+    if id > fan.top then fan.top = id end
+  end
+  fan.first = 1
+  fan.start = (get(d, 1))
+  fans[#fans + 1] = fan
+  return fans
+end
+
+local target = nil
+
+function when()
+  local d = timeseries()
+  local fans
+  if params.scan == "lua" then fans = scan_fans(d) else fans = d:fans() end
+  if #fans < 2 then return false end -- no fan boundary yet (Fig. 9, line 18)
+  local tallest = 0
+  for _, fan in ipairs(fans) do
+    if fan.top - fan.bottom > tallest then tallest = fan.top - fan.bottom end
+  end
+  target = math.ceil(tallest * (params.margin or 1.5)) + (params.slack or 64)
+  WRstate(target)
+  return servers[whoami].capacity ~= target
+end
+
+function howmuch()
+  return {capacity = target}
+end
