@@ -1,0 +1,157 @@
+//! `mantle analyze`: key-space activity, fans, regimes and the LRU miss-ratio curve of a
+//! trace, as a summary, JSON or an HTML report.
+
+use std::path::PathBuf;
+
+use analyze::{Analysis, AnalyzeOptions, Analyzer};
+use anyhow::{Context, Result};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace file (compressed .zst/.gz/.xz/.bz2/.tar.gz files are read transparently).
+    #[arg(long, value_name = "PATH")]
+    pub trace: PathBuf,
+    /// Trace format; detected from the file name and contents when omitted.
+    #[arg(long, value_name = "F")]
+    pub format: Option<String>,
+    /// Column spec for csv traces, libCacheSim style: time-col=1,obj-id-col=2,has-header=true
+    #[arg(long, value_name = "SPEC")]
+    pub csv: Option<String>,
+    /// Sliding window for distinct keys: seconds (60, 60s), minutes (5m) or milliseconds (500ms).
+    #[arg(long, default_value = "60s", value_parser = parse_seconds, value_name = "DURATION")]
+    pub window: f64,
+    /// Regimes for the k-means regime detection.
+    #[arg(long, default_value_t = 4, value_name = "K")]
+    pub regimes: usize,
+    /// Keys the miss-ratio curve tracks exactly; beyond, it samples keys (SHARDS).
+    #[arg(long, default_value_t = 1 << 22, value_name = "N")]
+    pub mrc_max_keys: usize,
+    /// Print one JSON object instead of the human summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a self-contained HTML report with charts to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+}
+
+/// Parses `60`, `60s`, `5m`, `1h` or `500ms` into seconds.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = text.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (text, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!(
+            "`{text}` is not a positive duration (examples: 60s, 5m, 500ms)"
+        )),
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let format = args
+        .format
+        .as_deref()
+        .map(str::parse::<trace::Format>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    let mut options = trace::ReadOptions::default();
+    if let Some(spec) = &args.csv {
+        options.csv = Some(spec.parse().map_err(|e| anyhow::anyhow!("--csv: {e}"))?);
+    }
+    let mut reader = trace::open(&args.trace, format, &options)?;
+    let mut analyzer = Analyzer::new(AnalyzeOptions {
+        window_s: args.window,
+        regimes: args.regimes,
+        mrc_max_keys: args.mrc_max_keys,
+        ..AnalyzeOptions::default()
+    });
+    while let Some(request) = reader.next_request()? {
+        analyzer.feed(&request);
+    }
+    let analysis = analyzer.finish();
+    if let Some(path) = &args.report {
+        let html = analyze::html::render(&analysis, &args.trace.display().to_string())?;
+        std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&analysis)?);
+    } else {
+        print_summary(&analysis);
+        if let Some(path) = &args.report {
+            println!("report: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(a: &Analysis) {
+    println!("requests          {}", a.requests);
+    println!(
+        "ops               {} gets, {} puts, {} deletes, {} accesses",
+        a.gets, a.puts, a.deletes, a.accesses
+    );
+    if let Some(r) = a.reads_per_write {
+        println!("reads per write   {r:.1}");
+    }
+    println!("unique keys       {}", a.unique_keys);
+    println!("duration          {:.0} s", a.duration_s);
+    println!(
+        "read rate         peak {:.0}/s (1 s), final {:.1}/s (last tenth)",
+        a.peak_read_rate, a.final_read_rate
+    );
+    println!(
+        "keys per {:.0} s     mean {:.1}, max {} (tumbling windows)",
+        a.window_s, a.mean_unique_keys_per_window, a.max_unique_keys_per_window
+    );
+    let p = &a.popularity;
+    println!(
+        "popularity        top 1% keys {:.1}% of reads, top 10% {:.1}%, Zipf alpha {}",
+        100.0 * p.top1pct_share,
+        100.0 * p.top10pct_share,
+        p.zipf_alpha.map_or("-".to_string(), |z| format!("{z:.2}"))
+    );
+    let mrc = &a.mrc;
+    let sizes: Vec<String> = mrc
+        .points
+        .iter()
+        .filter(|pt| pt.cache_size.is_power_of_two() && pt.cache_size >= 16)
+        .map(|pt| format!("{}:{:.4}", pt.cache_size, pt.miss_ratio))
+        .collect();
+    println!(
+        "LRU MRC ({}, rate {})  {}",
+        mrc.method,
+        mrc.sample_rate,
+        sizes.join(" ")
+    );
+    println!(
+        "fans              {} (raw {}), keys mean {:.0} median {} max {}, mean {:.0} s",
+        a.fans.count,
+        a.fans.raw_count,
+        a.fans.mean_keys,
+        a.fans.median_keys,
+        a.fans.max_keys,
+        a.fans.mean_duration_s
+    );
+    for (i, r) in a.regimes.regimes.iter().enumerate() {
+        println!(
+            "regime {}          {:.0}..{:.0} s, {:.1} reads/s, key space {} at start",
+            i + 1,
+            r.start,
+            r.end,
+            r.mean_read_rate,
+            r.keyspace_at_start
+        );
+    }
+    if let (Some(t), Some(size)) = (a.regimes.switch_time, a.regimes.suggested_cache_size) {
+        println!("suggested switch  at {t:.0} s to a cache of {size} objects");
+    }
+}

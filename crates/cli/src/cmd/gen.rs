@@ -1,0 +1,71 @@
+//! `mantle gen`: synthetic workloads. `mantle gen parsplice` writes a ParSplice-like trace.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use trace::gen::parsplice::{self, ParspliceParams};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub generator: Generator,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Generator {
+    /// A ParSplice-like key-value trace (`timestamp_s,op,key` CSV; zstd when FILE ends in .zst).
+    Parsplice(ParspliceArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ParspliceArgs {
+    /// Seed: the same seed and parameters give the same trace.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Length of the run in trace time: seconds (3600), or with a unit (90m, 4h).
+    #[arg(long, default_value = "1h", value_parser = super::analyze::parse_seconds, value_name = "DURATION")]
+    pub duration: f64,
+    /// Worker tasks reading the cache (the calibration run had 28).
+    #[arg(long, default_value_t = 28)]
+    pub workers: u32,
+    /// Growth rate relative to the calibration run (1.0); 0.1 is seed 000's slower Δ2.
+    #[arg(long, default_value_t = 1.0)]
+    pub growth_rate: f64,
+    /// Temperature relative to the calibration run (1.0): higher means more state transitions.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    /// Timestamp of the first second.
+    #[arg(long, default_value_t = 0)]
+    pub start_time: u64,
+    /// Output file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.generator {
+        Generator::Parsplice(a) => {
+            let params = ParspliceParams {
+                seed: a.seed,
+                duration_s: a.duration.round().max(1.0) as u64,
+                workers: a.workers,
+                growth_rate: a.growth_rate,
+                temperature: a.temperature,
+                start_time: a.start_time,
+            };
+            params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let summary = parsplice::write_file(&params, &a.output)
+                .with_context(|| "generating the ParSplice trace".to_string())?;
+            println!(
+                "wrote {} requests ({} gets, {} puts, {} keys, {} superbasins) to {}",
+                summary.requests,
+                summary.gets,
+                summary.puts,
+                summary.unique_keys,
+                summary.fans,
+                a.output.display()
+            );
+            Ok(())
+        }
+    }
+}
