@@ -1,0 +1,113 @@
+//! CACHE STATS / CACHE RESIZE n: the cache's own numbers, and changing its capacity at run
+//! time (`n` objects, or a byte size with a unit such as `64MiB`). RESIZE evicts at once down
+//! to the new capacity and replies with the number of objects evicted.
+
+use crate::config::parse_size;
+use crate::frame::Frame;
+use crate::instance::Instance;
+use crate::parse::{Parse, ParseError};
+use crate::stats::Stats;
+use cache::Capacity;
+
+pub enum CacheCmd {
+    Stats,
+    Resize(Capacity),
+}
+
+impl CacheCmd {
+    pub fn parse(parse: &mut Parse<'_>) -> Result<CacheCmd, ParseError> {
+        let sub = parse.next_bytes()?;
+        let cmd = match sub.to_ascii_lowercase().as_slice() {
+            b"stats" => CacheCmd::Stats,
+            b"resize" => {
+                let text = parse.next_string()?;
+                CacheCmd::Resize(parse_capacity(&text).map_err(ParseError::Other)?)
+            }
+            _ => {
+                return Err(ParseError::Other(format!(
+                    "unknown subcommand '{}'. Try CACHE STATS or CACHE RESIZE n.",
+                    super::printable(&sub, 64)
+                )))
+            }
+        };
+        parse.finish()?;
+        Ok(cmd)
+    }
+
+    pub fn apply(self, instance: &Instance) -> Frame {
+        match self {
+            CacheCmd::Stats => Frame::Map(
+                stats(instance)
+                    .into_iter()
+                    .map(|(name, value)| (Frame::static_bulk(name), value))
+                    .collect(),
+            ),
+            CacheCmd::Resize(capacity) => Frame::Integer(instance.db.set_capacity(capacity) as i64),
+        }
+    }
+}
+
+/// A plain number is objects; a number with a unit is bytes. Zero means unlimited.
+fn parse_capacity(text: &str) -> Result<Capacity, String> {
+    let nonzero = |n: u64| (n > 0).then_some(n);
+    if text.bytes().all(|b| b.is_ascii_digit()) && !text.is_empty() {
+        let objects: u64 = text
+            .parse()
+            .map_err(|_| format!("invalid capacity '{text}'"))?;
+        return Ok(Capacity {
+            bytes: None,
+            objects: nonzero(objects),
+        });
+    }
+    Ok(Capacity {
+        bytes: nonzero(parse_size(text)?),
+        objects: None,
+    })
+}
+
+/// The numbers CACHE STATS and INFO's cache section report.
+pub fn stats(instance: &Instance) -> Vec<(&'static str, Frame)> {
+    let snapshot = instance.db.cache_snapshot();
+    let stats = instance.db.stats();
+    let hits = Stats::read(&stats.cache_hits);
+    let misses = Stats::read(&stats.cache_misses);
+    let ratio = if hits + misses == 0 {
+        0.0
+    } else {
+        hits as f64 / (hits + misses) as f64
+    };
+    let int = |n: u64| Frame::Integer(n as i64);
+    vec![
+        ("algorithm", Frame::static_bulk(snapshot.algorithm.name())),
+        ("objects", int(snapshot.objects)),
+        ("bytes", int(snapshot.bytes)),
+        (
+            "capacity_objects",
+            int(snapshot.capacity.objects.unwrap_or(0)),
+        ),
+        ("capacity_bytes", int(snapshot.capacity.bytes.unwrap_or(0))),
+        ("hits", int(hits)),
+        ("misses", int(misses)),
+        ("hit_ratio", Frame::bulk_str(&format!("{ratio:.4}"))),
+        ("evictions", int(snapshot.evictions)),
+        ("fills", int(Stats::read(&stats.cache_fills))),
+        ("store_reads", int(Stats::read(&stats.store_reads))),
+        ("store_writes", int(Stats::read(&stats.store_writes))),
+        ("store_errors", int(Stats::read(&stats.store_errors))),
+        ("metadata_bytes", int(snapshot.metadata_bytes)),
+        ("object_overhead_bytes", int(snapshot.object_overhead)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacities_are_objects_or_bytes() {
+        assert_eq!(parse_capacity("100").unwrap(), Capacity::objects(100));
+        assert_eq!(parse_capacity("1KiB").unwrap(), Capacity::bytes(1024));
+        assert_eq!(parse_capacity("0").unwrap(), Capacity::default());
+        assert!(parse_capacity("lots").is_err());
+    }
+}

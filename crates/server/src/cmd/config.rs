@@ -1,0 +1,211 @@
+//! CONFIG GET pattern... / CONFIG SET name value... / CONFIG RESETSTAT. The parameters are
+//! the cache's own settings (capacity, algorithm, limits) plus the few read-only ones that
+//! tools such as redis-benchmark ask for at start-up (`save`, `appendonly`).
+
+use crate::config::{parse_size, Backend};
+use crate::frame::Frame;
+use crate::instance::Instance;
+use crate::parse::{Parse, ParseError};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+
+pub enum ConfigCmd {
+    Get(Vec<Bytes>),
+    Set(Vec<(Bytes, Bytes)>),
+    ResetStat,
+}
+
+/// Every parameter CONFIG knows, in the order CONFIG GET * lists them.
+const PARAMETERS: &[(&str, bool)] = &[
+    // (name, settable)
+    ("maxmemory", true),
+    ("max-keys", true),
+    ("proto-max-bulk-len", true),
+    ("maxmemory-policy", false),
+    ("maxclients", false),
+    ("appendonly", false),
+    ("appendfsync", false),
+    ("save", false),
+    ("databases", false),
+    ("bind", false),
+    ("port", false),
+    ("timeout", false),
+];
+
+/// Smallest `proto-max-bulk-len` accepted, as in Redis.
+const MIN_BULK_LEN: u64 = 1024 * 1024;
+
+impl ConfigCmd {
+    pub fn parse(parse: &mut Parse<'_>) -> Result<ConfigCmd, ParseError> {
+        let sub = parse.next_bytes()?;
+        match sub.to_ascii_lowercase().as_slice() {
+            b"get" => {
+                let patterns = parse.rest();
+                if patterns.is_empty() {
+                    return Err(ParseError::Other(
+                        "wrong number of arguments for 'config|get' command".into(),
+                    ));
+                }
+                Ok(ConfigCmd::Get(patterns.to_vec()))
+            }
+            b"set" => {
+                let rest = parse.rest();
+                if rest.is_empty() || rest.len() % 2 != 0 {
+                    return Err(ParseError::Other(
+                        "wrong number of arguments for 'config|set' command".into(),
+                    ));
+                }
+                Ok(ConfigCmd::Set(
+                    rest.chunks_exact(2)
+                        .map(|p| (p[0].clone(), p[1].clone()))
+                        .collect(),
+                ))
+            }
+            b"resetstat" => {
+                parse.finish()?;
+                Ok(ConfigCmd::ResetStat)
+            }
+            _ => Err(ParseError::Other(format!(
+                "unknown subcommand '{}'. Try CONFIG HELP.",
+                super::printable(&sub, 64)
+            ))),
+        }
+    }
+
+    pub fn apply(self, instance: &Instance) -> Frame {
+        match self {
+            ConfigCmd::Get(patterns) => {
+                let mut pairs = Vec::new();
+                for &(name, _) in PARAMETERS {
+                    if patterns
+                        .iter()
+                        .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes()))
+                    {
+                        pairs.push((
+                            Frame::static_bulk(name),
+                            Frame::bulk_str(&get(instance, name)),
+                        ));
+                    }
+                }
+                Frame::Map(pairs)
+            }
+            ConfigCmd::Set(pairs) => match set_all(instance, &pairs) {
+                Ok(()) => Frame::ok(),
+                Err(message) => Frame::err(message),
+            },
+            ConfigCmd::ResetStat => {
+                instance.db.stats().reset();
+                Frame::ok()
+            }
+        }
+    }
+}
+
+fn get(instance: &Instance, name: &str) -> String {
+    let snapshot = instance.db.cache_snapshot();
+    match name {
+        "maxmemory" => snapshot.capacity.bytes.unwrap_or(0).to_string(),
+        "max-keys" => snapshot.capacity.objects.unwrap_or(0).to_string(),
+        "proto-max-bulk-len" => instance.max_bulk_len().to_string(),
+        "maxmemory-policy" => snapshot.algorithm.name().to_string(),
+        "maxclients" => instance.config.maxclients.to_string(),
+        "appendonly" => match instance.config.backend {
+            Backend::RocksDb { .. } => "yes".into(),
+            Backend::Upstream { .. } => "no".into(),
+        },
+        "appendfsync" => match &instance.config.backend {
+            Backend::RocksDb { fsync, .. } => fsync.as_str().into(),
+            Backend::Upstream { .. } => "no".into(),
+        },
+        "save" => String::new(),
+        "databases" => "1".into(),
+        "bind" => instance.local_addr.ip().to_string(),
+        "port" => instance.local_addr.port().to_string(),
+        "timeout" => "0".into(),
+        _ => String::new(),
+    }
+}
+
+/// Validates every pair first, then applies them all: all or nothing, as in Redis 7.
+fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> {
+    let mut capacity = instance.db.cache_snapshot().capacity;
+    let mut bulk_len = None;
+    for (name, value) in pairs {
+        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        let value = String::from_utf8_lossy(value);
+        let fail = |why: &str| {
+            format!("CONFIG SET failed (possibly related to argument '{name}') - {why}")
+        };
+        match PARAMETERS.iter().find(|(n, _)| *n == name) {
+            None => {
+                return Err(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ))
+            }
+            Some((_, false)) => return Err(fail("can't set immutable config")),
+            Some(_) => {}
+        }
+        let number = parse_size(&value).map_err(|e| fail(&e))?;
+        match name.as_str() {
+            "maxmemory" => capacity.bytes = (number > 0).then_some(number),
+            "max-keys" => capacity.objects = (number > 0).then_some(number),
+            _ => {
+                if number < MIN_BULK_LEN {
+                    return Err(fail("argument must be at least 1048576"));
+                }
+                bulk_len = Some(number);
+            }
+        }
+    }
+    if capacity != instance.db.cache_snapshot().capacity {
+        instance.db.set_capacity(capacity);
+    }
+    if let Some(n) = bulk_len {
+        instance.proto_max_bulk_len.store(n, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Glob matching with `*` and `?` (what CONFIG GET patterns use in practice).
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_like_redis_for_star_and_question_mark() {
+        assert!(glob_match(b"*", b"maxmemory"));
+        assert!(glob_match(b"max*", b"maxmemory"));
+        assert!(glob_match(b"*memory*", b"maxmemory-policy"));
+        assert!(glob_match(b"save", b"save"));
+        assert!(glob_match(b"s?ve", b"save"));
+        assert!(!glob_match(b"max", b"maxmemory"));
+        assert!(!glob_match(b"*x", b"maxmemory"));
+        assert!(glob_match(b"", b""));
+    }
+}

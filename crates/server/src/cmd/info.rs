@@ -1,0 +1,142 @@
+//! INFO [section ...]: the server, clients, stats, memory, keyspace and cache sections, in
+//! Redis's `name:value` line format so existing dashboards and scripts can read them.
+
+use crate::frame::Frame;
+use crate::instance::Instance;
+use crate::parse::{Parse, ParseError};
+use crate::stats::Stats;
+use bytes::Bytes;
+use std::fmt::Write;
+
+const SECTIONS: &[&str] = &["server", "clients", "stats", "memory", "keyspace", "cache"];
+
+pub struct Info {
+    sections: Vec<String>,
+}
+
+impl Info {
+    pub fn parse(parse: &mut Parse<'_>) -> Result<Info, ParseError> {
+        let mut sections = Vec::new();
+        for arg in parse.rest() {
+            sections.push(String::from_utf8_lossy(arg).to_ascii_lowercase());
+        }
+        Ok(Info { sections })
+    }
+
+    pub async fn apply(self, instance: &Instance) -> Frame {
+        let all = self.sections.is_empty()
+            || self
+                .sections
+                .iter()
+                .any(|s| matches!(s.as_str(), "all" | "default" | "everything"));
+        // DBSIZE may need the upstream; ask once, outside the text building.
+        let keys = instance.db.dbsize().await.ok();
+        let mut text = String::new();
+        for &section in SECTIONS {
+            if all || self.sections.iter().any(|s| s == section) {
+                if !text.is_empty() {
+                    text.push_str("\r\n");
+                }
+                render(section, instance, keys, &mut text);
+            }
+        }
+        Frame::Verbatim(Bytes::from(text))
+    }
+}
+
+fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut String) {
+    let stats = instance.db.stats();
+    let read = Stats::read;
+    let snapshot = instance.db.cache_snapshot();
+    let (title, fields): (&str, Vec<(String, String)>) = match section {
+        "server" => (
+            "Server",
+            vec![
+                field("redis_version", "7.0.0"),
+                field("mantle_version", env!("CARGO_PKG_VERSION")),
+                field("redis_mode", "standalone"),
+                field("os", std::env::consts::OS),
+                field("arch_bits", usize::BITS),
+                field("process_id", std::process::id()),
+                field("tcp_port", instance.local_addr.port()),
+                field("uptime_in_seconds", instance.started.elapsed().as_secs()),
+                field("store", instance.db.store().describe()),
+            ],
+        ),
+        "clients" => (
+            "Clients",
+            vec![
+                field("connected_clients", read(&stats.connected_clients)),
+                field("maxclients", instance.config.maxclients),
+            ],
+        ),
+        "stats" => {
+            // A lookup is a keyspace hit when the key exists anywhere (cache or store).
+            let misses = read(&stats.keyspace_misses);
+            let lookups = read(&stats.cache_hits) + read(&stats.cache_misses);
+            (
+                "Stats",
+                vec![
+                    field(
+                        "total_connections_received",
+                        read(&stats.connections_received),
+                    ),
+                    field("total_commands_processed", read(&stats.commands_processed)),
+                    field("rejected_connections", read(&stats.rejected_connections)),
+                    field("protocol_errors", read(&stats.protocol_errors)),
+                    field("expired_keys", read(&stats.expired_keys)),
+                    field("evicted_keys", snapshot.evictions),
+                    field("keyspace_hits", lookups.saturating_sub(misses)),
+                    field("keyspace_misses", misses),
+                ],
+            )
+        }
+        "memory" => (
+            "Memory",
+            vec![
+                field("used_memory", snapshot.bytes + snapshot.metadata_bytes),
+                field("used_memory_cache", snapshot.bytes),
+                field("used_memory_rss", resident_bytes()),
+                field("maxmemory", snapshot.capacity.bytes.unwrap_or(0)),
+                field("maxmemory_policy", snapshot.algorithm.name()),
+            ],
+        ),
+        "keyspace" => (
+            "Keyspace",
+            keys.filter(|&k| k > 0)
+                .map(|k| field("db0", format!("keys={k},expires=0,avg_ttl=0")))
+                .into_iter()
+                .collect(),
+        ),
+        _ => (
+            "Cache",
+            super::cache::stats(instance)
+                .into_iter()
+                .map(|(name, value)| {
+                    let value = match value {
+                        Frame::Integer(n) => n.to_string(),
+                        Frame::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+                        other => format!("{other:?}"),
+                    };
+                    (format!("cache_{name}"), value)
+                })
+                .collect(),
+        ),
+    };
+    let _ = write!(out, "# {title}\r\n");
+    for (name, value) in fields {
+        let _ = write!(out, "{name}:{value}\r\n");
+    }
+}
+
+fn field(name: &str, value: impl std::fmt::Display) -> (String, String) {
+    (name.to_string(), value.to_string())
+}
+
+/// The process's resident set size, from /proc where there is one.
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}

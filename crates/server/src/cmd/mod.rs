@@ -1,0 +1,223 @@
+//! The commands, one module each. Every command parses itself from a request's arguments
+//! (through [`Parse`]) and applies itself to the shared state, producing the reply frame.
+//! This module looks the name up, checks arity and authentication the way Redis does, and
+//! dispatches.
+
+pub mod auth;
+mod cache;
+mod client;
+mod command;
+mod config;
+mod dbsize;
+mod del;
+mod echo;
+mod exists;
+mod get;
+mod hello;
+mod info;
+mod mget;
+mod mset;
+mod ping;
+mod select;
+mod set;
+mod ttl;
+
+use crate::frame::Frame;
+use crate::instance::{Instance, Session};
+use crate::parse::{Parse, ParseError};
+use crate::store::StoreError;
+use bytes::Bytes;
+pub use command::{lookup, CommandSpec, COMMANDS};
+
+/// A parsed request.
+pub enum Command {
+    Auth(auth::Auth),
+    Cache(cache::CacheCmd),
+    Client(client::Client),
+    Command(command::CommandCmd),
+    Config(config::ConfigCmd),
+    DbSize,
+    Del(del::Del),
+    Echo(echo::Echo),
+    Exists(exists::Exists),
+    Get(get::Get),
+    Hello(hello::Hello),
+    Info(info::Info),
+    MGet(mget::MGet),
+    MSet(mset::MSet),
+    Ping(ping::Ping),
+    Quit,
+    Select(select::Select),
+    Set(set::Set),
+    Ttl(ttl::Ttl),
+}
+
+impl Command {
+    /// Parses `args` (`args[0]` is the name). An error is the reply to send instead.
+    pub fn parse(args: &[Bytes], session: &Session) -> Result<Command, Frame> {
+        let Some(name) = args.first() else {
+            return Err(Frame::err("empty command"));
+        };
+        let Some(spec) = lookup(name) else {
+            return Err(unknown_command(name, &args[1..]));
+        };
+        if !session.authenticated && !spec.no_auth() {
+            return Err(Frame::Error("NOAUTH Authentication required.".into()));
+        }
+        let arity_ok = if spec.arity >= 0 {
+            args.len() == spec.arity as usize
+        } else {
+            args.len() >= spec.arity.unsigned_abs() as usize
+        };
+        if !arity_ok {
+            return Err(arity_error(spec.name));
+        }
+        let mut parse = Parse::new(args);
+        let parsed = match spec.name {
+            "auth" => auth::Auth::parse(&mut parse).map(Command::Auth),
+            "cache" => cache::CacheCmd::parse(&mut parse).map(Command::Cache),
+            "client" => client::Client::parse(&mut parse).map(Command::Client),
+            "command" => command::CommandCmd::parse(&mut parse).map(Command::Command),
+            "config" => config::ConfigCmd::parse(&mut parse).map(Command::Config),
+            "dbsize" => Ok(Command::DbSize),
+            "del" => del::Del::parse(&mut parse).map(Command::Del),
+            "echo" => echo::Echo::parse(&mut parse).map(Command::Echo),
+            "exists" => exists::Exists::parse(&mut parse).map(Command::Exists),
+            "get" => get::Get::parse(&mut parse).map(Command::Get),
+            "hello" => hello::Hello::parse(&mut parse).map(Command::Hello),
+            "info" => info::Info::parse(&mut parse).map(Command::Info),
+            "mget" => mget::MGet::parse(&mut parse).map(Command::MGet),
+            "mset" => mset::MSet::parse(&mut parse).map(Command::MSet),
+            "ping" => ping::Ping::parse(&mut parse).map(Command::Ping),
+            "quit" => Ok(Command::Quit),
+            "select" => select::Select::parse(&mut parse).map(Command::Select),
+            "set" => set::Set::parse(&mut parse).map(Command::Set),
+            "ttl" => ttl::Ttl::parse(&mut parse, false).map(Command::Ttl),
+            "pttl" => ttl::Ttl::parse(&mut parse, true).map(Command::Ttl),
+            other => Err(ParseError::Other(format!(
+                "command '{other}' has no parser"
+            ))),
+        };
+        parsed.map_err(|e| match e {
+            ParseError::Arity => arity_error(spec.name),
+            other => Frame::err(other),
+        })
+    }
+
+    /// Runs the command and returns its reply.
+    pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        match self {
+            Command::Auth(cmd) => cmd.apply(instance, session),
+            Command::Cache(cmd) => cmd.apply(instance),
+            Command::Client(cmd) => cmd.apply(session),
+            Command::Command(cmd) => cmd.apply(),
+            Command::Config(cmd) => cmd.apply(instance),
+            Command::DbSize => dbsize::apply(instance).await,
+            Command::Del(cmd) => cmd.apply(instance).await,
+            Command::Echo(cmd) => cmd.apply(),
+            Command::Exists(cmd) => cmd.apply(instance).await,
+            Command::Get(cmd) => cmd.apply(instance).await,
+            Command::Hello(cmd) => cmd.apply(instance, session),
+            Command::Info(cmd) => cmd.apply(instance).await,
+            Command::MGet(cmd) => cmd.apply(instance).await,
+            Command::MSet(cmd) => cmd.apply(instance).await,
+            Command::Ping(cmd) => cmd.apply(),
+            Command::Quit => {
+                session.closing = true;
+                Frame::ok()
+            }
+            Command::Select(cmd) => cmd.apply(),
+            Command::Set(cmd) => cmd.apply(instance).await,
+            Command::Ttl(cmd) => cmd.apply(instance).await,
+        }
+    }
+}
+
+pub fn arity_error(name: &str) -> Frame {
+    Frame::err(format!("wrong number of arguments for '{name}' command"))
+}
+
+/// Redis's wording, quoting the first arguments so a user sees what was sent.
+fn unknown_command(name: &[u8], args: &[Bytes]) -> Frame {
+    let mut message = format!(
+        "unknown command '{}', with args beginning with: ",
+        printable(name, 128)
+    );
+    for arg in args.iter().take(8) {
+        message.push_str(&format!("'{}' ", printable(arg, 128)));
+    }
+    Frame::err(message)
+}
+
+/// Client-supplied bytes made safe and short for an error line.
+pub fn printable(bytes: &[u8], limit: usize) -> String {
+    let text: String = String::from_utf8_lossy(&bytes[..bytes.len().min(limit)])
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    text
+}
+
+/// The reply when the store failed under a command.
+pub fn store_error(e: StoreError) -> Frame {
+    Frame::err(format!("store error: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::from(w.to_string())).collect()
+    }
+
+    fn error_of(words: &[&str], session: &Session) -> String {
+        match Command::parse(&args(words), session) {
+            Err(Frame::Error(message)) => message,
+            Err(other) => panic!("unexpected frame {other:?}"),
+            Ok(_) => panic!("{words:?} parsed"),
+        }
+    }
+
+    #[test]
+    fn errors_use_redis_wording() {
+        let session = Session::new(1, false, None);
+        assert_eq!(
+            error_of(&["FLUSHALL", "x"], &session),
+            "ERR unknown command 'FLUSHALL', with args beginning with: 'x' "
+        );
+        assert_eq!(
+            error_of(&["get"], &session),
+            "ERR wrong number of arguments for 'get' command"
+        );
+        assert_eq!(
+            error_of(&["SET", "k", "v", "EX", "ten"], &session),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            error_of(&["SET", "k", "v", "NX", "XX"], &session),
+            "ERR syntax error"
+        );
+    }
+
+    #[test]
+    fn unauthenticated_sessions_may_only_authenticate() {
+        let session = Session::new(1, true, None);
+        assert_eq!(
+            error_of(&["GET", "k"], &session),
+            "NOAUTH Authentication required."
+        );
+        assert!(Command::parse(&args(&["AUTH", "pw"]), &session).is_ok());
+        assert!(Command::parse(&args(&["HELLO", "3", "AUTH", "default", "pw"]), &session).is_ok());
+        assert!(Command::parse(&args(&["QUIT"]), &session).is_ok());
+    }
+
+    #[test]
+    fn names_are_case_insensitive() {
+        let session = Session::new(1, false, None);
+        assert!(matches!(
+            Command::parse(&args(&["gEt", "k"]), &session),
+            Ok(Command::Get(_))
+        ));
+    }
+}

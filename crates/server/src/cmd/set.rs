@@ -1,0 +1,158 @@
+//! SET key value [NX | XX] [EX seconds | PX milliseconds | EXAT unix-seconds |
+//! PXAT unix-milliseconds] [HINT class]: written through to the store, then cached.
+//! `HINT class` names the cache class the client says the value belongs to (seed 004's
+//! cache hints); the server records it with the cached entry.
+
+use super::store_error;
+use crate::db::now_ms;
+use crate::frame::Frame;
+use crate::instance::Instance;
+use crate::parse::{Parse, ParseError};
+use crate::store::Condition;
+use bytes::Bytes;
+
+#[derive(Debug)]
+pub struct Set {
+    key: Bytes,
+    value: Bytes,
+    condition: Condition,
+    /// Absolute expiry in ms since the epoch; 0: none.
+    expires_at_ms: u64,
+    class: Option<Bytes>,
+}
+
+/// Redis's message for a zero, negative or overflowing expiry.
+const INVALID_EXPIRE: &str = "invalid expire time in 'set' command";
+
+impl Set {
+    pub fn parse(parse: &mut Parse<'_>) -> Result<Set, ParseError> {
+        let key = parse.next_bytes()?;
+        let value = parse.next_bytes()?;
+        let mut set = Set {
+            key,
+            value,
+            condition: Condition::Always,
+            expires_at_ms: 0,
+            class: None,
+        };
+        let mut has_expiry = false;
+        while let Some(option) = parse.next_optional() {
+            match option.to_ascii_uppercase().as_slice() {
+                b"NX" if set.condition == Condition::Always => set.condition = Condition::IfAbsent,
+                b"XX" if set.condition == Condition::Always => set.condition = Condition::IfPresent,
+                unit @ (b"EX" | b"PX" | b"EXAT" | b"PXAT") if !has_expiry => {
+                    has_expiry = true;
+                    let amount = parse.next_int().map_err(|e| match e {
+                        ParseError::Arity => ParseError::Syntax,
+                        other => other,
+                    })?;
+                    set.expires_at_ms = expiry(unit, amount, now_ms())?;
+                }
+                b"HINT" if set.class.is_none() => {
+                    let class = parse.next_bytes().map_err(|_| ParseError::Syntax)?;
+                    if class.is_empty() || class.len() > 64 {
+                        return Err(ParseError::Other(
+                            "HINT class names are 1 to 64 bytes".into(),
+                        ));
+                    }
+                    set.class = Some(class);
+                }
+                b"KEEPTTL" | b"GET" => {
+                    return Err(ParseError::Other(format!(
+                        "SET option '{}' is not supported by Mantle",
+                        String::from_utf8_lossy(&option)
+                    )))
+                }
+                _ => return Err(ParseError::Syntax),
+            }
+        }
+        Ok(set)
+    }
+
+    pub async fn apply(self, instance: &Instance) -> Frame {
+        let result = instance
+            .db
+            .set(
+                &self.key,
+                &self.value,
+                self.expires_at_ms,
+                self.condition,
+                self.class.as_deref(),
+            )
+            .await;
+        match result {
+            Ok(true) => Frame::ok(),
+            Ok(false) => Frame::Null,
+            Err(e) => store_error(e),
+        }
+    }
+}
+
+/// The absolute expiry for an EX/PX/EXAT/PXAT amount.
+fn expiry(unit: &[u8], amount: i64, now_ms: u64) -> Result<u64, ParseError> {
+    let invalid = || ParseError::Other(INVALID_EXPIRE.into());
+    if amount <= 0 {
+        return Err(invalid());
+    }
+    let amount = amount as u64;
+    let at = match unit {
+        b"EX" => amount
+            .checked_mul(1000)
+            .and_then(|ms| ms.checked_add(now_ms)),
+        b"PX" => amount.checked_add(now_ms),
+        b"EXAT" => amount.checked_mul(1000),
+        _ => Some(amount),
+    };
+    // Keep within what an i64 PTTL reply can express.
+    at.filter(|&at| at < i64::MAX as u64).ok_or_else(invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(words: &[&str]) -> Result<Set, ParseError> {
+        let args: Vec<Bytes> = std::iter::once("SET")
+            .chain(words.iter().copied())
+            .map(|w| Bytes::from(w.to_string()))
+            .collect();
+        Set::parse(&mut Parse::new(&args))
+    }
+
+    #[test]
+    fn options_combine_as_in_redis() {
+        let set = parse(&["k", "v", "nx", "PX", "1500", "HINT", "hot"]).unwrap();
+        assert_eq!(set.condition, Condition::IfAbsent);
+        assert!(set.expires_at_ms > now_ms() && set.expires_at_ms <= now_ms() + 1500);
+        assert_eq!(set.class.as_deref(), Some(&b"hot"[..]));
+        let set = parse(&["k", "v", "EXAT", "2000000000"]).unwrap();
+        assert_eq!(set.expires_at_ms, 2_000_000_000_000);
+    }
+
+    #[test]
+    fn conflicting_or_bad_options_are_rejected() {
+        assert_eq!(
+            parse(&["k", "v", "NX", "XX"]).unwrap_err(),
+            ParseError::Syntax
+        );
+        assert_eq!(
+            parse(&["k", "v", "EX", "1", "PX", "1"]).unwrap_err(),
+            ParseError::Syntax
+        );
+        assert_eq!(parse(&["k", "v", "EX"]).unwrap_err(), ParseError::Syntax);
+        assert_eq!(parse(&["k", "v", "HINT"]).unwrap_err(), ParseError::Syntax);
+        assert_eq!(parse(&["k", "v", "BOGUS"]).unwrap_err(), ParseError::Syntax);
+        assert_eq!(
+            parse(&["k", "v", "EX", "0"]).unwrap_err(),
+            ParseError::Other(INVALID_EXPIRE.into())
+        );
+        assert_eq!(
+            parse(&["k", "v", "EX", "9223372036854775807"]).unwrap_err(),
+            ParseError::Other(INVALID_EXPIRE.into())
+        );
+        assert!(matches!(
+            parse(&["k", "v", "GET"]),
+            Err(ParseError::Other(_))
+        ));
+    }
+}

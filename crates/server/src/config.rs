@@ -1,0 +1,183 @@
+//! What an operator can set when starting the server, with the defaults documented in
+//! `docs/server.md`. Kept free of any argument-parsing crate so the CLI, the tests and other
+//! embedders build a [`Config`] the same way.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Redis's default `proto-max-bulk-len`: the largest single argument a client may send.
+pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
+/// Redis's default `maxclients`.
+pub const DEFAULT_MAXCLIENTS: usize = 10_000;
+/// Cache budget when neither `--max-keys` nor `--maxmemory` is given.
+pub const DEFAULT_MAXMEMORY: u64 = 256 * 1024 * 1024;
+
+/// When RocksDB's write-ahead log is forced to stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fsync {
+    /// Every acknowledged write is on disk (group commit: concurrent writers share one fsync).
+    Always,
+    /// A background thread syncs the log once a second (Redis's `appendfsync everysec`).
+    EverySec,
+    /// The operating system decides; writes still reach the log before they are acknowledged.
+    No,
+}
+
+impl Fsync {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::EverySec => "everysec",
+            Fsync::No => "no",
+        }
+    }
+}
+
+impl FromStr for Fsync {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(Fsync::Always),
+            "everysec" => Ok(Fsync::EverySec),
+            "no" => Ok(Fsync::No),
+            other => Err(format!(
+                "unknown fsync mode '{other}' (expected always, everysec or no)"
+            )),
+        }
+    }
+}
+
+/// Where the data lives behind the cache: the source of truth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded RocksDB in this directory (created if missing).
+    RocksDb { data_dir: PathBuf, fsync: Fsync },
+    /// Another tier speaking RESP, as `redis://HOST:PORT[/DB]`.
+    Upstream { url: String },
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub backend: Backend,
+    /// Cache capacity in objects (`--max-keys`).
+    pub max_keys: Option<u64>,
+    /// Cache capacity in bytes (`--maxmemory`); see `ENTRY_OVERHEAD` in `db.rs` for what counts.
+    pub maxmemory: Option<u64>,
+    pub eviction: cache::Algorithm,
+    pub maxclients: usize,
+    pub proto_max_bulk_len: u64,
+    pub requirepass: Option<String>,
+    /// Tokio worker threads; 0 means one per core.
+    pub threads: usize,
+}
+
+impl Config {
+    /// A config with every default, storing in `data_dir`, listening on `127.0.0.1:6380`.
+    pub fn new(backend: Backend) -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6380)),
+            backend,
+            max_keys: None,
+            maxmemory: None,
+            eviction: cache::Algorithm::Lru,
+            maxclients: DEFAULT_MAXCLIENTS,
+            proto_max_bulk_len: DEFAULT_PROTO_MAX_BULK_LEN,
+            requirepass: None,
+            threads: 0,
+        }
+    }
+
+    /// The cache capacity the flags ask for; a zero limit means "unlimited" as in Redis.
+    pub fn capacity(&self) -> cache::Capacity {
+        let nonzero = |v: Option<u64>| v.filter(|&n| n > 0);
+        match (self.max_keys, self.maxmemory) {
+            (None, None) => cache::Capacity {
+                bytes: Some(DEFAULT_MAXMEMORY),
+                objects: None,
+            },
+            (keys, bytes) => cache::Capacity {
+                bytes: nonzero(bytes),
+                objects: nonzero(keys),
+            },
+        }
+    }
+}
+
+/// Parses a byte size: a plain number of bytes, or a number with a unit. Decimal units
+/// (`KB`, `MB`, `GB`, `TB`, also `k`, `m`, `g`) are powers of 1000 and binary units (`KiB`,
+/// `MiB`, `GiB`, `TiB`) powers of 1024, case-insensitively; a trailing `B` alone means bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "t" | "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "invalid size '{text}': unknown unit '{other}' (use B, KB, MB, GB, KiB, MiB, GiB)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid size '{text}': expected a number with an optional unit"))?;
+    let bytes = value * multiplier as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("invalid size '{text}': out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_accept_decimal_and_binary_units() {
+        assert_eq!(parse_size("1000").unwrap(), 1000);
+        assert_eq!(parse_size("292272B").unwrap(), 292_272);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1GB").unwrap(), 1_000_000_000);
+        assert_eq!(parse_size("1.5kib").unwrap(), 1536);
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("-5").is_err());
+    }
+
+    #[test]
+    fn fsync_modes_parse() {
+        assert_eq!("EverySec".parse::<Fsync>().unwrap(), Fsync::EverySec);
+        assert!("sometimes".parse::<Fsync>().is_err());
+    }
+
+    #[test]
+    fn capacity_defaults_to_a_memory_budget_and_zero_means_unlimited() {
+        let mut config = Config::new(Backend::Upstream {
+            url: "redis://127.0.0.1:1".into(),
+        });
+        assert_eq!(config.capacity().bytes, Some(DEFAULT_MAXMEMORY));
+        config.max_keys = Some(10);
+        assert_eq!(
+            config.capacity(),
+            cache::Capacity {
+                bytes: None,
+                objects: Some(10)
+            }
+        );
+        config.max_keys = Some(0);
+        config.maxmemory = Some(0);
+        assert_eq!(config.capacity(), cache::Capacity::default());
+    }
+}

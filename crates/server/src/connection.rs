@@ -1,0 +1,85 @@
+//! One client's byte stream: a growable input buffer the decoder reads requests from, and an
+//! output buffer replies are encoded into. Replies to pipelined requests are batched: the
+//! output is written when no complete request is left in the input (or it grew large), so
+//! `-P 16` costs one write, not sixteen. Both buffers are reused for the connection's life.
+
+use crate::decoder::{Decoder, Limits, ProtocolError};
+use crate::frame::{Frame, Protocol};
+use bytes::{Bytes, BytesMut};
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Initial size of each buffer, and the least free space offered to each read.
+const CHUNK: usize = 16 * 1024;
+/// Pending output beyond which replies are written before more requests are run, so a client
+/// that pipelines without reading cannot make the server buffer without bound.
+pub const FLUSH_AT: usize = 64 * 1024;
+/// Most input buffered for one unfinished request (Redis's client-query-buffer-limit).
+pub const QUERY_BUFFER_LIMIT: u64 = 1024 * 1024 * 1024;
+
+pub struct Connection {
+    stream: TcpStream,
+    input: BytesMut,
+    output: BytesMut,
+    decoder: Decoder,
+    args: Vec<Bytes>,
+}
+
+impl Connection {
+    pub fn new(stream: TcpStream, limits: Limits) -> Connection {
+        Connection {
+            stream,
+            input: BytesMut::with_capacity(CHUNK),
+            output: BytesMut::with_capacity(CHUNK),
+            decoder: Decoder::new(limits),
+            args: Vec::new(),
+        }
+    }
+
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.decoder.set_limits(limits);
+    }
+
+    /// The next complete request already buffered, if any (its arguments, name first).
+    pub fn next_request(&mut self) -> Result<Option<&[Bytes]>, ProtocolError> {
+        if self.decoder.decode(&mut self.input, &mut self.args)? {
+            Ok(Some(&self.args))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Bytes buffered towards a request not yet complete.
+    pub fn buffered(&self) -> usize {
+        self.input.len()
+    }
+
+    /// Reads more input; `Ok(false)` when the client closed its side.
+    pub async fn read_more(&mut self) -> io::Result<bool> {
+        if self.input.capacity() - self.input.len() < CHUNK {
+            self.input.reserve(CHUNK);
+        }
+        Ok(self.stream.read_buf(&mut self.input).await? > 0)
+    }
+
+    pub fn queue(&mut self, frame: &Frame, protocol: Protocol) {
+        frame.encode(protocol, &mut self.output);
+    }
+
+    pub fn pending_output(&self) -> usize {
+        self.output.len()
+    }
+
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if !self.output.is_empty() {
+            self.stream.write_all(&self.output).await?;
+            self.output.clear();
+            // Do not keep a huge reply's buffer for the rest of the connection.
+            if self.output.capacity() > 4 * FLUSH_AT {
+                self.output = BytesMut::with_capacity(CHUNK);
+            }
+        }
+        Ok(())
+    }
+}

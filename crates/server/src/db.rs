@@ -1,0 +1,478 @@
+//! The state every connection shares: the cache (keys, values and the eviction algorithm from
+//! `crates/cache`) in front of the store, and the rules that keep the two coherent.
+//!
+//! Coherence rules:
+//! - The store is the source of truth. A write goes to the store first and only then to the
+//!   cache; a failed write removes the key from the cache, so a later read asks the store.
+//! - Writes to the same key are serialised by one of [`STRIPES`] async locks (picked by the
+//!   key's hash), so the order writes reach the store is the order they reach the cache.
+//! - A read that misses fills the cache only if no write touched the key's stripe while it
+//!   was reading the store, so a slow read can never put an old value over a newer one.
+//! - Keys evicted by the algorithm simply leave the cache; the store still has them.
+
+use crate::keytable::{Entry, KeyTable};
+use crate::stats::Stats;
+use crate::store::{Condition, Record, Store, StoreError};
+use bytes::Bytes;
+use cache::{Cache, Capacity};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Number of write-ordering locks; a power of two.
+pub const STRIPES: usize = 1024;
+/// Most distinct `HINT` class names a server keeps (each costs a string, once).
+pub const MAX_CLASSES: usize = 1024;
+
+/// Milliseconds since the Unix epoch (the clock expiry times are kept in).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[derive(Clone)]
+pub struct Db {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    store: Store,
+    stripes: Box<[Stripe]>,
+    hasher: ahash::RandomState,
+    stats: Stats,
+    /// Bytes charged to the cache per object on top of its key and value (see docs/server.md).
+    object_overhead: u64,
+}
+
+struct State {
+    table: KeyTable,
+    cache: Cache,
+    classes: Vec<String>,
+}
+
+#[derive(Default)]
+struct Stripe {
+    lock: tokio::sync::Mutex<()>,
+    /// Bumped (under the state lock) by every write to a key of this stripe.
+    generation: AtomicU64,
+}
+
+/// A snapshot of the cache for INFO and CACHE STATS.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheSnapshot {
+    pub algorithm: cache::Algorithm,
+    pub objects: u64,
+    pub bytes: u64,
+    pub capacity: Capacity,
+    pub evictions: u64,
+    /// Heap bytes of the server's key table plus the algorithm's metadata.
+    pub metadata_bytes: u64,
+    pub object_overhead: u64,
+}
+
+impl Db {
+    pub fn new(store: Store, algorithm: cache::Algorithm, capacity: Capacity) -> Db {
+        let object_overhead = (std::mem::size_of::<Option<Entry>>() as f64
+            + 6.0 // index bucket (4-byte id + control byte) at hashbrown's load factor
+            + 16.0 // allocator header of the key+value allocation
+            + cache::overhead::per_object_worst())
+        .ceil() as u64;
+        Db {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    table: KeyTable::default(),
+                    cache: Cache::new(algorithm, capacity),
+                    classes: Vec::new(),
+                }),
+                store,
+                stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
+                hasher: ahash::RandomState::new(),
+                stats: Stats::default(),
+                object_overhead,
+            }),
+        }
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.shared.hasher.hash_one(key)
+    }
+
+    fn stripe(&self, hash: u64) -> &Stripe {
+        // The high bits: the table uses the low ones to pick buckets.
+        &self.shared.stripes[(hash >> 54) as usize % STRIPES]
+    }
+
+    /// The value of `key`, from the cache or, on a miss, from the store (filling the cache).
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        let hash = self.hash(key);
+        if let Some(value) = self.lookup_cached(hash, key) {
+            return Ok(Some(value));
+        }
+        self.read_through(hash, key).await
+    }
+
+    fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Bytes> {
+        let mut state = self.state();
+        let id = state.table.find(hash, key)?;
+        let entry = state.table.get(id)?;
+        if entry.expires_at_ms != 0 && entry.expires_at_ms <= now_ms() {
+            self.forget(&mut state, id);
+            return None;
+        }
+        let value = entry.value();
+        state.cache.get(id);
+        Stats::bump(&self.shared.stats.cache_hits);
+        Some(value)
+    }
+
+    async fn read_through(&self, hash: u64, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        let stats = &self.shared.stats;
+        Stats::bump(&stats.cache_misses);
+        let stripe = self.stripe(hash);
+        let generation = stripe.generation.load(Ordering::Acquire);
+        let now = now_ms();
+        match self.store_get(key, now).await? {
+            None => {
+                Stats::bump(&stats.keyspace_misses);
+                Ok(None)
+            }
+            Some(record) if !record.is_live(now) => {
+                self.purge_expired(hash, key).await?;
+                Stats::bump(&stats.keyspace_misses);
+                Ok(None)
+            }
+            Some(record) => {
+                let mut state = self.state();
+                if stripe.generation.load(Ordering::Acquire) == generation
+                    && state.table.find(hash, key).is_none()
+                {
+                    let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
+                    if self.install(&mut state, hash, entry) {
+                        Stats::bump(&stats.cache_fills);
+                    }
+                }
+                Ok(Some(record.value))
+            }
+        }
+    }
+
+    async fn store_get(&self, key: &[u8], now: u64) -> Result<Option<Record>, StoreError> {
+        Stats::bump(&self.shared.stats.store_reads);
+        self.shared
+            .store
+            .get(key, now)
+            .await
+            .inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
+    }
+
+    async fn purge_expired(&self, hash: u64, key: &[u8]) -> Result<(), StoreError> {
+        let stripe = self.stripe(hash);
+        let _guard = stripe.lock.lock().await;
+        if self.shared.store.purge_expired(key, now_ms())? {
+            Stats::bump(&self.shared.stats.expired_keys);
+        }
+        let mut state = self.state();
+        self.forget_key(&mut state, hash, key);
+        stripe.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes `key` through to the store, then caches it. Returns false when `condition`
+    /// (NX/XX) stopped the write. Returns only once the write is durable per `--fsync`.
+    pub async fn set(
+        &self,
+        key: &[u8],
+        value: &Bytes,
+        expires_at_ms: u64,
+        condition: Condition,
+        class: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        let class = match class {
+            Some(name) => self.class_id(name)?,
+            None => 0,
+        };
+        let hash = self.hash(key);
+        let stripe = self.stripe(hash);
+        let now = now_ms();
+        let record = Record {
+            value: value.clone(),
+            expires_at_ms,
+        };
+        let written = {
+            let _guard = stripe.lock.lock().await;
+            Stats::bump(&self.shared.stats.store_writes);
+            let result = self.shared.store.set(key, &record, condition, now).await;
+            let mut state = self.state();
+            match &result {
+                Ok(true) if record.is_live(now) => {
+                    self.install(
+                        &mut state,
+                        hash,
+                        Entry::new(key, value, expires_at_ms, class),
+                    );
+                }
+                Ok(false) => {}
+                // Expired on arrival, or the store's state is unknown: the store answers next.
+                _ => self.forget_key(&mut state, hash, key),
+            }
+            stripe.generation.fetch_add(1, Ordering::Release);
+            drop(state);
+            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?
+        };
+        self.shared.store.durable().await?;
+        Ok(written)
+    }
+
+    /// MSET: all pairs reach the store in one batch, then the cache.
+    pub async fn set_many(&self, pairs: &[(Bytes, Bytes)]) -> Result<(), StoreError> {
+        let hashes: Vec<u64> = pairs.iter().map(|(k, _)| self.hash(k)).collect();
+        let now = now_ms();
+        let records: Vec<(Bytes, Record)> = pairs
+            .iter()
+            .map(|(key, value)| {
+                let record = Record {
+                    value: value.clone(),
+                    expires_at_ms: 0,
+                };
+                (key.clone(), record)
+            })
+            .collect();
+        {
+            let guards = self.lock_stripes(&hashes).await;
+            Stats::bump(&self.shared.stats.store_writes);
+            let result = self.shared.store.set_many(&records, now).await;
+            let mut state = self.state();
+            for ((key, value), &hash) in pairs.iter().zip(&hashes) {
+                if result.is_ok() {
+                    self.install(&mut state, hash, Entry::new(key, value, 0, 0));
+                } else {
+                    self.forget_key(&mut state, hash, key);
+                }
+            }
+            self.bump_generations(&hashes);
+            drop(state);
+            drop(guards);
+            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?;
+        }
+        self.shared.store.durable().await
+    }
+
+    /// DEL: removes the keys from the store and the cache; returns how many existed.
+    pub async fn delete(&self, keys: &[Bytes]) -> Result<u64, StoreError> {
+        let hashes: Vec<u64> = keys.iter().map(|k| self.hash(k)).collect();
+        let removed = {
+            let guards = self.lock_stripes(&hashes).await;
+            Stats::bump(&self.shared.stats.store_writes);
+            let result = self.shared.store.delete(keys, now_ms()).await;
+            let mut state = self.state();
+            for (key, &hash) in keys.iter().zip(&hashes) {
+                self.forget_key(&mut state, hash, key);
+            }
+            self.bump_generations(&hashes);
+            drop(state);
+            drop(guards);
+            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?
+        };
+        self.shared.store.durable().await?;
+        Ok(removed)
+    }
+
+    /// EXISTS: counts the keys that exist (a key named twice counts twice, as in Redis).
+    /// Does not count as an access for the eviction algorithm.
+    pub async fn exists(&self, keys: &[Bytes]) -> Result<u64, StoreError> {
+        let now = now_ms();
+        let mut found = 0;
+        for key in keys {
+            let hash = self.hash(key);
+            let cached = {
+                let state = self.state();
+                state
+                    .table
+                    .find(hash, key)
+                    .and_then(|id| state.table.get(id))
+                    .map(|e| e.is_live(now))
+            };
+            let exists = match cached {
+                Some(live) => live,
+                None => {
+                    Stats::bump(&self.shared.stats.store_reads);
+                    self.shared.store.exists(key, now).await?
+                }
+            };
+            found += u64::from(exists);
+        }
+        Ok(found)
+    }
+
+    /// Milliseconds `key` has left: -2 if it does not exist, -1 if it never expires.
+    pub async fn pttl(&self, key: &[u8]) -> Result<i64, StoreError> {
+        let hash = self.hash(key);
+        let now = now_ms();
+        let cached = {
+            let state = self.state();
+            state
+                .table
+                .find(hash, key)
+                .and_then(|id| state.table.get(id))
+                .map(|e| e.expires_at_ms)
+        };
+        let expires_at_ms = match cached {
+            Some(at) => at,
+            None => match self.store_get(key, now).await? {
+                Some(record) => record.expires_at_ms,
+                None => return Ok(-2),
+            },
+        };
+        Ok(match expires_at_ms {
+            0 => -1,
+            at if at <= now => {
+                self.purge_expired(hash, key).await?;
+                -2
+            }
+            at => (at - now) as i64,
+        })
+    }
+
+    /// DBSIZE: keys in the store (not just the cached ones).
+    pub async fn dbsize(&self) -> Result<u64, StoreError> {
+        self.shared.store.len().await
+    }
+
+    /// Changes the cache's capacity, evicting down to it at once; returns objects evicted.
+    pub fn set_capacity(&self, capacity: Capacity) -> u64 {
+        let mut state = self.state();
+        let State { table, cache, .. } = &mut *state;
+        let hasher = &self.shared.hasher;
+        cache.set_capacity_with(capacity, |victim, _| {
+            table.remove(victim, |k| hasher.hash_one(k));
+        })
+    }
+
+    pub fn cache_snapshot(&self) -> CacheSnapshot {
+        let state = self.state();
+        CacheSnapshot {
+            algorithm: state.cache.algorithm(),
+            objects: state.cache.len(),
+            bytes: state.cache.bytes(),
+            capacity: state.cache.capacity(),
+            evictions: state.cache.evictions(),
+            metadata_bytes: (state.table.heap_bytes() + state.cache.metadata_bytes()) as u64,
+            object_overhead: self.shared.object_overhead,
+        }
+    }
+
+    /// Forces everything written to disk (shutdown).
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.shared.store.sync_now()
+    }
+
+    /// The bytes the cache charges for an object: key, value and bookkeeping.
+    fn charge(&self, entry: &Entry) -> u32 {
+        let total =
+            entry.key().len() as u64 + entry.value_len() as u64 + self.shared.object_overhead;
+        total.min(u64::from(u32::MAX)) as u32
+    }
+
+    /// Puts `entry` in the cache (replacing the key's previous value), letting the algorithm
+    /// evict to make room. Returns whether the key is cached afterwards.
+    fn install(&self, state: &mut State, hash: u64, entry: Entry) -> bool {
+        let size = self.charge(&entry);
+        let hasher = &self.shared.hasher;
+        let State { table, cache, .. } = state;
+        let id = match table.find(hash, entry.key()) {
+            Some(id) => {
+                table.replace(id, entry);
+                id
+            }
+            None => table.insert(hash, entry, |k| hasher.hash_one(k)),
+        };
+        let cached = cache.insert_with(id, size, |victim, _| {
+            table.remove(victim, |k| hasher.hash_one(k));
+        });
+        if !cached {
+            table.remove(id, |k| hasher.hash_one(k));
+        }
+        cached
+    }
+
+    fn forget(&self, state: &mut State, id: u64) {
+        state.cache.remove(id);
+        let hasher = &self.shared.hasher;
+        state.table.remove(id, |k| hasher.hash_one(k));
+    }
+
+    fn forget_key(&self, state: &mut State, hash: u64, key: &[u8]) {
+        if let Some(id) = state.table.find(hash, key) {
+            self.forget(state, id);
+        }
+    }
+
+    fn class_id(&self, name: &[u8]) -> Result<u16, StoreError> {
+        let name = String::from_utf8_lossy(name);
+        let mut state = self.state();
+        if let Some(i) = state.classes.iter().position(|c| *c == name) {
+            return Ok(i as u16 + 1);
+        }
+        if state.classes.len() >= MAX_CLASSES {
+            return Err(StoreError(format!(
+                "too many cache classes (at most {MAX_CLASSES} distinct HINT names)"
+            )));
+        }
+        state.classes.push(name.into_owned());
+        Ok(state.classes.len() as u16)
+    }
+
+    /// The class a cached key was hinted with, if any (for tests and introspection).
+    pub fn cached_class(&self, key: &[u8]) -> Option<String> {
+        let hash = self.hash(key);
+        let state = self.state();
+        let id = state.table.find(hash, key)?;
+        let class = state.table.get(id)?.class;
+        (class > 0).then(|| state.classes[class as usize - 1].clone())
+    }
+
+    /// Whether `key` is in the cache now (no access recorded).
+    pub fn is_cached(&self, key: &[u8]) -> bool {
+        let hash = self.hash(key);
+        self.state().table.find(hash, key).is_some()
+    }
+
+    async fn lock_stripes(&self, hashes: &[u64]) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
+        let mut indexes: Vec<usize> = hashes
+            .iter()
+            .map(|&h| (h >> 54) as usize % STRIPES)
+            .collect();
+        // A fixed order, so two multi-key writes cannot deadlock.
+        indexes.sort_unstable();
+        indexes.dedup();
+        let mut guards = Vec::with_capacity(indexes.len());
+        for i in indexes {
+            guards.push(self.shared.stripes[i].lock.lock().await);
+        }
+        guards
+    }
+
+    fn bump_generations(&self, hashes: &[u64]) {
+        for &hash in hashes {
+            self.stripe(hash).generation.fetch_add(1, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Protocol values the server sends, and their wire encoding in RESP2 or RESP3. Commands build
+//! a [`Frame`]; the connection encodes it into its output buffer for the client's protocol
+//! version, so no command needs to know which version its client speaks.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// The protocol a client speaks: RESP2 until it sends `HELLO 3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Resp2,
+    Resp3,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Frame {
+    Simple(Bytes),
+    /// The whole error line, starting with its code (`ERR`, `NOAUTH`, ...).
+    Error(String),
+    Integer(i64),
+    Bulk(Bytes),
+    /// Human-readable text (INFO): a RESP3 verbatim string, a bulk string in RESP2.
+    Verbatim(Bytes),
+    Null,
+    Array(Vec<Frame>),
+    /// A RESP3 map; RESP2 clients receive it as a flat array of key, value, key, value...
+    Map(Vec<(Frame, Frame)>),
+}
+
+impl Frame {
+    pub fn ok() -> Frame {
+        Frame::Simple(Bytes::from_static(b"OK"))
+    }
+
+    pub fn simple(text: &'static str) -> Frame {
+        Frame::Simple(Bytes::from_static(text.as_bytes()))
+    }
+
+    /// A generic `ERR` error.
+    pub fn err(message: impl std::fmt::Display) -> Frame {
+        Frame::Error(format!("ERR {message}"))
+    }
+
+    pub fn bulk_str(text: &str) -> Frame {
+        Frame::Bulk(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    pub fn static_bulk(text: &'static str) -> Frame {
+        Frame::Bulk(Bytes::from_static(text.as_bytes()))
+    }
+
+    /// Appends the wire form of this frame to `out`.
+    pub fn encode(&self, protocol: Protocol, out: &mut BytesMut) {
+        match self {
+            Frame::Simple(text) => {
+                out.put_u8(b'+');
+                put_line_safe(out, text);
+                out.put_slice(b"\r\n");
+            }
+            Frame::Error(text) => {
+                out.put_u8(b'-');
+                put_line_safe(out, text.as_bytes());
+                out.put_slice(b"\r\n");
+            }
+            Frame::Integer(n) => put_header(out, b':', *n),
+            Frame::Bulk(data) => put_bulk(out, data),
+            Frame::Verbatim(text) => match protocol {
+                Protocol::Resp2 => put_bulk(out, text),
+                Protocol::Resp3 => {
+                    put_header(out, b'=', text.len() as i64 + 4);
+                    out.put_slice(b"txt:");
+                    out.put_slice(text);
+                    out.put_slice(b"\r\n");
+                }
+            },
+            Frame::Null => match protocol {
+                Protocol::Resp2 => out.put_slice(b"$-1\r\n"),
+                Protocol::Resp3 => out.put_slice(b"_\r\n"),
+            },
+            Frame::Array(items) => {
+                put_header(out, b'*', items.len() as i64);
+                for item in items {
+                    item.encode(protocol, out);
+                }
+            }
+            Frame::Map(pairs) => {
+                match protocol {
+                    Protocol::Resp2 => put_header(out, b'*', 2 * pairs.len() as i64),
+                    Protocol::Resp3 => put_header(out, b'%', pairs.len() as i64),
+                }
+                for (key, value) in pairs {
+                    key.encode(protocol, out);
+                    value.encode(protocol, out);
+                }
+            }
+        }
+    }
+}
+
+/// Writes a bulk string: `$<len>\r\n<data>\r\n`.
+pub fn put_bulk(out: &mut BytesMut, data: &[u8]) {
+    put_header(out, b'$', data.len() as i64);
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
+}
+
+fn put_header(out: &mut BytesMut, kind: u8, n: i64) {
+    let mut digits = itoa::Buffer::new();
+    out.put_u8(kind);
+    out.put_slice(digits.format(n).as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+/// Simple strings and errors cannot carry CR or LF (they would end the line early and
+/// desynchronise the client), so those bytes are replaced by spaces.
+fn put_line_safe(out: &mut BytesMut, text: &[u8]) {
+    if text.iter().any(|&b| b == b'\r' || b == b'\n') {
+        out.extend(
+            text.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+    } else {
+        out.put_slice(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(frame: &Frame, protocol: Protocol) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        frame.encode(protocol, &mut out);
+        out.to_vec()
+    }
+
+    #[test]
+    fn scalars_encode_as_redis_does() {
+        assert_eq!(wire(&Frame::ok(), Protocol::Resp2), b"+OK\r\n");
+        assert_eq!(wire(&Frame::Integer(-42), Protocol::Resp2), b":-42\r\n");
+        assert_eq!(
+            wire(&Frame::static_bulk("hey"), Protocol::Resp2),
+            b"$3\r\nhey\r\n"
+        );
+        assert_eq!(wire(&Frame::err("boom"), Protocol::Resp2), b"-ERR boom\r\n");
+    }
+
+    #[test]
+    fn null_and_maps_depend_on_the_protocol() {
+        assert_eq!(wire(&Frame::Null, Protocol::Resp2), b"$-1\r\n");
+        assert_eq!(wire(&Frame::Null, Protocol::Resp3), b"_\r\n");
+        let map = Frame::Map(vec![(Frame::static_bulk("a"), Frame::Integer(1))]);
+        assert_eq!(wire(&map, Protocol::Resp2), b"*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(wire(&map, Protocol::Resp3), b"%1\r\n$1\r\na\r\n:1\r\n");
+        let text = Frame::Verbatim(Bytes::from_static(b"x:1"));
+        assert_eq!(wire(&text, Protocol::Resp3), b"=7\r\ntxt:x:1\r\n");
+        assert_eq!(wire(&text, Protocol::Resp2), b"$3\r\nx:1\r\n");
+    }
+
+    #[test]
+    fn error_lines_cannot_be_split_by_client_supplied_text() {
+        let frame = Frame::err("unknown command 'a\r\nb'");
+        assert_eq!(
+            wire(&frame, Protocol::Resp2),
+            b"-ERR unknown command 'a  b'\r\n"
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! Mantle's cache tier: a Redis-protocol (RESP2/RESP3) server whose cache, managed by the
+//! eviction algorithms of `crates/cache`, sits in front of a store that holds every key —
+//! embedded RocksDB, or an upstream tier such as another Mantle or a Redis server.
+//!
+//! Layers, from the socket inwards: [`connection`] (buffers) → [`decoder`] (bytes to
+//! requests) → [`cmd`] (one module per command, reading its arguments with [`parse`]) →
+//! [`db`] (cache + store coherence) → [`keytable`] (keys, values and dense ids for the
+//! eviction algorithm) and [`store`] (RocksDB or upstream). [`frame`] is what replies are made
+//! of. See `docs/server.md` for running it.
+//!
+//! ```no_run
+//! use server::{Backend, Config, Fsync};
+//! let mut config = Config::new(Backend::RocksDb { data_dir: "data".into(), fsync: Fsync::EverySec });
+//! config.max_keys = Some(100_000);
+//! server::serve(config).unwrap(); // until SIGTERM or SIGINT
+//! ```
+
+pub mod cmd;
+pub mod config;
+pub mod connection;
+pub mod db;
+pub mod decoder;
+pub mod frame;
+pub mod instance;
+pub mod keytable;
+pub mod parse;
+pub mod server;
+pub mod stats;
+pub mod store;
+
+pub use config::{parse_size, Backend, Config, Fsync};
+pub use server::{run, serve, Server};

@@ -1,0 +1,262 @@
+//! Accepting clients and running each connection: the loop that reads requests, applies
+//! commands and writes replies, with the limits that keep one client from hurting the others
+//! (`--maxclients`, protocol limits, bounded buffers), and an orderly shutdown that stops
+//! accepting, lets connections finish the command they are running, and syncs the store.
+
+use crate::cmd::auth::limits_for;
+use crate::cmd::Command;
+use crate::config::{Backend, Config};
+use crate::connection::{Connection, QUERY_BUFFER_LIMIT};
+use crate::db::Db;
+use crate::frame::Frame;
+use crate::instance::{Instance, Session};
+use crate::stats::Stats;
+use crate::store::Store;
+use anyhow::Context;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+/// How long shutdown waits for connections to finish their current command.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A bound, ready server. [`Server::bind`] then [`Server::run`]; tests bind port 0 and read
+/// the chosen port from [`Server::local_addr`].
+pub struct Server {
+    listener: TcpListener,
+    instance: Arc<Instance>,
+}
+
+impl Server {
+    /// Opens the store (or connects to the upstream), builds the cache and binds the address.
+    pub async fn bind(config: Config) -> anyhow::Result<Server> {
+        let store = Store::open(&config.backend).await?;
+        let db = Db::new(store, config.eviction, config.capacity());
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let local_addr = listener.local_addr()?;
+        Ok(Server {
+            listener,
+            instance: Arc::new(Instance::new(db, config, local_addr)),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.instance.local_addr
+    }
+
+    /// The shared state, for embedders and tests that inspect the cache directly.
+    pub fn db(&self) -> Db {
+        self.instance.db.clone()
+    }
+
+    /// Serves until `shutdown` completes, then drains connections and syncs the store.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let Server { listener, instance } = self;
+        let slots = Arc::new(Semaphore::new(instance.config.maxclients));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => {
+                    let (socket, peer) = match accepted {
+                        Ok(pair) => pair,
+                        Err(_) => {
+                            // Out of file descriptors or similar: back off instead of spinning.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                    };
+                    let stats = instance.db.stats();
+                    Stats::bump(&stats.connections_received);
+                    match slots.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            let instance = instance.clone();
+                            let stop = stop_rx.clone();
+                            connections.spawn(async move {
+                                serve_connection(&instance, socket, peer, stop).await;
+                                drop(permit);
+                            });
+                        }
+                        Err(_) => {
+                            Stats::bump(&stats.rejected_connections);
+                            connections.spawn(reject(socket));
+                        }
+                    }
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        drop(listener);
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            connections.abort_all();
+        }
+        instance
+            .db
+            .sync()
+            .context("syncing the store at shutdown")?;
+        Ok(())
+    }
+}
+
+/// Binds and serves until `shutdown` completes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    Server::bind(config).await?.run(shutdown).await
+}
+
+/// Runs a server on its own Tokio runtime until SIGTERM or SIGINT (what `mantle serve` calls).
+pub fn serve(config: Config) -> anyhow::Result<()> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.threads > 0 {
+        builder.worker_threads(config.threads);
+    }
+    let runtime = builder
+        .enable_all()
+        .thread_name("mantle-serve")
+        .build()
+        .context("starting the Tokio runtime")?;
+    runtime.block_on(async move {
+        let server = Server::bind(config.clone()).await?;
+        let store = match &config.backend {
+            Backend::RocksDb { data_dir, fsync } => {
+                format!(
+                    "RocksDB in {} (fsync {})",
+                    data_dir.display(),
+                    fsync.as_str()
+                )
+            }
+            Backend::Upstream { url } => format!("upstream {url}"),
+        };
+        eprintln!(
+            "mantle: serving on {} in front of {store}",
+            server.local_addr()
+        );
+        server.run(termination()).await?;
+        eprintln!("mantle: shut down cleanly");
+        Ok(())
+    })
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn reject(mut socket: TcpStream) {
+    let _ = socket
+        .write_all(b"-ERR max number of clients reached\r\n")
+        .await;
+    let _ = socket.shutdown().await;
+}
+
+/// Keeps the connected-clients gauge right however the connection ends.
+struct ClientGauge<'a>(&'a Stats);
+
+impl Drop for ClientGauge<'_> {
+    fn drop(&mut self) {
+        self.0.connected_clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn serve_connection(
+    instance: &Instance,
+    socket: TcpStream,
+    peer: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) {
+    let stats = instance.db.stats();
+    Stats::bump(&stats.connected_clients);
+    let _gauge = ClientGauge(stats);
+    let _ = socket.set_nodelay(true);
+    let mut session = Session::new(
+        instance.next_client_id(),
+        instance.requires_auth(),
+        Some(peer),
+    );
+    let mut connection = Connection::new(socket, limits_for(instance, &session));
+    let query_limit = QUERY_BUFFER_LIMIT.max(instance.max_bulk_len().saturating_mul(2));
+    loop {
+        // Run every complete request buffered, then write all their replies at once.
+        loop {
+            connection.set_limits(limits_for(instance, &session));
+            let parsed = match connection.next_request() {
+                Ok(Some(args)) => Command::parse(args, &session),
+                Ok(None) => break,
+                Err(error) => {
+                    Stats::bump(&stats.protocol_errors);
+                    connection.queue(&Frame::err(&error), session.protocol);
+                    let _ = connection.flush().await;
+                    return;
+                }
+            };
+            Stats::bump(&stats.commands_processed);
+            let reply = match parsed {
+                Ok(command) => command.apply(instance, &mut session).await,
+                Err(reply) => reply,
+            };
+            connection.queue(&reply, session.protocol);
+            if session.closing {
+                let _ = connection.flush().await;
+                return;
+            }
+            if connection.pending_output() >= crate::connection::FLUSH_AT
+                && connection.flush().await.is_err()
+            {
+                return;
+            }
+        }
+        if connection.flush().await.is_err() {
+            return;
+        }
+        if connection.buffered() as u64 > query_limit {
+            connection.queue(
+                &Frame::err("Protocol error: query buffer limit exceeded"),
+                session.protocol,
+            );
+            let _ = connection.flush().await;
+            return;
+        }
+        if *stop.borrow() {
+            return;
+        }
+        tokio::select! {
+            more = connection.read_more() => match more {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}

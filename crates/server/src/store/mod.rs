@@ -1,0 +1,133 @@
+//! The store behind the cache, which holds every key: embedded RocksDB or an upstream tier.
+//! The cache in front may drop anything at any time; the store never does.
+
+pub mod record;
+pub mod rocks;
+pub mod upstream;
+
+use crate::config::Backend;
+use bytes::Bytes;
+pub use record::Record;
+use std::fmt;
+
+/// A failed store operation; the client gets an `-ERR` reply naming the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// SET's NX / XX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Condition {
+    Always,
+    IfAbsent,
+    IfPresent,
+}
+
+pub enum Store {
+    Rocks(rocks::RocksStore),
+    Upstream(upstream::UpstreamStore),
+}
+
+impl Store {
+    pub async fn open(backend: &Backend) -> Result<Store, StoreError> {
+        match backend {
+            Backend::RocksDb { data_dir, fsync } => {
+                Ok(Store::Rocks(rocks::RocksStore::open(data_dir, *fsync)?))
+            }
+            Backend::Upstream { url } => Ok(Store::Upstream(
+                upstream::UpstreamStore::connect(url).await?,
+            )),
+        }
+    }
+
+    /// The record under `key`; it may have expired (the caller then purges it).
+    pub async fn get(&self, key: &[u8], now_ms: u64) -> Result<Option<Record>, StoreError> {
+        match self {
+            Store::Rocks(store) => store.get(key),
+            Store::Upstream(store) => store.get(key, now_ms).await,
+        }
+    }
+
+    /// Deletes `key` if its record has expired (an upstream expires its own keys).
+    pub fn purge_expired(&self, key: &[u8], now_ms: u64) -> Result<bool, StoreError> {
+        match self {
+            Store::Rocks(store) => store.purge_expired(key, now_ms),
+            Store::Upstream(_) => Ok(false),
+        }
+    }
+
+    pub async fn exists(&self, key: &[u8], now_ms: u64) -> Result<bool, StoreError> {
+        match self {
+            Store::Rocks(store) => store.exists(key, now_ms),
+            Store::Upstream(store) => store.exists(key).await,
+        }
+    }
+
+    /// Writes if `condition` holds; returns whether it wrote. Only returns once the write is
+    /// as durable as configured.
+    pub async fn set(
+        &self,
+        key: &[u8],
+        record: &Record,
+        condition: Condition,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        match self {
+            Store::Rocks(store) => store.set(key, record, condition, now_ms),
+            Store::Upstream(store) => store.set(key, record, condition, now_ms).await,
+        }
+    }
+
+    pub async fn set_many(&self, pairs: &[(Bytes, Record)], now_ms: u64) -> Result<(), StoreError> {
+        match self {
+            Store::Rocks(store) => store.set_many(pairs),
+            Store::Upstream(store) => store.set_many(pairs, now_ms).await,
+        }
+    }
+
+    pub async fn delete(&self, keys: &[Bytes], now_ms: u64) -> Result<u64, StoreError> {
+        match self {
+            Store::Rocks(store) => store.delete(keys, now_ms),
+            Store::Upstream(store) => store.delete(keys).await,
+        }
+    }
+
+    /// Waits until earlier writes are durable per `--fsync` (no-op for an upstream, which
+    /// acknowledges by its own rules).
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        match self {
+            Store::Rocks(store) => store.durable().await,
+            Store::Upstream(_) => Ok(()),
+        }
+    }
+
+    pub async fn len(&self) -> Result<u64, StoreError> {
+        match self {
+            Store::Rocks(store) => Ok(store.len()),
+            Store::Upstream(store) => store.len().await,
+        }
+    }
+
+    /// Forces everything written so far to disk (shutdown).
+    pub fn sync_now(&self) -> Result<(), StoreError> {
+        match self {
+            Store::Rocks(store) => store.sync_now(),
+            Store::Upstream(_) => Ok(()),
+        }
+    }
+
+    /// One line for INFO describing where the data lives.
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Rocks(store) => format!("rocksdb fsync={}", store.fsync().as_str()),
+            Store::Upstream(store) => format!("upstream {}", store.url()),
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! The embedded RocksDB store: the source of truth behind the cache. Every write goes through
+//! RocksDB's write-ahead log before it is acknowledged; `--fsync` decides when that log is
+//! forced to disk. With `always`, concurrent writers share fsyncs (group commit) through one
+//! sync thread instead of each blocking a worker thread on its own fsync.
+//!
+//! Callers serialise writes to the same key (see `db.rs`), which is what makes the exact key
+//! count below race-free.
+
+use super::record::{self, Record};
+use super::{Condition, StoreError};
+use crate::config::Fsync;
+use bytes::Bytes;
+use rocksdb::{BlockBasedOptions, Options, WriteBatch, DB};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::watch;
+
+pub struct RocksStore {
+    db: Arc<DB>,
+    /// Keys physically present (expired-but-unread ones included), as Redis's DBSIZE counts.
+    keys: AtomicU64,
+    fsync: Fsync,
+    syncer: Option<Syncer>,
+}
+
+/// The background thread that forces the log to disk: on demand (`always`) or every second.
+struct Syncer {
+    shared: Arc<SyncShared>,
+    synced: watch::Receiver<u64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct SyncShared {
+    /// Highest sequence number some writer waits to see durable.
+    wanted: Mutex<u64>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+impl RocksStore {
+    pub fn open(dir: &Path, fsync: Fsync) -> Result<RocksStore, StoreError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError(format!("cannot create data dir {}: {e}", dir.display())))?;
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.set_max_background_jobs(2);
+        options.set_keep_log_file_num(4);
+        let mut table = BlockBasedOptions::default();
+        table.set_bloom_filter(10.0, false);
+        options.set_block_based_table_factory(&table);
+        let db = DB::open(&options, dir)
+            .map_err(|e| StoreError(format!("cannot open RocksDB in {}: {e}", dir.display())))?;
+        let db = Arc::new(db);
+        let keys = count_keys(&db)?;
+        let syncer = match fsync {
+            Fsync::No => None,
+            Fsync::Always | Fsync::EverySec => Some(Syncer::start(db.clone(), fsync)),
+        };
+        Ok(RocksStore {
+            db,
+            keys: AtomicU64::new(keys),
+            fsync,
+            syncer,
+        })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.keys.load(Ordering::Relaxed)
+    }
+
+    /// The stored record, expired or not; the caller decides what an expired one means.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Record>, StoreError> {
+        let Some(raw) = self.db.get_pinned(key).map_err(rocks_error)? else {
+            return Ok(None);
+        };
+        let (expires_at_ms, value) =
+            record::decode(&raw).ok_or_else(|| StoreError(corrupt(key)))?;
+        Ok(Some(Record {
+            value: Bytes::copy_from_slice(value),
+            expires_at_ms,
+        }))
+    }
+
+    /// Presence of `key`: `(physically stored, live at now_ms)`.
+    fn presence(&self, key: &[u8], now_ms: u64) -> Result<(bool, bool), StoreError> {
+        match self.db.get_pinned(key).map_err(rocks_error)? {
+            None => Ok((false, false)),
+            Some(raw) => {
+                let (expires_at_ms, _) =
+                    record::decode(&raw).ok_or_else(|| StoreError(corrupt(key)))?;
+                Ok((true, expires_at_ms == 0 || expires_at_ms > now_ms))
+            }
+        }
+    }
+
+    pub fn exists(&self, key: &[u8], now_ms: u64) -> Result<bool, StoreError> {
+        Ok(self.presence(key, now_ms)?.1)
+    }
+
+    /// Writes `record` under `key` if `condition` holds; returns whether it wrote. The write is
+    /// in the log when this returns; call [`RocksStore::durable`] before acknowledging it.
+    pub fn set(
+        &self,
+        key: &[u8],
+        record: &Record,
+        condition: Condition,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let (present, live) = self.presence(key, now_ms)?;
+        let allowed = match condition {
+            Condition::Always => true,
+            Condition::IfAbsent => !live,
+            Condition::IfPresent => live,
+        };
+        if !allowed {
+            return Ok(false);
+        }
+        self.db.put(key, record.encode()).map_err(rocks_error)?;
+        if !present {
+            self.keys.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(true)
+    }
+
+    /// Writes all pairs in one atomic batch.
+    pub fn set_many(&self, pairs: &[(Bytes, Record)]) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        let mut created = 0;
+        let mut seen = std::collections::HashSet::with_capacity(pairs.len());
+        for (key, record) in pairs {
+            if seen.insert(key.clone()) && self.db.get_pinned(key).map_err(rocks_error)?.is_none() {
+                created += 1;
+            }
+            batch.put(key, record.encode());
+        }
+        self.db.write(batch).map_err(rocks_error)?;
+        self.keys.fetch_add(created, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Deletes the keys; returns how many of them were live.
+    pub fn delete(&self, keys: &[Bytes], now_ms: u64) -> Result<u64, StoreError> {
+        let mut batch = WriteBatch::default();
+        let mut removed_live = 0;
+        let mut removed = 0;
+        let mut seen = std::collections::HashSet::with_capacity(keys.len());
+        for key in keys {
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let (present, live) = self.presence(key, now_ms)?;
+            if present {
+                batch.delete(key);
+                removed += 1;
+                removed_live += u64::from(live);
+            }
+        }
+        if removed > 0 {
+            self.db.write(batch).map_err(rocks_error)?;
+            self.keys.fetch_sub(removed, Ordering::Relaxed);
+        }
+        Ok(removed_live)
+    }
+
+    /// Deletes `key` if it is stored but expired; returns whether it did.
+    pub fn purge_expired(&self, key: &[u8], now_ms: u64) -> Result<bool, StoreError> {
+        let (present, live) = self.presence(key, now_ms)?;
+        if !present || live {
+            return Ok(false);
+        }
+        self.db.delete(key).map_err(rocks_error)?;
+        self.keys.fetch_sub(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Waits until every write made before this call is as durable as `--fsync` promises.
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        if self.fsync != Fsync::Always {
+            return Ok(());
+        }
+        let Some(syncer) = &self.syncer else {
+            return Ok(());
+        };
+        let target = self.db.latest_sequence_number();
+        let mut synced = syncer.synced.clone();
+        if *synced.borrow() >= target {
+            return Ok(());
+        }
+        {
+            let mut wanted = lock(&syncer.shared.wanted);
+            *wanted = (*wanted).max(target);
+        }
+        syncer.shared.wake.notify_one();
+        synced
+            .wait_for(|&done| done >= target)
+            .await
+            .map(|_| ())
+            .map_err(|_| StoreError("the WAL sync thread stopped".into()))
+    }
+
+    /// Forces the log to disk; used at shutdown whatever `--fsync` says.
+    pub fn sync_now(&self) -> Result<(), StoreError> {
+        self.db.flush_wal(true).map_err(rocks_error)
+    }
+
+    pub fn fsync(&self) -> Fsync {
+        self.fsync
+    }
+
+    /// An estimate RocksDB keeps of its on-disk size, for INFO.
+    pub fn disk_bytes(&self) -> u64 {
+        self.db
+            .property_int_value("rocksdb.total-sst-files-size")
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for RocksStore {
+    fn drop(&mut self) {
+        if let Some(mut syncer) = self.syncer.take() {
+            syncer.shared.stop.store(true, Ordering::Relaxed);
+            syncer.shared.wake.notify_all();
+            if let Some(thread) = syncer.thread.take() {
+                let _ = thread.join();
+            }
+        }
+        let _ = self.db.flush_wal(true);
+    }
+}
+
+impl Syncer {
+    fn start(db: Arc<DB>, fsync: Fsync) -> Syncer {
+        let shared = Arc::new(SyncShared {
+            wanted: Mutex::new(0),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let (tx, synced) = watch::channel(0u64);
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("mantle-wal-sync".into())
+            .spawn(move || sync_loop(&db, &thread_shared, &tx, fsync))
+            .ok();
+        Syncer {
+            shared,
+            synced,
+            thread,
+        }
+    }
+}
+
+fn sync_loop(db: &DB, shared: &SyncShared, synced: &watch::Sender<u64>, fsync: Fsync) {
+    let mut done = 0u64;
+    loop {
+        {
+            let mut wanted = lock(&shared.wanted);
+            while !shared.stop.load(Ordering::Relaxed)
+                && (fsync == Fsync::Always && *wanted <= done)
+            {
+                wanted = shared
+                    .wake
+                    .wait(wanted)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            if fsync == Fsync::EverySec && !shared.stop.load(Ordering::Relaxed) {
+                let (guard, _) = shared
+                    .wake
+                    .wait_timeout(wanted, Duration::from_secs(1))
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                drop(guard);
+            }
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let target = db.latest_sequence_number();
+        if db.flush_wal(true).is_ok() {
+            done = target;
+            synced.send_replace(target);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn count_keys(db: &DB) -> Result<u64, StoreError> {
+    let mut iter = db.raw_iterator();
+    iter.seek_to_first();
+    let mut n = 0;
+    while iter.valid() {
+        n += 1;
+        iter.next();
+    }
+    iter.status().map_err(rocks_error)?;
+    Ok(n)
+}
+
+fn rocks_error(e: rocksdb::Error) -> StoreError {
+    StoreError(format!("RocksDB: {e}"))
+}
+
+fn corrupt(key: &[u8]) -> String {
+    format!(
+        "RocksDB holds a record this server did not write under key '{}'",
+        String::from_utf8_lossy(key)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(value: &'static str, expires_at_ms: u64) -> Record {
+        Record {
+            value: Bytes::from_static(value.as_bytes()),
+            expires_at_ms,
+        }
+    }
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("mantle-rocks-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn conditions_counts_and_reopen() {
+        let dir = temp_dir("basic");
+        {
+            let store = RocksStore::open(&dir, Fsync::No).unwrap();
+            assert!(store
+                .set(b"a", &record("1", 0), Condition::Always, 0)
+                .unwrap());
+            assert!(!store
+                .set(b"a", &record("2", 0), Condition::IfAbsent, 0)
+                .unwrap());
+            assert!(store
+                .set(b"a", &record("3", 0), Condition::IfPresent, 0)
+                .unwrap());
+            assert!(!store
+                .set(b"b", &record("4", 0), Condition::IfPresent, 0)
+                .unwrap());
+            store
+                .set_many(&[
+                    (Bytes::from_static(b"b"), record("5", 0)),
+                    (Bytes::from_static(b"b"), record("6", 0)),
+                    (Bytes::from_static(b"c"), record("7", 50)),
+                ])
+                .unwrap();
+            assert_eq!(store.len(), 3);
+            assert_eq!(store.get(b"b").unwrap().unwrap().value, "6");
+            // `c` expired at 50: it is stored but not live.
+            assert!(!store.exists(b"c", 60).unwrap());
+            let removed = store
+                .delete(&[Bytes::from_static(b"c"), Bytes::from_static(b"zz")], 60)
+                .unwrap();
+            assert_eq!(removed, 0);
+            assert_eq!(store.len(), 2);
+        }
+        let store = RocksStore::open(&dir, Fsync::Always).unwrap();
+        assert_eq!(store.len(), 2, "the key count is rebuilt on open");
+        assert_eq!(store.get(b"a").unwrap().unwrap().value, "3");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn fsync_always_waits_for_the_sync_thread() {
+        let dir = temp_dir("always");
+        let store = RocksStore::open(&dir, Fsync::Always).unwrap();
+        for i in 0..20u8 {
+            store
+                .set(&[i], &record("v", 0), Condition::Always, 0)
+                .unwrap();
+            store.durable().await.unwrap();
+        }
+        let synced = *store.syncer.as_ref().unwrap().synced.borrow();
+        assert!(synced >= store.db.latest_sequence_number());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
