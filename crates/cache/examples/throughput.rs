@@ -3,15 +3,26 @@
 //! simulator. Trace parsing is excluded; the end-to-end comparison lives in `bench/`.
 //!
 //! Usage: cargo run --release -p mantle-cache --example throughput -- TRACE ALGORITHM FRACTION [RUNS]
-//! TRACE is an oracleGeneral `.bin` or the Twitter CSV; FRACTION of the working set in bytes.
-
-#[path = "../tests/support/mod.rs"]
-mod support;
+//! TRACE is any trace Mantle reads (format detected); FRACTION of the working set in bytes.
 
 use cache::{Algorithm, Cache, Capacity};
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
+
+fn load(path: &Path) -> Vec<(u64, u32)> {
+    let fail = |e: trace::TraceError| -> ! {
+        eprintln!("{e}");
+        std::process::exit(1)
+    };
+    let mut reader =
+        trace::open(path, None, &trace::ReadOptions::default()).unwrap_or_else(|e| fail(e));
+    let mut requests = Vec::new();
+    while let Some(req) = reader.next_request().unwrap_or_else(|e| fail(e)) {
+        requests.push((req.key, req.size));
+    }
+    requests
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -28,11 +39,7 @@ fn main() {
     let runs: usize = args
         .get(4)
         .map_or(7, |r| r.parse().expect("RUNS is a number"));
-    let requests = if args[1].ends_with(".bin") {
-        support::read_oracle_general(path)
-    } else {
-        support::read_twitter_csv(path)
-    };
+    let requests = load(path);
     let mut seen = HashSet::new();
     let wss: u64 = requests
         .iter()

@@ -4,16 +4,14 @@
 //! ratio with the one `bench/libcachesim/reference.py` recorded from libCacheSim itself in
 //! `bench/libcachesim/reference.json`.
 //!
-//! The traces are read by a small reader local to these tests (`support`), so the check
-//! depends on nothing but the cache.
-
-mod support;
+//! The traces are read with Mantle's own readers (`mantle-trace`), with the format and CSV
+//! column spec libCacheSim was given.
 
 use cache::{Algorithm, Cache, Capacity};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::PathBuf;
-use support::{read_oracle_general, read_twitter_csv};
+use std::path::{Path, PathBuf};
+use trace::{CsvSpec, Format, ReadOptions};
 
 const TOLERANCE: f64 = 0.002;
 
@@ -29,6 +27,35 @@ fn reference_path() -> PathBuf {
         env!("CARGO_MANIFEST_DIR"),
         "/../../bench/libcachesim/reference.json"
     ))
+}
+
+/// `(object id, size)` of every request, read as libCacheSim was told to read the trace:
+/// `format` is `oracleGeneral` or `csv:<column spec>` (as recorded in reference.json).
+fn load(path: &Path, format: &str) -> Vec<(u64, u32)> {
+    let (format, options) = match format.strip_prefix("csv:") {
+        Some(spec) => {
+            let spec: CsvSpec = spec.parse().unwrap_or_else(|e| panic!("{format}: {e}"));
+            let options = ReadOptions {
+                csv: Some(spec),
+                ..ReadOptions::default()
+            };
+            (Format::Csv, options)
+        }
+        None => {
+            assert_eq!(format, "oracleGeneral");
+            (Format::OracleGeneral, ReadOptions::default())
+        }
+    };
+    let mut reader = trace::open(path, Some(format), &options)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut requests = Vec::new();
+    while let Some(req) = reader
+        .next_request()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    {
+        requests.push((req.key, req.size));
+    }
+    requests
 }
 
 /// Working set as libCacheSim's `cal_working_set_size`: distinct objects and the sum of their
@@ -75,11 +102,7 @@ fn miss_ratios_match_libcachesim() {
     for trace in reference["traces"].as_array().expect("traces") {
         let name = trace["trace"].as_str().unwrap().to_string();
         let path = traces.join("libcachesim").join(&name);
-        let requests = if name.ends_with(".oracleGeneral.bin") {
-            read_oracle_general(&path)
-        } else {
-            read_twitter_csv(&path)
-        };
+        let requests = load(&path, trace["format"].as_str().expect("format"));
         assert_eq!(
             Some(requests.len() as u64),
             trace["requests"].as_u64(),
