@@ -145,7 +145,8 @@ struct Counters {
 }
 
 struct Loop<'c> {
-    config: &'c ReplayConfig,
+    tick_every: Tick,
+    record_ticks: bool,
     cache: Cache,
     backend: Backend,
     log: Option<AccessLog>,
@@ -172,14 +173,15 @@ struct Loop<'c> {
 
 /// Replays every request `next` yields. `next` returns `Ok(None)` at the end of the trace.
 pub fn replay<'c, E>(
-    config: &'c ReplayConfig,
+    config: &ReplayConfig,
     mut controller: Option<&'c mut dyn Controller>,
     mut next: impl FnMut() -> Result<Option<Request>, E>,
 ) -> Result<ReplayReport, E> {
     let started = Instant::now();
     let needs_log = controller.as_ref().is_some_and(|c| c.needs_access_log());
     let mut lp = Loop {
-        config,
+        tick_every: config.tick,
+        record_ticks: config.record_ticks,
         cache: Cache::new(config.algorithm, config.capacity),
         backend: Backend::new(config.backend),
         // A controller that ignores the time series still gets an (empty) one to hand out.
@@ -251,7 +253,7 @@ impl Loop<'_> {
     /// Runs every tick due before `now`; returns the next tick time. Long idle gaps are
     /// collapsed into one tick so a trace with a day-long pause does not run 86,400 ticks.
     fn ticks_until(&mut self, now: f64, mut next_tick_time: f64) -> f64 {
-        let Tick::Seconds(step) = self.config.tick else {
+        let Tick::Seconds(step) = self.tick_every else {
             return f64::INFINITY;
         };
         const MAX_EMPTY_TICKS: u32 = 1000;
@@ -402,7 +404,7 @@ impl Loop<'_> {
     /// the per-tick baselines forward.
     fn record_row(&mut self, now: f64, action: String, policy_error: bool) {
         self.tick_no += 1;
-        if self.config.record_ticks {
+        if self.record_ticks {
             let c = &self.c;
             let p = &self.at_last_tick;
             let lookups = (c.gets + c.accesses) - (p.gets + p.accesses);

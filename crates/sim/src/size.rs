@@ -40,9 +40,7 @@ impl FromStr for CacheSize {
             }
             return Ok(CacheSize::Objects(n));
         }
-        let bytes = parse_size::Config::new()
-            .with_binary()
-            .parse_size(s)
+        let bytes = parse_size::parse_size(s)
             .map_err(|e| {
                 format!(
                     "invalid cache size '{text}': {e} (expected objects like 1000, bytes like 64MiB or 1GB, or a percentage like 10%)"

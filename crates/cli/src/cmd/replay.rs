@@ -1,12 +1,202 @@
-//! `mantle replay`.
+//! `mantle replay`: replays a trace through a cache (optionally managed by a policy) and
+//! prints the report.
+
+use anyhow::{bail, Context, Result};
+use cache::{Algorithm, Capacity};
+use serde_json::{json, Value};
+use sim::{BackendSpec, CacheSize, ReplayConfig, ReplayReport, Tick, WorkingSet};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace file to replay.
+    /// Trace file (compressed .zst/.gz/.xz/.bz2/.tar.gz files are read transparently).
+    #[arg(long, value_name = "PATH")]
+    pub trace: PathBuf,
+    /// Trace format; detected from the file name and contents when omitted.
+    #[arg(long, value_name = "F")]
+    pub format: Option<String>,
+    /// Column spec for csv traces, libCacheSim style: time-col=1,obj-id-col=2,obj-size-col=3,has-header=true
+    #[arg(long, value_name = "SPEC")]
+    pub csv: Option<String>,
+    /// Cache size: objects (1000), bytes with a unit (64MiB, 1GB), a percentage of the
+    /// trace's working set (10%: in bytes when the trace has sizes, else objects), or unlimited.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_size: CacheSize,
+    /// Eviction algorithm.
+    #[arg(long, default_value = "lru", value_name = "lru|fifo|clock|sieve|s3fifo")]
+    pub eviction: Algorithm,
+    /// Model of the store behind the cache: lsm (default), lsm:rate=N,compact_every=N,stall=S, or none.
+    #[arg(long, default_value = "lsm", value_name = "MODEL|none")]
+    pub backend: BackendSpec,
+    /// Decision tick: trace time (1s, 500ms) or requests (1000ops).
+    #[arg(long, default_value = "1s", value_name = "1s|Nops")]
+    pub tick: Tick,
+    /// Write the per-tick metrics time series to this CSV file.
+    #[arg(long, value_name = "FILE.csv")]
+    pub metrics_out: Option<PathBuf>,
+    /// Print one JSON object instead of the human summary.
     #[arg(long)]
-    pub trace: std::path::PathBuf,
+    pub json: bool,
+    /// Do not print the progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+pub fn run(args: Args) -> Result<()> {
+    let format = args
+        .format
+        .as_deref()
+        .map(str::parse::<trace::Format>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    let options = read_options(&args)?;
+    let open = || trace::open(&args.trace, format, &options);
+
+    let mut working_set = None;
+    let capacity = match args.cache_size {
+        CacheSize::Objects(n) => Capacity {
+            objects: Some(n),
+            bytes: None,
+        },
+        CacheSize::Bytes(n) => Capacity {
+            objects: None,
+            bytes: Some(n),
+        },
+        CacheSize::Unlimited => Capacity::default(),
+        CacheSize::Percent(p) => {
+            let mut reader = open()?;
+            let ws = WorkingSet::scan(|| reader.next_request())?;
+            working_set = Some(ws);
+            capacity_from_percent(ws, p, &args.trace)?
+        }
+    };
+
+    let config = ReplayConfig {
+        algorithm: args.eviction,
+        capacity,
+        backend: args.backend,
+        tick: args.tick,
+        record_ticks: args.metrics_out.is_some(),
+        timeseries_limit: 1_000_000,
+        progress: !args.quiet,
+    };
+    let mut reader = open()?;
+    let report = sim::replay(&config, None, || reader.next_request())?;
+
+    if let Some(path) = &args.metrics_out {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("--metrics-out: cannot create {}", path.display()))?;
+        sim::metrics_csv::write_ticks(std::io::BufWriter::new(file), &report.ticks)
+            .with_context(|| format!("--metrics-out: writing {}", path.display()))?;
+    }
+
+    let input = json!({
+        "trace": args.trace.display().to_string(),
+        "format": format.map(|f| f.to_string()).unwrap_or_else(|| detected(&args.trace)),
+        "algorithm": format!("{:?}", args.eviction).to_lowercase(),
+        "cache_size": args.cache_size.to_string(),
+        "capacity_objects": capacity.objects,
+        "capacity_bytes": capacity.bytes,
+        "working_set": working_set,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&report, input))?);
+    } else {
+        print_summary(&report, &input);
+    }
+    Ok(())
+}
+
+fn read_options(args: &Args) -> Result<trace::ReadOptions> {
+    let mut options = trace::ReadOptions::default();
+    if let Some(spec) = &args.csv {
+        options.csv = Some(spec.parse().map_err(|e| anyhow::anyhow!("--csv: {e}"))?);
+    }
+    Ok(options)
+}
+
+fn detected(path: &Path) -> String {
+    trace::detect(path)
+        .map(|f| f.to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// Resolves `--cache-size P%` against the working set: bytes when the trace carries object
+/// sizes, objects otherwise.
+fn capacity_from_percent(ws: WorkingSet, percent: f64, trace: &Path) -> Result<Capacity> {
+    if ws.objects == 0 {
+        bail!(
+            "--cache-size {percent}%: {} has no requests, so it has no working set",
+            trace.display()
+        );
+    }
+    let of = |total: u64| ((total as f64 * percent / 100.0) as u64).max(1);
+    Ok(if ws.has_sizes {
+        Capacity {
+            objects: None,
+            bytes: Some(of(ws.bytes)),
+        }
+    } else {
+        Capacity {
+            objects: Some(of(ws.objects)),
+            bytes: None,
+        }
+    })
+}
+
+fn to_json(report: &ReplayReport, input: Value) -> Value {
+    let mut value = serde_json::to_value(report).expect("report serialises");
+    if let (Value::Object(map), Value::Object(extra)) = (&mut value, input) {
+        for (k, v) in extra {
+            map.insert(k, v);
+        }
+    }
+    value
+}
+
+fn print_summary(r: &ReplayReport, input: &Value) {
+    let lookups = r.gets + r.accesses;
+    println!("trace        {} ({})", input["trace"].as_str().unwrap_or(""), input["format"].as_str().unwrap_or(""));
+    println!(
+        "cache        {} {}",
+        input["algorithm"].as_str().unwrap_or(""),
+        input["cache_size"].as_str().unwrap_or("")
+    );
+    println!(
+        "requests     {} ({} gets, {} accesses, {} puts, {} deletes)",
+        r.requests, r.gets, r.accesses, r.puts, r.deletes
+    );
+    println!(
+        "miss ratio   {:.6} ({} misses of {} lookups), byte miss ratio {:.6}",
+        r.miss_ratio, r.misses, lookups, r.byte_miss_ratio
+    );
+    println!(
+        "footprint    peak {} objects / {} bytes, mean {:.1} objects / {:.0} bytes",
+        r.peak_cache_objects, r.peak_cache_bytes, r.mean_cache_objects, r.mean_cache_bytes
+    );
+    let b = &r.backend;
+    println!(
+        "back-end     {} reads, {} writes, peak {} ops/s, {} s overloaded, p99 read {} ms (model {})",
+        b.reads,
+        b.writes,
+        opt(b.peak_rate),
+        opt(b.overload_seconds.map(|s| s as f64)),
+        opt(b.p99_read_latency_ms),
+        b.model
+    );
+    if let Some(p) = &r.policy {
+        println!(
+            "policy       {}: {} ticks, {} actions, {} errors",
+            p.name, p.ticks, p.actions, p.errors
+        );
+    }
+    println!(
+        "speed        {:.2} M requests/s ({:.2} s)",
+        r.requests_per_second / 1e6,
+        r.wall_seconds
+    );
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.1}"))
 }
