@@ -1,0 +1,90 @@
+//! The distribution's own Redis tools against Mantle, unchanged: `redis-cli` and
+//! `redis-benchmark`. Skipped with a message when they are not installed.
+
+mod common;
+
+use common::{redis_tool, TestServer};
+use std::process::Command;
+
+fn server() -> (tempfile::TempDir, TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), |_| {});
+    (dir, server)
+}
+
+fn cli(tool: &std::path::Path, server: &TestServer, args: &[&str]) -> String {
+    let output = Command::new(tool)
+        .arg("-p")
+        .arg(server.addr.port().to_string())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn redis_cli_works_unchanged() {
+    let Some(tool) = redis_tool("redis-cli", "redis_cli_works_unchanged") else {
+        return;
+    };
+    let (_dir, server) = server();
+    assert_eq!(cli(&tool, &server, &["PING"]), "PONG\n");
+    assert_eq!(
+        cli(&tool, &server, &["SET", "greeting", "hello world"]),
+        "OK\n"
+    );
+    assert_eq!(cli(&tool, &server, &["GET", "greeting"]), "hello world\n");
+    assert_eq!(cli(&tool, &server, &["DBSIZE"]), "1\n");
+    assert!(cli(&tool, &server, &["INFO", "cache"]).contains("cache_objects:1"));
+    // RESP3 mode of redis-cli.
+    assert_eq!(
+        cli(&tool, &server, &["-3", "GET", "greeting"]),
+        "hello world\n"
+    );
+    // Unknown commands come back as errors, printed by redis-cli as such.
+    assert!(cli(&tool, &server, &["FLUSHALL"]).contains("ERR unknown command"));
+    // Commands piped in, as an operator would.
+    let mut child = Command::new(&tool)
+        .arg("-p")
+        .arg(server.addr.port().to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"SET a 1\nGET a\nEXISTS a greeting\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "OK\n1\n2\n");
+}
+
+#[test]
+fn redis_benchmark_runs_get_and_set() {
+    let Some(tool) = redis_tool("redis-benchmark", "redis_benchmark_runs_get_and_set") else {
+        return;
+    };
+    let (_dir, server) = server();
+    for pipeline in ["1", "16"] {
+        let output = Command::new(&tool)
+            .args(["-p", &server.addr.port().to_string()])
+            .args([
+                "-t", "set,get", "-n", "2000", "-c", "10", "-r", "1000", "-q", "-P", pipeline,
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{output:?}");
+        assert!(text.contains("SET:") && text.contains("GET:"), "{text}");
+    }
+    let mut c = server.client();
+    let size: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert!(
+        size > 0 && size <= 1000,
+        "keys written by redis-benchmark: {size}"
+    );
+}
