@@ -45,7 +45,11 @@ fn count_from_number(n: f64, what: &str) -> Result<u64, String> {
         return Err(format!("{what} is negative ({n})"));
     }
     // Counts are objects: round down; absurdly large values saturate.
-    Ok(if n >= u64::MAX as f64 { u64::MAX } else { n as u64 })
+    Ok(if n >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        n as u64
+    })
 }
 
 fn number(value: &mlua::Value) -> Option<f64> {
@@ -98,9 +102,10 @@ pub(crate) fn parse_howmuch(value: &mlua::Value) -> Result<Action, String> {
                 (Some(_), Some(_), _, _) => {
                     Err("howmuch() table must set either capacity or evict, not both".into())
                 }
-                (Some(c), None, _, mlua::Value::Nil) => Ok(Action::SetCapacity(
-                    count_from_number(c, "howmuch() capacity")?,
-                )),
+                (Some(c), None, _, mlua::Value::Nil) => Ok(Action::SetCapacity(count_from_number(
+                    c,
+                    "howmuch() capacity",
+                )?)),
                 (None, Some(e), mlua::Value::Nil, _) => {
                     let e = count_from_number(e, "howmuch() evict")?;
                     Ok(if e == 0 {

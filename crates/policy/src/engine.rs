@@ -92,13 +92,13 @@ impl PolicyEngine {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "policy".to_string());
-        self.install(&name, &format!("@{}", path.display()), &source)
+        self.load_named_chunk(&name, &format!("@{}", path.display()), &source)
     }
 
     /// Loads `source` as policy `name` and makes it the active one. On error the active
     /// policy is untouched.
     pub fn load(&mut self, name: &str, source: &str) -> Result<PolicyId, LoadError> {
-        self.install(name, &format!("={name}.lua"), source)
+        self.load_named_chunk(name, &format!("={name}.lua"), source)
     }
 
     /// Swaps in a new version of the active policy (same name, next version number). Atomic:
@@ -110,7 +110,14 @@ impl PolicyEngine {
         self.load(&name, source)
     }
 
-    fn install(&mut self, name: &str, chunk: &str, source: &str) -> Result<PolicyId, LoadError> {
+    /// Like [`PolicyEngine::load`] with the Lua chunk name given: `@path` makes messages
+    /// read `path:line: ...`, `=text` makes them read `text:line: ...`.
+    pub fn load_named_chunk(
+        &mut self,
+        name: &str,
+        chunk: &str,
+        source: &str,
+    ) -> Result<PolicyId, LoadError> {
         let version = self.versions.get(name).copied().unwrap_or(0) + 1;
         let id = PolicyId {
             name: name.to_string(),
@@ -160,7 +167,10 @@ impl PolicyEngine {
 
     /// Callbacks the running version defines, in call order (`["chunk"]` for a Ceph balancer).
     pub fn callbacks(&self) -> Vec<&'static str> {
-        self.active.as_ref().map(Program::callbacks).unwrap_or_default()
+        self.active
+            .as_ref()
+            .map(Program::callbacks)
+            .unwrap_or_default()
     }
 
     /// Whether the running version is a Ceph-dialect balancer chunk.
@@ -235,7 +245,10 @@ impl PolicyEngine {
         if self.last_logged_error.as_deref() == Some(text.as_str()) {
             return;
         }
-        let line = error.line.map(|l| format!(" (line {l})")).unwrap_or_default();
+        let line = error
+            .line
+            .map(|l| format!(" (line {l})"))
+            .unwrap_or_default();
         self.host().logs.push(
             &error.policy.to_string(),
             LogLevel::Error,

@@ -45,7 +45,11 @@ pub struct PolicyError {
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "policy {}: {}(): {}", self.policy, self.callback, self.message)
+        write!(
+            f,
+            "policy {}: {}(): {}",
+            self.policy, self.callback, self.message
+        )
     }
 }
 

@@ -155,9 +155,7 @@ pub(crate) fn fans_function(lua: &mlua::Lua, slot: &SeriesSlot) -> mlua::Result<
         let slot = unsafe { &*(addr as *const SeriesSlot) };
         let fans = slot
             .with_series(|series| slot.fans.borrow_mut().fans(series))
-            .ok_or_else(|| {
-                mlua::Error::runtime("timeseries() can only be read during a tick")
-            })?;
+            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))?;
         let out = lua.create_table_with_capacity(fans.len(), 0)?;
         for (i, fan) in fans.iter().enumerate() {
             let t = lua.create_table_with_capacity(0, 6)?;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use mlua::{ChunkMode, Function, Lua, Value};
 
 use crate::decision::{self, Action, Decision};
-use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError, PolicyError};
 use crate::error::PolicyId;
+use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError, PolicyError};
 use crate::host::{HostShared, LogLevel};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
@@ -128,8 +128,7 @@ impl Program {
             callback("howmuch"),
             callback("where"),
         );
-        let dialect = if load.is_some() || when.is_some() || howmuch.is_some() || where_.is_some()
-        {
+        let dialect = if load.is_some() || when.is_some() || howmuch.is_some() || where_.is_some() {
             Dialect::Callbacks {
                 load,
                 when,
@@ -348,7 +347,10 @@ fn install_host_functions(
     })?;
     let (h, name) = (Arc::clone(host), id.name.clone());
     let rd = lua.create_function(move |lua, ()| {
-        let state = h.lock().ok().and_then(|host| host.states.get(&name).cloned());
+        let state = h
+            .lock()
+            .ok()
+            .and_then(|host| host.states.get(&name).cloned());
         match state {
             Some(s) => s.into_lua(lua),
             // Ceph's balancers read a number before any write; start them at 0.

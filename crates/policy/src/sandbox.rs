@@ -118,7 +118,10 @@ pub(crate) fn new_state(limits: &Limits) -> mlua::Result<(Lua, Arc<Budget>)> {
             if hook_budget.charge() {
                 return Ok(VmState::Continue);
             }
-            let line = debug.current_line().map(|l| format!(" (at line {l})")).unwrap_or_default();
+            let line = debug
+                .current_line()
+                .map(|l| format!(" (at line {l})"))
+                .unwrap_or_default();
             Err(mlua::Error::runtime(format!(
                 "instruction budget of {limit} instructions exceeded{line}"
             )))
@@ -165,8 +168,8 @@ fn text_only_load(lua: &Lua) -> mlua::Result<mlua::Function> {
 
 /// `collectgarbage` limited to options that cannot change the collector's behaviour.
 fn restricted_collectgarbage(lua: &Lua) -> mlua::Result<mlua::Function> {
-    lua.create_function(|lua, opt: Option<String>| {
-        match opt.as_deref().unwrap_or("collect") {
+    lua.create_function(
+        |lua, opt: Option<String>| match opt.as_deref().unwrap_or("collect") {
             "collect" => {
                 lua.gc_collect()?;
                 Ok(Value::Integer(0))
@@ -176,8 +179,8 @@ fn restricted_collectgarbage(lua: &Lua) -> mlua::Result<mlua::Function> {
             other => Err(mlua::Error::runtime(format!(
                 "collectgarbage('{other}') is not allowed in policies (only collect, step, count)"
             ))),
-        }
-    })
+        },
+    )
 }
 
 #[cfg(test)]

@@ -112,9 +112,8 @@ impl SeriesSlot {
         // SAFETY: only the lifetime is erased; the guard clears the pointer before `series`
         // can go out of scope, and the accessors never run outside the guard's lifetime
         // without finding `None`.
-        let ptr: SeriesPtr = unsafe {
-            std::mem::transmute::<*const (dyn TimeSeries + 'a), SeriesPtr>(series)
-        };
+        let ptr: SeriesPtr =
+            unsafe { std::mem::transmute::<*const (dyn TimeSeries + 'a), SeriesPtr>(series) };
         self.current.set(Some(ptr));
         SlotGuard { slot: self }
     }

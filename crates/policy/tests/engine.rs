@@ -69,7 +69,10 @@ end
     let out = e.tick(&input);
     assert!(out.error.is_none(), "{:?}", out.error);
     assert_eq!(out.decision.when, Some(true));
-    assert_eq!(out.decision.load, 7.0, "the host's load without a load() callback");
+    assert_eq!(
+        out.decision.load, 7.0,
+        "the host's load without a load() callback"
+    );
 }
 
 #[test]
@@ -154,7 +157,10 @@ fn a_broken_replacement_is_rejected_and_the_old_version_keeps_running() {
     }
     let err = e.replace("local x = 1").unwrap_err();
     assert!(matches!(err, LoadError::NoCallbacks { .. }));
-    assert!(err.to_string().contains("defines none of the callbacks"), "{err}");
+    assert!(
+        err.to_string().contains("defines none of the callbacks"),
+        "{err}"
+    );
     let err = e.replace("error('boom')").unwrap_err();
     assert!(err.to_string().contains("boom"), "{err}");
     assert_eq!(e.active().unwrap().to_string(), "fixed@1");
@@ -178,7 +184,9 @@ fn load_file_names_the_policy_after_the_file_and_reports_io_errors() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../policies/fixed.lua");
     assert_eq!(e.load_file(path.as_ref()).unwrap().to_string(), "fixed@1");
     let err = e.load_file("/nonexistent/x.lua".as_ref()).unwrap_err();
-    assert!(err.to_string().starts_with("/nonexistent/x.lua: cannot read policy"));
+    assert!(err
+        .to_string()
+        .starts_with("/nonexistent/x.lua: cannot read policy"));
     assert!(PolicyEngine::new(Default::default()).replace("x").is_err());
 }
 
@@ -201,7 +209,11 @@ fn repeated_failures_fall_back_to_the_previous_version_then_to_none() {
     let errors: Vec<_> = logs.iter().filter(|l| l.level == LogLevel::Error).collect();
     assert_eq!(errors.len(), 1, "the same error is logged once: {errors:?}");
     assert_eq!(errors[0].policy, "p@2");
-    assert!(errors[0].message.contains("p.lua:1:"), "{}", errors[0].message);
+    assert!(
+        errors[0].message.contains("p.lua:1:"),
+        "{}",
+        errors[0].message
+    );
     assert!(logs
         .iter()
         .any(|l| l.message.contains("falling back to p@1")));

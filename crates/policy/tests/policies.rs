@@ -17,7 +17,10 @@ fn fixed_evicts_down_to_n() {
     let out = tick_on(&mut e, &[metrics(150.0)], &p, &none);
     assert_eq!(out.decision.action, Action::Evict(50));
     let out = tick_on(&mut e, &[metrics(80.0)], &p, &none);
-    assert_eq!((out.decision.when, out.decision.action), (Some(false), Action::None));
+    assert_eq!(
+        (out.decision.when, out.decision.action),
+        (Some(false), Action::None)
+    );
     // Default n = 100000.
     assert_eq!(tick(&mut e, 100_001.0).decision.action, Action::Evict(1));
     assert_eq!(tick(&mut e, 99_999.0).decision.action, Action::None);
@@ -28,11 +31,19 @@ fn multipolicy_is_unlimited_until_the_burst_is_absorbed() {
     let mut e = engine("multipolicy", &shipped("multipolicy.lua"));
     let p = params(&[("n", "10"), ("absorb", "100")]);
     let none = VecSeries::default();
-    let mut at = |e: &mut PolicyEngine, size: f64| tick_on(e, &[metrics(size)], &p, &none);
-    assert_eq!(at(&mut e, 50.0).decision.action, Action::None, "burst not absorbed yet");
+    let at = |e: &mut PolicyEngine, size: f64| tick_on(e, &[metrics(size)], &p, &none);
+    assert_eq!(
+        at(&mut e, 50.0).decision.action,
+        Action::None,
+        "burst not absorbed yet"
+    );
     assert_eq!(at(&mut e, 99.0).decision.action, Action::None);
     assert_eq!(at(&mut e, 150.0).decision.action, Action::Evict(140));
-    assert_eq!(at(&mut e, 50.0).decision.action, Action::Evict(40), "constrained now");
+    assert_eq!(
+        at(&mut e, 50.0).decision.action,
+        Action::Evict(40),
+        "constrained now"
+    );
     assert_eq!(at(&mut e, 5.0).decision.action, Action::None);
     // The absorbed flag is policy state: it survives a reload.
     e.replace(&shipped("multipolicy.lua")).unwrap();
@@ -51,7 +62,11 @@ fn decay_keeps_only_keys_accessed_within_the_history() {
     assert_eq!(out.decision.action, Action::Evict(7), "10 cached, 3 alive");
     let p = params(&[("history", "2")]);
     let out = tick_at(&mut e, 100.0, &[metrics(10.0)], &p, &series);
-    assert_eq!(out.decision.action, Action::Evict(8), "only 9 and 8 are alive");
+    assert_eq!(
+        out.decision.action,
+        Action::Evict(8),
+        "only 9 and 8 are alive"
+    );
     let out = tick_at(&mut e, 100.0, &[metrics(3.0)], &Params::new(), &series);
     assert_eq!(out.decision.when, Some(false));
 }
@@ -84,9 +99,18 @@ fn greedyspill_sends_half_the_load_to_an_idle_neighbour() {
     };
     assert_eq!(run(&mut e, 0, &loads(&[4.0, 0.0, 0.0])), vec![(1, 2.0)]);
     assert_eq!(run(&mut e, 1, &loads(&[4.0, 6.0, 0.0])), vec![(2, 3.0)]);
-    assert!(run(&mut e, 0, &loads(&[4.0, 1.0, 0.0])).is_empty(), "neighbour busy");
-    assert!(run(&mut e, 2, &loads(&[0.0, 0.0, 5.0])).is_empty(), "no right neighbour");
-    assert!(run(&mut e, 0, &loads(&[0.0, 0.0])).is_empty(), "nothing to shed");
+    assert!(
+        run(&mut e, 0, &loads(&[4.0, 1.0, 0.0])).is_empty(),
+        "neighbour busy"
+    );
+    assert!(
+        run(&mut e, 2, &loads(&[0.0, 0.0, 5.0])).is_empty(),
+        "no right neighbour"
+    );
+    assert!(
+        run(&mut e, 0, &loads(&[0.0, 0.0])).is_empty(),
+        "nothing to shed"
+    );
 }
 
 /// Fans of the given heights, oldest first: each fan reads ids `base..base+height` at random.
@@ -127,7 +151,10 @@ fn dscache_sizes_the_cache_to_the_tallest_fan() {
         ..Metrics::default()
     };
     let out = tick_on(&mut e, &[applied], &Params::new(), &series);
-    assert_eq!((out.decision.when, out.decision.action), (Some(false), Action::None));
+    assert_eq!(
+        (out.decision.when, out.decision.action),
+        (Some(false), Action::None)
+    );
     // Without a fan boundary there is no basis for sizing.
     let one = VecSeries::new(vec![(0.0, 3), (1.0, 4)]);
     let out = tick_on(&mut e, &[metrics(2.0)], &Params::new(), &one);
@@ -143,8 +170,18 @@ fn dscache_plain_lua_scan_agrees_with_the_native_one() {
     let mut native = engine("dscache", &shipped("dscache.lua"));
     let mut lua = engine("dscache", &shipped("dscache.lua"));
     let a = tick_on(&mut native, &[metrics(0.0)], &Params::new(), &series);
-    let b = tick_on(&mut lua, &[metrics(0.0)], &params(&[("scan", "lua")]), &series);
-    assert!(a.error.is_none() && b.error.is_none(), "{:?} {:?}", a.error, b.error);
+    let b = tick_on(
+        &mut lua,
+        &[metrics(0.0)],
+        &params(&[("scan", "lua")]),
+        &series,
+    );
+    assert!(
+        a.error.is_none() && b.error.is_none(),
+        "{:?} {:?}",
+        a.error,
+        b.error
+    );
     assert_eq!(a.decision, b.decision);
     assert_eq!(a.decision.action, Action::SetCapacity(453));
 }

@@ -12,10 +12,15 @@ fn attack(body: &str) -> policy::PolicyError {
         memory_bytes: 16 << 20,
         ..Limits::default()
     };
-    let source = format!("function when()\n{body}\nreturn true end\nfunction howmuch() return 1 end");
+    let source =
+        format!("function when()\n{body}\nreturn true end\nfunction howmuch() return 1 end");
     let mut e = engine_with(limits, "attack", &source);
     let out = tick(&mut e, 10.0);
-    assert_eq!(out.decision.action, Action::None, "a failed tick takes no action");
+    assert_eq!(
+        out.decision.action,
+        Action::None,
+        "a failed tick takes no action"
+    );
     let err = out.error.expect("the attack must fail the tick");
     assert_eq!(err.policy.to_string(), "attack@1");
     assert_eq!(err.callback, "when");
@@ -26,7 +31,11 @@ fn attack(body: &str) -> policy::PolicyError {
 fn os_execute_is_unavailable() {
     let err = attack("os.execute('touch /tmp/mantle-pwned')");
     assert_eq!(err.kind, ErrorKind::Runtime);
-    assert!(err.message.contains("attempt to index a nil value (global 'os')"), "{err}");
+    assert!(
+        err.message
+            .contains("attempt to index a nil value (global 'os')"),
+        "{err}"
+    );
     assert_eq!(err.line, Some(2));
 }
 
@@ -39,7 +48,11 @@ fn io_open_is_unavailable() {
 #[test]
 fn require_is_unavailable() {
     let err = attack("local m = require('os')");
-    assert!(err.message.contains("attempt to call a nil value (global 'require')"), "{err}");
+    assert!(
+        err.message
+            .contains("attempt to call a nil value (global 'require')"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -51,7 +64,10 @@ fn debug_is_unavailable() {
 #[test]
 fn binary_chunks_cannot_be_loaded() {
     let err = attack("local f = load('\\27Lua\\84\\0\\25\\147\\13\\10\\26\\10')");
-    assert!(err.message.contains("binary chunks are not allowed"), "{err}");
+    assert!(
+        err.message.contains("binary chunks are not allowed"),
+        "{err}"
+    );
     // string.dump, the usual way to make one, is gone too.
     let err = attack("local b = string.dump(function() end)");
     assert!(err.message.contains("field 'dump'"), "{err}");
@@ -69,11 +85,7 @@ fn an_infinite_loop_runs_out_of_instructions() {
         instructions: 5_000_000,
         ..Limits::default()
     };
-    let mut e = engine_with(
-        limits,
-        "spin",
-        "function when()\n  while true do end\nend",
-    );
+    let mut e = engine_with(limits, "spin", "function when()\n  while true do end\nend");
     let err = tick(&mut e, 1.0).error.unwrap();
     assert_eq!(err.kind, ErrorKind::InstructionBudget);
     assert!(
@@ -109,7 +121,11 @@ fn runaway_recursion_overflows_the_stack() {
 fn a_string_bomb_hits_the_memory_limit() {
     let err = attack("local s = 'x'\nwhile true do s = s .. s end");
     assert_eq!(err.kind, ErrorKind::Memory, "{err}");
-    assert!(err.message.contains("memory limit of 16777216 bytes exceeded"), "{err}");
+    assert!(
+        err.message
+            .contains("memory limit of 16777216 bytes exceeded"),
+        "{err}"
+    );
     let err = attack("local s = string.rep('x', 1 << 30)");
     assert_eq!(err.kind, ErrorKind::Memory, "{err}");
     let err = attack("local s = string.rep('x', 1 << 62)");

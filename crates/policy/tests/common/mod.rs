@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
-use policy::{Limits, Metrics, Params, PolicyEngine, TickInput, TickOutcome, TimeSeries, VecSeries};
+use policy::{
+    Limits, Metrics, Params, PolicyEngine, TickInput, TickOutcome, TimeSeries, VecSeries,
+};
 
 pub fn engine(name: &str, source: &str) -> PolicyEngine {
     engine_with(Limits::default(), name, source)

@@ -1,0 +1,118 @@
+//! `mantle policy check|test`: let policy authors compile, lint and unit-test a policy
+//! without a trace or a server. The work is done by `policy::check` and `policy::testenv`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: PolicyCommand,
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Compile a policy, list its callbacks and report sandbox violations (exit 1 on errors).
+    Check {
+        /// The policy file.
+        file: PathBuf,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Run one tick on metrics from a JSON environment and print the decision as JSON.
+    Test {
+        /// The policy file.
+        file: PathBuf,
+        /// JSON environment: whoami, now, tick, servers, params, timeseries (all optional).
+        #[arg(long, value_name = "ENV.json")]
+        env: Option<PathBuf>,
+        /// Policy parameter, overriding the environment's `params` (repeatable).
+        #[arg(long = "param", value_name = "K=V")]
+        params: Vec<String>,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Instruction budget of each callback.
+    #[arg(long, value_name = "N")]
+    max_instructions: Option<u64>,
+    /// Memory limit of the policy, in bytes.
+    #[arg(long, value_name = "BYTES")]
+    max_memory: Option<usize>,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> policy::Limits {
+        let mut limits = policy::Limits::default();
+        if let Some(n) = self.max_instructions {
+            limits.instructions = n;
+        }
+        if let Some(m) = self.max_memory {
+            limits.memory_bytes = m;
+        }
+        limits
+    }
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.command {
+        PolicyCommand::Check { file, limits } => {
+            let report = policy::check::check_source(
+                &file.display().to_string(),
+                &read(&file)?,
+                &limits.limits(),
+            );
+            if report.ok() {
+                print!("{report}");
+                return Ok(());
+            }
+            eprint!("{report}");
+            bail!(
+                "{}: {} problem(s) found",
+                file.display(),
+                report.problems.len()
+            )
+        }
+        PolicyCommand::Test {
+            file,
+            env,
+            params,
+            limits,
+        } => {
+            let env = match &env {
+                Some(path) => {
+                    policy::testenv::TestEnv::from_json(&path.display().to_string(), &read(path)?)
+                        .map_err(anyhow::Error::msg)?
+                }
+                None => policy::testenv::TestEnv::default(),
+            };
+            let params = params
+                .iter()
+                .map(|p| policy::parse_param(p))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(anyhow::Error::msg)?;
+            let report = policy::testenv::run_test(
+                &file.display().to_string(),
+                &read(&file)?,
+                env,
+                &params,
+                &limits.limits(),
+            )
+            .map_err(anyhow::Error::msg)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            match report.error {
+                Some(error) => bail!("{error}"),
+                None => Ok(()),
+            }
+        }
+    }
+}
