@@ -16,12 +16,21 @@ struct Cli {
 enum Command {
     /// Replay a trace through a cache and report hit ratio, footprint and back-end load.
     Replay(cmd::replay::Args),
+    /// Analyze a trace: key-space activity, popularity, miss-ratio curve, access fans, regimes.
+    Analyze(cmd::analyze::Args),
+    /// Generate a synthetic workload trace.
+    Gen(cmd::gen::Args),
+    /// Check or unit-test a Lua policy.
+    Policy(cmd::policy::Args),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args),
+        Command::Analyze(args) => cmd::analyze::run(args),
+        Command::Gen(args) => cmd::gen::run(args),
+        Command::Policy(args) => cmd::policy::run(args),
     };
     if let Err(err) = result {
         eprintln!("mantle: {err:#}");

@@ -1,3 +1,6 @@
 //! One module per subcommand.
 
+pub mod analyze;
+pub mod gen;
+pub mod policy;
 pub mod replay;
