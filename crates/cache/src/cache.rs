@@ -76,6 +76,11 @@ impl Cache {
     /// afterwards; when it cannot be (too large, or refused by the algorithm) a previous
     /// version is removed, which is not an eviction.
     pub fn insert_with<F: FnMut(u64, u32)>(&mut self, key: u64, size: u32, on_evict: F) -> bool {
+        // Right after `get` missed this key it is known to be absent: only an insert of the
+        // key itself could have added it, and every insert clears `reported_miss`.
+        if self.reported_miss == Some(key) {
+            return self.insert_new(key, size, on_evict);
+        }
         match self.store.find(key) {
             Some(slot) => self.update(slot, size, on_evict),
             None => self.insert_new(key, size, on_evict),
