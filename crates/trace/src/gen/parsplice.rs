@@ -46,7 +46,7 @@ const NEW_STATE_RATE: f64 = 4.4;
 const NEW_STATE_RAMP: f64 = 1500.0;
 /// Mean superbasin lifetime (s): short at first, longer as the particle grows.
 const FAN_LIFETIME_START: f64 = 20.0;
-const FAN_LIFETIME_GROWTH: f64 = 600.0;
+const FAN_LIFETIME_GROWTH: f64 = 450.0;
 const FAN_LIFETIME_RAMP: f64 = 4000.0;
 /// Probability that a visit reads the newest state of the fan.
 const FRONTIER_SHARE: f64 = 0.45;
@@ -563,25 +563,5 @@ mod tests {
             let f: Vec<&str> = l.split(',').collect();
             f.len() == 3 && (f[1] == "GET" || f[1] == "PUT") && f[2].parse::<u64>().is_ok()
         }));
-    }
-}
-
-#[cfg(test)]
-mod calibration {
-    /// Writes a trace for offline calibration when `MANTLE_GEN_OUT` names a file.
-    #[test]
-    fn write_calibration_trace_when_asked() {
-        let Ok(path) = std::env::var("MANTLE_GEN_OUT") else {
-            return;
-        };
-        let duration_s = std::env::var("MANTLE_GEN_DURATION")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(15019);
-        let params = super::ParspliceParams {
-            duration_s,
-            ..Default::default()
-        };
-        super::write_file(&params, std::path::Path::new(&path)).unwrap();
     }
 }
