@@ -353,7 +353,7 @@ impl Db {
 
     /// DBSIZE: keys in the store (not just the cached ones).
     pub async fn dbsize(&self) -> Result<u64, StoreError> {
-        self.shared.store.len().await
+        self.shared.store.key_count().await
     }
 
     /// Changes the cache's capacity, evicting down to it at once; returns objects evicted.

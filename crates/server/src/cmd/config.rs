@@ -50,7 +50,7 @@ impl ConfigCmd {
             }
             b"set" => {
                 let rest = parse.rest();
-                if rest.is_empty() || rest.len() % 2 != 0 {
+                if rest.is_empty() || rest.len() % 2 == 1 {
                     return Err(ParseError::Other(
                         "wrong number of arguments for 'config|set' command".into(),
                     ));

@@ -13,7 +13,7 @@ pub struct MSet {
 impl MSet {
     pub fn parse(parse: &mut Parse<'_>) -> Result<MSet, ParseError> {
         let rest = parse.rest();
-        if rest.is_empty() || rest.len() % 2 != 0 {
+        if rest.is_empty() || rest.len() % 2 == 1 {
             return Err(ParseError::Arity);
         }
         Ok(MSet {

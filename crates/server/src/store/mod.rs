@@ -108,10 +108,10 @@ impl Store {
         }
     }
 
-    pub async fn len(&self) -> Result<u64, StoreError> {
+    pub async fn key_count(&self) -> Result<u64, StoreError> {
         match self {
-            Store::Rocks(store) => Ok(store.len()),
-            Store::Upstream(store) => store.len().await,
+            Store::Rocks(store) => Ok(store.key_count()),
+            Store::Upstream(store) => store.key_count().await,
         }
     }
 

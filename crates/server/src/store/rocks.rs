@@ -67,7 +67,7 @@ impl RocksStore {
         })
     }
 
-    pub fn len(&self) -> u64 {
+    pub fn key_count(&self) -> u64 {
         self.keys.load(Ordering::Relaxed)
     }
 
@@ -356,7 +356,7 @@ mod tests {
                     (Bytes::from_static(b"c"), record("7", 50)),
                 ])
                 .unwrap();
-            assert_eq!(store.len(), 3);
+            assert_eq!(store.key_count(), 3);
             assert_eq!(store.get(b"b").unwrap().unwrap().value, "6");
             // `c` expired at 50: it is stored but not live.
             assert!(!store.exists(b"c", 60).unwrap());
@@ -364,10 +364,10 @@ mod tests {
                 .delete(&[Bytes::from_static(b"c"), Bytes::from_static(b"zz")], 60)
                 .unwrap();
             assert_eq!(removed, 0);
-            assert_eq!(store.len(), 2);
+            assert_eq!(store.key_count(), 2);
         }
         let store = RocksStore::open(&dir, Fsync::Always).unwrap();
-        assert_eq!(store.len(), 2, "the key count is rebuilt on open");
+        assert_eq!(store.key_count(), 2, "the key count is rebuilt on open");
         assert_eq!(store.get(b"a").unwrap().unwrap().value, "3");
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);

@@ -122,7 +122,7 @@ impl UpstreamStore {
             .map_err(|e| self.fail(e))
     }
 
-    pub async fn len(&self) -> Result<u64, StoreError> {
+    pub async fn key_count(&self) -> Result<u64, StoreError> {
         let mut connection = self.connection.clone();
         redis::cmd("DBSIZE")
             .query_async(&mut connection)
