@@ -1,0 +1,77 @@
+//! `mantle serve`: runs the cache tier (crates/server) until SIGTERM or SIGINT. Only turns
+//! flags into a `server::Config`; see docs/server.md.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory of the embedded RocksDB store, the source of truth (created if missing).
+    #[arg(long, required_unless_present = "upstream", conflicts_with = "upstream")]
+    pub data_dir: Option<PathBuf>,
+    /// Another tier to sit in front of instead of RocksDB: redis://HOST:PORT (Mantle or Redis).
+    #[arg(long)]
+    pub upstream: Option<String>,
+    /// Address to listen on; loopback unless told otherwise.
+    #[arg(long, default_value = "127.0.0.1:6380")]
+    pub listen: SocketAddr,
+    /// Cache capacity in objects (0: unlimited).
+    #[arg(long)]
+    pub max_keys: Option<u64>,
+    /// Cache capacity in bytes, e.g. 256MiB or 1GB (0: unlimited). Default 256MiB when neither
+    /// this nor --max-keys is given.
+    #[arg(long, value_parser = parse_size)]
+    pub maxmemory: Option<u64>,
+    /// Eviction algorithm: lru, fifo, clock, sieve or s3fifo.
+    #[arg(long, default_value = "lru")]
+    pub eviction: cache::Algorithm,
+    /// When RocksDB's write-ahead log is forced to disk: always, everysec or no.
+    #[arg(long, default_value = "everysec")]
+    pub fsync: server::Fsync,
+    /// Most simultaneous clients; further ones get an error and are closed.
+    #[arg(long, default_value_t = server::config::DEFAULT_MAXCLIENTS)]
+    pub maxclients: usize,
+    /// Largest single argument a client may send, e.g. 512MiB (refused before allocation).
+    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+    pub proto_max_bulk_len: u64,
+    /// Password clients must give with AUTH (or HELLO ... AUTH) before anything else.
+    #[arg(long)]
+    pub requirepass: Option<String>,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// A Lua policy managing the cache at run time (not yet supported in serve mode).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    server::parse_size(text)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(policy) = &args.policy {
+        anyhow::bail!(
+            "--policy {}: policies are not yet supported by `mantle serve` (use `mantle replay`)",
+            policy.display()
+        );
+    }
+    let backend = match (args.data_dir, args.upstream) {
+        (_, Some(url)) => server::Backend::Upstream { url },
+        (Some(data_dir), None) => server::Backend::RocksDb {
+            data_dir,
+            fsync: args.fsync,
+        },
+        (None, None) => anyhow::bail!("give --data-dir DIR or --upstream redis://HOST:PORT"),
+    };
+    let mut config = server::Config::new(backend);
+    config.listen = args.listen;
+    config.max_keys = args.max_keys;
+    config.maxmemory = args.maxmemory;
+    config.eviction = args.eviction;
+    config.maxclients = args.maxclients;
+    config.proto_max_bulk_len = args.proto_max_bulk_len;
+    config.requirepass = args.requirepass;
+    config.threads = args.threads;
+    server::serve(config)
+}
