@@ -9,6 +9,7 @@
 
 mod decision;
 mod engine;
+mod env;
 mod error;
 mod fans;
 mod host;

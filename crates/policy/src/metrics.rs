@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::value::number_to_lua;
-
 /// Metrics of one cache server at a tick. Counters are totals since start; rates are per
 /// second over the last tick. Missing JSON fields default to zero (capacity: unlimited).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,48 +77,6 @@ mod capacity_json {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
-    }
-}
-
-impl Metrics {
-    /// Builds the Lua table of one server: the Mantle names plus the Ceph balancer names
-    /// that have a meaning for a cache.
-    pub(crate) fn to_lua(&self, lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
-        let t = lua.create_table_with_capacity(0, 26)?;
-        let fields: [(&str, f64); 17] = [
-            ("cachesize", self.cachesize),
-            ("cachebytes", self.cachebytes),
-            ("capacity", self.capacity),
-            ("hits", self.hits),
-            ("misses", self.misses),
-            ("gets", self.gets),
-            ("puts", self.puts),
-            ("reqrate", self.reqrate),
-            ("getrate", self.getrate),
-            ("putrate", self.putrate),
-            ("missrate", self.missrate),
-            ("hitrate", self.hitrate),
-            ("backend_rate", self.backend_rate),
-            ("backend_queue", self.backend_queue),
-            ("evictions", self.evictions),
-            ("load", self.load),
-            // Ceph spellings.
-            ("req_rate", self.reqrate),
-        ];
-        for (name, value) in fields {
-            t.raw_set(name, number_to_lua(value))?;
-        }
-        t.raw_set("auth.meta_load", number_to_lua(self.load))?;
-        t.raw_set("all.meta_load", number_to_lua(self.load))?;
-        t.raw_set("queue_len", number_to_lua(self.backend_queue))?;
-        if let Some(cpu) = self.cpu {
-            t.raw_set("cpu", cpu)?;
-            t.raw_set("cpu_load_avg", cpu)?;
-        }
-        if let Some(mem) = self.mem {
-            t.raw_set("mem", number_to_lua(mem))?;
-        }
-        Ok(t)
     }
 }
 

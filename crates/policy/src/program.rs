@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use mlua::{ChunkMode, Function, Lua, Value};
 
 use crate::decision::{self, Action, Decision};
+use crate::env::set_environment;
 use crate::error::PolicyId;
 use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError, PolicyError};
 use crate::host::{HostShared, LogLevel};
@@ -296,28 +297,6 @@ fn restore_state(host: &Arc<Mutex<HostShared>>, name: &str, state: Option<StateV
             None => host.states.remove(name),
         };
     }
-}
-
-/// Sets the per-tick globals; returns the `servers` table.
-fn set_environment(lua: &Lua, input: &TickInput) -> mlua::Result<mlua::Table> {
-    let g = lua.globals();
-    let servers = lua.create_table_with_capacity(0, input.servers.len())?;
-    for (i, m) in input.servers.iter().enumerate() {
-        servers.raw_set(i, m.to_lua(lua)?)?;
-    }
-    let params = lua.create_table_with_capacity(0, input.params.len())?;
-    for (k, v) in input.params {
-        params.raw_set(k.as_str(), v.clone().into_lua(lua)?)?;
-    }
-    g.raw_set("whoami", input.whoami)?;
-    g.raw_set("now", input.now)?;
-    g.raw_set("tick", input.tick)?;
-    g.raw_set("nservers", input.servers.len())?;
-    g.raw_set("params", params)?;
-    g.raw_set("servers", &servers)?;
-    g.raw_set("server", &servers)?;
-    g.raw_set("mds", &servers)?;
-    Ok(servers)
 }
 
 fn set_own_load(servers: &mlua::Table, whoami: usize, load: f64) -> mlua::Result<()> {
