@@ -31,21 +31,19 @@ local function scan_fans(d)
   local n = d:size()
   if n == 0 then return fans end
   local get = d.get
-  local ts, id = get(d, n)
-  local fan = {last = n, finish = ts, top = 0, bottom = id}
+  local finish, bottom = get(d, n)
+  local last, top = n, 0
   for i = n, 1, -1 do
-    ts, id = get(d, i)
-    if id < fan.bottom then
-      fan.first = i + 1
-      fan.start = (get(d, i + 1))
-      fans[#fans + 1] = fan
-      fan = {last = i, finish = ts, top = 0, bottom = id}
+    local ts, id = get(d, i)
+    if id < bottom then
+      fans[#fans + 1] = {first = i + 1, last = last, start = (get(d, i + 1)),
+                         finish = finish, top = top, bottom = bottom}
+      last, finish, top, bottom = i, ts, 0, id
     end
-    if id > fan.top then fan.top = id end
+    if id > top then top = id end
   end
-  fan.first = 1
-  fan.start = (get(d, 1))
-  fans[#fans + 1] = fan
+  fans[#fans + 1] = {first = 1, last = last, start = (get(d, 1)),
+                     finish = finish, top = top, bottom = bottom}
   return fans
 end
 
