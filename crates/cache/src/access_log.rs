@@ -16,6 +16,8 @@ pub struct AccessLog {
     limit: usize,
     events: VecDeque<(f64, u64)>,
     ids: HashMap<u64, u64, FixedState>,
+    /// Events ever recorded, including those dropped off the front.
+    recorded: u64,
 }
 
 impl AccessLog {
@@ -24,6 +26,7 @@ impl AccessLog {
             limit,
             events: VecDeque::new(),
             ids: HashMap::with_hasher(FixedState::with_seed(0)),
+            recorded: 0,
         }
     }
 
@@ -31,6 +34,7 @@ impl AccessLog {
     pub fn record(&mut self, time: f64, key: u64) {
         let next_id = self.ids.len() as u64;
         let id = *self.ids.entry(key).or_insert(next_id);
+        self.recorded += 1;
         if self.limit == 0 {
             return;
         }
@@ -52,6 +56,12 @@ impl AccessLog {
     /// The most events retained.
     pub fn limit(&self) -> usize {
         self.limit
+    }
+
+    /// Events recorded since creation, including those no longer retained; lets a scan that
+    /// remembers where it stopped resume there.
+    pub fn recorded(&self) -> u64 {
+        self.recorded
     }
 
     /// Distinct keys seen since creation (the next key id to be handed out).

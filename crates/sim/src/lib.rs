@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod control;
 pub mod metrics_csv;
+pub mod policy_driver;
 pub mod replay;
 pub mod size;
 pub mod working_set;

@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The file could not be opened or read, or its compressed data is corrupt.
-    #[error("{}: {what}: {source}", path.display())]
+    // The I/O error is part of the one-line message, so it is not also exposed as the
+    // error's source (callers that print the chain would repeat it).
+    #[error("{}: {what}: {cause}", path.display())]
     Io {
         path: PathBuf,
         what: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A text record did not parse.
     #[error("{}:{line}: {msg}", path.display())]
@@ -55,7 +56,7 @@ impl TraceError {
         TraceError::Io {
             path: path.to_path_buf(),
             what: what.into(),
-            source,
+            cause: source,
         }
     }
 

@@ -4,3 +4,4 @@ pub mod analyze;
 pub mod gen;
 pub mod policy;
 pub mod replay;
+pub mod runs;

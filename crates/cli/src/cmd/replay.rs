@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use cache::{Algorithm, Capacity};
 use serde_json::{json, Value};
+use sim::policy_driver::PolicyController;
 use sim::{BackendSpec, CacheSize, ReplayConfig, ReplayReport, Tick, WorkingSet};
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,15 @@ pub struct Args {
     /// Column spec for csv traces, libCacheSim style: time-col=1,obj-id-col=2,obj-size-col=3,has-header=true
     #[arg(long, value_name = "SPEC")]
     pub csv: Option<String>,
+    /// Block size in bytes for block traces (used with --expand-blocks and by arc).
+    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    pub block_size: u32,
+    /// Block traces: one request per block an I/O touches, instead of one per I/O.
+    #[arg(long)]
+    pub expand_blocks: bool,
+    /// Traces that record reads and writes: replay them as get and put instead of access.
+    #[arg(long)]
+    pub rw_ops: bool,
     /// Cache size: objects (1000), bytes with a unit (64MiB, 1GB), a percentage of the
     /// trace's working set (10%: in bytes when the trace has sizes, else objects), or unlimited.
     #[arg(long, value_name = "SIZE")]
@@ -31,9 +41,27 @@ pub struct Args {
     /// Decision tick: trace time (1s, 500ms) or requests (1000ops).
     #[arg(long, default_value = "1s", value_name = "1s|Nops")]
     pub tick: Tick,
+    /// Lua policy that manages the cache at every tick (see docs/policy-language.md).
+    #[arg(long, value_name = "FILE.lua")]
+    pub policy: Option<PathBuf>,
+    /// Policy parameter, visible as params.K (numbers are converted); repeatable.
+    #[arg(long = "param", value_name = "K=V", value_parser = policy::parse_param)]
+    pub params: Vec<(String, policy::Scalar)>,
+    /// Instruction budget of one policy callback.
+    #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions)]
+    pub policy_instructions: u64,
+    /// Memory limit of the policy's Lua state (bytes, or with a unit: 64MiB).
+    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = parse_bytes)]
+    pub policy_memory: u64,
+    /// Most access events kept for the policy's timeseries().
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub timeseries: usize,
     /// Write the per-tick metrics time series to this CSV file.
     #[arg(long, value_name = "FILE.csv")]
     pub metrics_out: Option<PathBuf>,
+    /// Write an HTML report (cache size, hit ratio and back-end load over time).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
@@ -76,18 +104,60 @@ pub fn run(args: Args) -> Result<()> {
         capacity,
         backend: args.backend,
         tick: args.tick,
-        record_ticks: args.metrics_out.is_some(),
-        timeseries_limit: 1_000_000,
+        record_ticks: args.metrics_out.is_some() || args.report.is_some(),
+        timeseries_limit: args.timeseries,
         progress: !args.quiet,
     };
+    let mut controller = match &args.policy {
+        Some(path) => {
+            let limits = policy::Limits {
+                instructions: args.policy_instructions,
+                memory_bytes: usize::try_from(args.policy_memory).unwrap_or(usize::MAX),
+                ..policy::Limits::default()
+            };
+            let params = args.params.iter().cloned().collect();
+            Some(
+                PolicyController::from_file(path, params, limits, true)
+                    .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
     let mut reader = open()?;
-    let report = sim::replay(&config, None, || reader.next_request())?;
+    let report = sim::replay(
+        &config,
+        controller.as_mut().map(|c| c as &mut dyn sim::Controller),
+        || reader.next_request(),
+    )?;
 
     if let Some(path) = &args.metrics_out {
         let file = std::fs::File::create(path)
             .with_context(|| format!("--metrics-out: cannot create {}", path.display()))?;
         sim::metrics_csv::write_ticks(std::io::BufWriter::new(file), &report.ticks)
             .with_context(|| format!("--metrics-out: writing {}", path.display()))?;
+    }
+
+    if let Some(path) = &args.report {
+        let name = args
+            .policy
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| format!("{} {}", args.eviction, args.cache_size));
+        let run = super::runs::policy_run(&name, &report);
+        let html = report::comparison_report(
+            &format!("mantle replay: {}", args.trace.display()),
+            &format!(
+                "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
+                report.requests, report.miss_ratio, report.mean_cache_objects
+            ),
+            &[run],
+        )?;
+        std::fs::write(path, html)
+            .with_context(|| format!("--report: cannot write {}", path.display()))?;
+        if !args.json {
+            eprintln!("report written to {}", path.display());
+        }
     }
 
     let input = json!({
@@ -108,7 +178,15 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn read_options(args: &Args) -> Result<trace::ReadOptions> {
-    let mut options = trace::ReadOptions::default();
+    let mut options = trace::ReadOptions {
+        block_size: args.block_size,
+        expand_blocks: args.expand_blocks,
+        rw_ops: args.rw_ops,
+        ..trace::ReadOptions::default()
+    };
+    if args.block_size == 0 {
+        bail!("--block-size must be > 0");
+    }
     if let Some(spec) = &args.csv {
         options.csv = Some(spec.parse().map_err(|e| anyhow::anyhow!("--csv: {e}"))?);
     }
@@ -199,4 +277,8 @@ fn print_summary(r: &ReplayReport, input: &Value) {
 
 fn opt(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |x| format!("{x:.1}"))
+}
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    parse_size::parse_size(text).map_err(|e| format!("'{text}': {e}"))
 }

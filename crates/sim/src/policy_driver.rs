@@ -1,0 +1,161 @@
+//! Runs a Lua policy (`crates/policy`) as the replay's controller: turns the replay's tick
+//! metrics and access log into the policy environment, and the policy's decision into cache
+//! actions. Policy log lines go to stderr, prefixed with the policy version.
+
+use crate::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
+use cache::AccessLog;
+use policy::{Limits, LoadError, Metrics, Params, PolicyEngine, TickInput, TimeSeries};
+use std::path::Path;
+
+/// The access log seen through the policy engine's `TimeSeries` interface.
+struct LogSeries<'a>(&'a AccessLog);
+
+impl TimeSeries for LogSeries<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn get(&self, i: usize) -> (f64, u64) {
+        self.0.get(i)
+    }
+    fn recorded(&self) -> Option<u64> {
+        Some(self.0.recorded())
+    }
+}
+
+pub struct PolicyController {
+    engine: PolicyEngine,
+    /// The version loaded from the file (the engine may later fall back from it).
+    loaded: policy::PolicyId,
+    params: Params,
+    uses_timeseries: bool,
+    warned_where: bool,
+    fallback: Option<String>,
+    /// Print policy log lines (and engine messages) on stderr.
+    echo_logs: bool,
+}
+
+impl PolicyController {
+    /// Loads the policy in `path`; the error says why it was rejected.
+    pub fn from_file(
+        path: &Path,
+        params: Params,
+        limits: Limits,
+        echo_logs: bool,
+    ) -> Result<PolicyController, LoadError> {
+        let mut engine = PolicyEngine::new(limits);
+        let loaded = engine.load_file(path)?;
+        // Recording the access log costs time on every request; skip it for policies that
+        // never ask for it.
+        let uses_timeseries = std::fs::read_to_string(path)
+            .map(|s| s.contains("timeseries"))
+            .unwrap_or(true);
+        Ok(PolicyController {
+            engine,
+            loaded,
+            params,
+            uses_timeseries,
+            warned_where: false,
+            fallback: None,
+            echo_logs,
+        })
+    }
+
+    fn print_logs(&mut self) {
+        let (records, dropped) = self.engine.drain_logs();
+        if !self.echo_logs {
+            return;
+        }
+        for r in records {
+            eprintln!("policy {} [{:?}]: {}", r.policy, r.level, r.message);
+        }
+        if dropped > 0 {
+            eprintln!("policy: {dropped} log lines dropped (log buffer full)");
+        }
+    }
+}
+
+fn to_policy_metrics(m: &crate::control::TickMetrics) -> Metrics {
+    Metrics {
+        cachesize: m.cachesize,
+        cachebytes: m.cachebytes,
+        capacity: if m.capacity > 0.0 {
+            m.capacity
+        } else {
+            f64::INFINITY
+        },
+        hits: m.hits,
+        misses: m.misses,
+        gets: m.gets,
+        puts: m.puts,
+        reqrate: m.reqrate,
+        getrate: m.getrate,
+        putrate: m.putrate,
+        missrate: m.missrate,
+        hitrate: m.hitrate,
+        backend_rate: m.backend_rate,
+        backend_queue: m.backend_queue,
+        evictions: m.evictions,
+        load: m.reqrate,
+        cpu: None,
+        mem: None,
+    }
+}
+
+impl Controller for PolicyController {
+    fn needs_access_log(&self) -> bool {
+        self.uses_timeseries
+    }
+
+    fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision {
+        let servers = [to_policy_metrics(ctx.metrics)];
+        let series = LogSeries(ctx.access_log);
+        let outcome = self.engine.tick(&TickInput {
+            now: ctx.now,
+            tick: ctx.tick,
+            whoami: 0,
+            servers: &servers,
+            params: &self.params,
+            timeseries: &series,
+        });
+        if let Some(fallback) = &outcome.fallback {
+            self.fallback = Some(
+                fallback
+                    .to
+                    .as_ref()
+                    .map_or("no management".to_string(), |id| id.to_string()),
+            );
+        }
+        if !outcome.decision.targets.is_empty() && !self.warned_where && self.echo_logs {
+            self.warned_where = true;
+            eprintln!("policy: where() asked to move load to other servers; ignored in single-node replay");
+        }
+        self.print_logs();
+        if let Some(error) = outcome.error {
+            return TickDecision {
+                actions: Vec::new(),
+                error: Some(error.to_string()),
+            };
+        }
+        let actions = match outcome.decision.action {
+            policy::Action::None => Vec::new(),
+            policy::Action::Evict(n) => vec![Action::Evict(n)],
+            policy::Action::SetCapacity(n) => vec![Action::SetCapacityObjects(n)],
+        };
+        TickDecision {
+            actions,
+            error: None,
+        }
+    }
+
+    fn summary(&self) -> ControllerSummary {
+        let stats = self.engine.stats();
+        ControllerSummary {
+            name: self.loaded.name.clone(),
+            version: Some(self.loaded.version as u64),
+            ticks: stats.ticks,
+            actions: stats.actions,
+            errors: stats.errors,
+            fallback: self.fallback.clone(),
+        }
+    }
+}
