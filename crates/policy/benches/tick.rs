@@ -124,7 +124,9 @@ fn dscache(c: &mut Criterion) {
     group.sample_size(10);
 
     let cold = Log::new(1_000_000, false);
-    let lua_scan: Params = [policy::parse_param("scan=lua").unwrap()].into_iter().collect();
+    let lua_scan: Params = [policy::parse_param("scan=lua").unwrap()]
+        .into_iter()
+        .collect();
     let mut e = engine("dscache.lua");
     group.bench_function("plain_lua_scan", |b| {
         b.iter(|| tick(&mut e, &servers, &lua_scan, &cold))
@@ -156,7 +158,8 @@ fn overhead(c: &mut Criterion) {
     }];
     let empty = Log::new(0, true);
     let mut e = PolicyEngine::new(Limits::default());
-    e.load("trivial", "function when() return false end").unwrap();
+    e.load("trivial", "function when() return false end")
+        .unwrap();
     c.bench_function("trivial_policy_tick", |b| {
         b.iter(|| tick(&mut e, &servers, &Params::new(), &empty))
     });
