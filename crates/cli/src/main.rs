@@ -16,6 +16,8 @@ struct Cli {
 enum Command {
     /// Replay a trace through a cache and report hit ratio, footprint and back-end load.
     Replay(cmd::replay::Args),
+    /// Replay one trace under several setups (no management, fixed sizes, policies) and compare.
+    Compare(cmd::compare::Args),
     /// Analyze a trace: key-space activity, popularity, miss-ratio curve, access fans, regimes.
     Analyze(cmd::analyze::Args),
     /// Generate a synthetic workload trace.
@@ -29,6 +31,7 @@ fn main() {
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
+        Command::Compare(args) => cmd::compare::run(args),
         Command::Gen(args) => cmd::gen::run(args),
         Command::Policy(args) => cmd::policy::run(args),
     };

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod analyze;
+pub mod compare;
 pub mod gen;
 pub mod policy;
 pub mod replay;
