@@ -196,7 +196,7 @@ impl Db {
     }
 
     /// Writes `key` through to the store, then caches it. Returns false when `condition`
-    /// (NX/XX) stopped the write. Returns only once the write is durable per `--fsync`.
+    /// (NX/XX) stopped the write. The write may be acknowledged only after [`Db::commit`].
     pub async fn set(
         &self,
         key: &[u8],
@@ -219,7 +219,15 @@ impl Db {
         let written = {
             let _guard = stripe.lock.lock().await;
             Stats::bump(&self.shared.stats.store_writes);
-            let result = self.shared.store.set(key, &record, condition, now).await;
+            // A cached key is in the store (the cache only holds what the store accepted).
+            let known_live = self
+                .cached_expiry(hash, key)
+                .is_some_and(|at| at == 0 || at > now);
+            let result = self
+                .shared
+                .store
+                .set(key, &record, condition, now, known_live)
+                .await;
             let mut state = self.state();
             match &result {
                 Ok(true) if record.is_live(now) => {
@@ -237,11 +245,28 @@ impl Db {
             drop(state);
             result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?
         };
-        self.shared.store.durable().await?;
         Ok(written)
     }
 
-    /// MSET: all pairs reach the store in one batch, then the cache.
+    /// Makes all writes so far durable per `--fsync`; connections call it before sending the
+    /// replies that acknowledge writes (once per batch of pipelined requests).
+    pub async fn commit(&self) -> Result<(), StoreError> {
+        self.shared
+            .store
+            .commit()
+            .await
+            .inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
+    }
+
+    /// The expiry of `key` if it is cached (0: none).
+    fn cached_expiry(&self, hash: u64, key: &[u8]) -> Option<u64> {
+        let state = self.state();
+        let id = state.table.find(hash, key)?;
+        state.table.get(id).map(|e| e.expires_at_ms)
+    }
+
+    /// MSET: all pairs reach the store in one batch, then the cache. Acknowledge after
+    /// [`Db::commit`].
     pub async fn set_many(&self, pairs: &[(Bytes, Bytes)]) -> Result<(), StoreError> {
         let hashes: Vec<u64> = pairs.iter().map(|(k, _)| self.hash(k)).collect();
         let now = now_ms();
@@ -270,12 +295,12 @@ impl Db {
             self.bump_generations(&hashes);
             drop(state);
             drop(guards);
-            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?;
+            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
         }
-        self.shared.store.durable().await
     }
 
     /// DEL: removes the keys from the store and the cache; returns how many existed.
+    /// Acknowledge after [`Db::commit`].
     pub async fn delete(&self, keys: &[Bytes]) -> Result<u64, StoreError> {
         let hashes: Vec<u64> = keys.iter().map(|k| self.hash(k)).collect();
         let removed = {
@@ -291,7 +316,6 @@ impl Db {
             drop(guards);
             result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?
         };
-        self.shared.store.durable().await?;
         Ok(removed)
     }
 

@@ -66,6 +66,8 @@ pub struct Session {
     pub peer: Option<SocketAddr>,
     /// Set by QUIT: the connection closes after sending the reply.
     pub closing: bool,
+    /// Replies queued acknowledge writes not yet committed to the store's log: commit first.
+    pub uncommitted: bool,
 }
 
 impl Session {
@@ -77,6 +79,7 @@ impl Session {
             name: None,
             peer,
             closing: false,
+            uncommitted: false,
         }
     }
 }

@@ -217,7 +217,7 @@ async fn serve_connection(
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);
                     connection.queue(&Frame::err(&error), session.protocol);
-                    let _ = connection.flush().await;
+                    let _ = send(instance, &mut session, &mut connection).await;
                     return;
                 }
             };
@@ -228,16 +228,16 @@ async fn serve_connection(
             };
             connection.queue(&reply, session.protocol);
             if session.closing {
-                let _ = connection.flush().await;
+                let _ = send(instance, &mut session, &mut connection).await;
                 return;
             }
             if connection.pending_output() >= crate::connection::FLUSH_AT
-                && connection.flush().await.is_err()
+                && !send(instance, &mut session, &mut connection).await
             {
                 return;
             }
         }
-        if connection.flush().await.is_err() {
+        if !send(instance, &mut session, &mut connection).await {
             return;
         }
         if connection.buffered() as u64 > query_limit {
@@ -259,4 +259,21 @@ async fn serve_connection(
             _ = stop.changed() => return,
         }
     }
+}
+
+/// Writes the queued replies, first committing the writes they acknowledge. Returns false
+/// when the connection must close: the client is gone, or the store could not commit (then
+/// nothing is sent, so no write that may be lost is ever acknowledged).
+async fn send(instance: &Instance, session: &mut Session, connection: &mut Connection) -> bool {
+    if session.uncommitted {
+        if let Err(e) = instance.db.commit().await {
+            eprintln!(
+                "mantle: closing client {}: store commit failed: {e}",
+                session.id
+            );
+            return false;
+        }
+        session.uncommitted = false;
+    }
+    connection.flush().await.is_ok()
 }

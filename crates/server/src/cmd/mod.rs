@@ -113,21 +113,30 @@ impl Command {
             Command::Command(cmd) => cmd.apply(),
             Command::Config(cmd) => cmd.apply(instance),
             Command::DbSize => dbsize::apply(instance).await,
-            Command::Del(cmd) => cmd.apply(instance).await,
+            Command::Del(cmd) => {
+                session.uncommitted = true;
+                cmd.apply(instance).await
+            }
             Command::Echo(cmd) => cmd.apply(),
             Command::Exists(cmd) => cmd.apply(instance).await,
             Command::Get(cmd) => cmd.apply(instance).await,
             Command::Hello(cmd) => cmd.apply(instance, session),
             Command::Info(cmd) => cmd.apply(instance).await,
             Command::MGet(cmd) => cmd.apply(instance).await,
-            Command::MSet(cmd) => cmd.apply(instance).await,
+            Command::MSet(cmd) => {
+                session.uncommitted = true;
+                cmd.apply(instance).await
+            }
             Command::Ping(cmd) => cmd.apply(),
             Command::Quit => {
                 session.closing = true;
                 Frame::ok()
             }
             Command::Select(cmd) => cmd.apply(),
-            Command::Set(cmd) => cmd.apply(instance).await,
+            Command::Set(cmd) => {
+                session.uncommitted = true;
+                cmd.apply(instance).await
+            }
             Command::Ttl(cmd) => cmd.apply(instance).await,
         }
     }

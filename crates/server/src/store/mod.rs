@@ -70,17 +70,18 @@ impl Store {
         }
     }
 
-    /// Writes if `condition` holds; returns whether it wrote. Only returns once the write is
-    /// as durable as configured.
+    /// Writes if `condition` holds; returns whether it wrote. `known_live`: the caller knows
+    /// the key exists. Acknowledge only after [`Store::commit`].
     pub async fn set(
         &self,
         key: &[u8],
         record: &Record,
         condition: Condition,
         now_ms: u64,
+        known_live: bool,
     ) -> Result<bool, StoreError> {
         match self {
-            Store::Rocks(store) => store.set(key, record, condition, now_ms),
+            Store::Rocks(store) => store.set(key, record, condition, now_ms, known_live),
             Store::Upstream(store) => store.set(key, record, condition, now_ms).await,
         }
     }
@@ -99,11 +100,15 @@ impl Store {
         }
     }
 
-    /// Waits until earlier writes are durable per `--fsync` (no-op for an upstream, which
-    /// acknowledges by its own rules).
-    pub async fn durable(&self) -> Result<(), StoreError> {
+    /// Makes every earlier write as durable as `--fsync` promises: in the OS at least (it
+    /// survives the process being killed), on disk with `always`. A no-op for an upstream,
+    /// which has acknowledged each write itself.
+    pub async fn commit(&self) -> Result<(), StoreError> {
         match self {
-            Store::Rocks(store) => store.durable().await,
+            Store::Rocks(store) => {
+                store.flush_wal()?;
+                store.durable().await
+            }
             Store::Upstream(_) => Ok(()),
         }
     }

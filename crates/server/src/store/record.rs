@@ -21,6 +21,13 @@ impl Record {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.value.len() + 9);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Encodes into `out`, replacing its contents (lets callers reuse one buffer).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.clear();
         if self.expires_at_ms == 0 {
             out.push(TAG_PLAIN);
         } else {
@@ -28,7 +35,6 @@ impl Record {
             out.extend_from_slice(&self.expires_at_ms.to_le_bytes());
         }
         out.extend_from_slice(&self.value);
-        out
     }
 }
 
