@@ -243,12 +243,12 @@ fn replay_one(
 
 fn print_table(reports: &[(String, ReplayReport)]) {
     println!(
-        "{:<28} {:>11} {:>13} {:>13} {:>10} {:>10} {:>9}",
+        "{:<36} {:>11} {:>13} {:>13} {:>10} {:>10} {:>9}",
         "setup", "miss ratio", "mean objects", "time-mean", "peak", "be reads", "overload"
     );
     for (label, r) in reports {
         println!(
-            "{:<28} {:>10.4}% {:>13.1} {:>13} {:>10} {:>10} {:>8}s",
+            "{:<36} {:>10.4}% {:>13.1} {:>13} {:>10} {:>10} {:>8}s",
             label,
             100.0 * r.miss_ratio,
             r.mean_cache_objects,

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Side-by-side replay throughput: Mantle vs libCacheSim (run through bench/replay_vs_libcachesim).
+
+Both tools replay the whole trace, reading it from disk, with the same algorithm and the same
+byte capacity (10% of the working set, as recorded in bench/libcachesim/reference.json). Runs
+alternate between the tools so that machine noise hits both alike; the best and the median of
+each are printed. libCacheSim runs twice per round: with its default hash table (2^24 slots)
+and with one sized to the trace (2^ceil(log2(objects)+1), at least 2^16), which is much faster
+on small traces; the ratio is against the faster of the two. A 1M-request oracleGeneral trace is
+made from twitter_cluster52.csv (under bench/work/, not committed) so the binary format is also
+measured on more than the 114k-request cloudPhysics sample. Mantle is timed as a whole process (start-up and trace reading included);
+libCacheSim as its reader construction plus `process_trace` (its C loop) inside Python.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import struct
+import time
+
+import libcachesim as lcs
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CLASSES = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "sieve": lcs.Sieve, "s3fifo": lcs.S3FIFO}
+
+
+def lcs_reader(path):
+    if path.endswith(".oracleGeneral.bin"):
+        return lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE)
+    params = lcs.ReaderInitParam(has_header=True, has_header_set=True, delimiter=",",
+                                 obj_id_is_num=True, obj_id_is_num_set=True)
+    params.time_field, params.obj_id_field, params.obj_size_field = 1, 2, 3
+    return lcs.TraceReader(path, lcs.TraceType.CSV_TRACE, params)
+
+
+def run_lcs(path, alg, cache_bytes, hashpower):
+    start = time.perf_counter()
+    reader = lcs_reader(path)
+    cache = CLASSES[alg](cache_bytes, hashpower=hashpower)
+    miss_ratio, _ = cache.process_trace(reader)
+    return time.perf_counter() - start, miss_ratio
+
+
+def run_mantle(mantle, path, alg, cache_bytes):
+    start = time.perf_counter()
+    out = subprocess.run(
+        [mantle, "replay", "--trace", path, "--cache-size", f"{cache_bytes}B", "--eviction", alg,
+         "--backend", "none", "--json", "--quiet"],
+        check=True, capture_output=True, text=True).stdout
+    elapsed = time.perf_counter() - start
+    return elapsed, json.loads(out)["miss_ratio"]
+
+
+def to_oracle_general(csv_path, out_path):
+    """Writes the CSV trace as oracleGeneral records (next-access times are not needed)."""
+    if os.path.exists(out_path):
+        return
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    with open(csv_path) as src, open(out_path + ".tmp", "wb") as dst:
+        next(src)
+        for line in src:
+            t, obj, size, _ = line.split(",")
+            dst.write(struct.pack("<IQIq", int(t), int(obj), int(size), -1))
+    os.replace(out_path + ".tmp", out_path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mantle", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--algorithms", default="lru")
+    ap.add_argument("--traces", default=os.path.join(REPO, "..", "shared", "traces"))
+    args = ap.parse_args()
+    if not os.path.isdir(args.traces):
+        sys.exit(f"bench: traces folder {args.traces} is absent; nothing to measure")
+    with open(os.path.join(HERE, "libcachesim", "reference.json")) as f:
+        ref = json.load(f)
+    traces = {t["trace"]: t for t in ref["traces"]}
+    twitter_bin = os.path.join(HERE, "work", "twitter_cluster52.oracleGeneral.bin")
+    to_oracle_general(os.path.join(args.traces, "libcachesim", "twitter_cluster52.csv"), twitter_bin)
+    cases = [
+        ("cloudPhysicsIO.oracleGeneral.bin", os.path.join(args.traces, "libcachesim", "cloudPhysicsIO.oracleGeneral.bin"), "cloudPhysicsIO.oracleGeneral.bin"),
+        ("twitter_cluster52.csv", os.path.join(args.traces, "libcachesim", "twitter_cluster52.csv"), "twitter_cluster52.csv"),
+        ("twitter_cluster52 as oracleGeneral", twitter_bin, "twitter_cluster52.csv"),
+    ]
+    print(f"libcachesim {lcs.__version__}; {args.rounds} alternating rounds; cache = 10% of working set bytes;"
+          " Mreq/s best (median)")
+    print(f"{'trace':34} {'alg':6} {'libCacheSim default':>20} {'libCacheSim sized':>18} {'Mantle':>16}"
+          f" {'ratio':>6}  miss ratio (lcs / mantle)")
+    for label, path, ref_name in cases:
+        meta = traces[ref_name]
+        hashpower = max(16, math.ceil(math.log2(meta["working_set_objects"])) + 1)
+        for alg in args.algorithms.split(","):
+            cache_bytes = next(r["cache_bytes"] for r in ref["results"]
+                               if r["trace"] == ref_name and r["algorithm"] == alg and r["fraction"] == 0.1)
+            default, sized, ours = [], [], []
+            for _ in range(args.rounds):
+                t, mr_lcs = run_lcs(path, alg, cache_bytes, 24)
+                default.append(t)
+                t, _ = run_lcs(path, alg, cache_bytes, hashpower)
+                sized.append(t)
+                t, mr_mantle = run_mantle(args.mantle, path, alg, cache_bytes)
+                ours.append(t)
+            n = meta["requests"]
+            rate = lambda ts: (n / min(ts) / 1e6, n / statistics.median(ts) / 1e6)
+            (d_best, d_med), (s_best, s_med), (m_best, m_med) = rate(default), rate(sized), rate(ours)
+            peer = max(d_best, s_best)
+            print(f"{label:34} {alg:6} {d_best:9.2f} ({d_med:6.2f}) {s_best:8.2f} ({s_med:6.2f})"
+                  f" {m_best:7.2f} ({m_med:6.2f}) {m_best / peer:5.2f}x  {mr_lcs:.6f} / {mr_mantle:.6f}")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
