@@ -17,6 +17,8 @@
 //! assert!(cache.bytes() <= 100);
 //! ```
 //!
+//! [`ClassedCache`] adds classes (priorities, allocation caps, pinning; `docs/cache-hints.md`).
+//!
 //! See `docs/cache.md` for the semantics, the memory accounting and the agreement with
 //! libCacheSim.
 
@@ -24,6 +26,7 @@ mod access_log;
 mod algorithm;
 mod cache;
 mod capacity;
+mod classed;
 mod policy;
 mod queue;
 mod store;
@@ -32,6 +35,10 @@ pub use access_log::AccessLog;
 pub use algorithm::Algorithm;
 pub use cache::Cache;
 pub use capacity::Capacity;
+pub use classed::{ClassStats, ClassedCache};
+
+/// Class files and rules (cache hints, seed 004): parsed once, matched per request.
+pub mod classes;
 
 /// Per-object metadata accounting, exposed so tests and docs compute it from the real types.
 pub mod overhead;
