@@ -7,11 +7,15 @@ pub mod control;
 pub mod metrics_csv;
 pub mod policy_driver;
 pub mod replay;
+pub mod replay_cache;
 pub mod size;
+pub mod warmup;
 pub mod working_set;
 
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{replay, ReplayConfig, ReplayReport, Tick, TickRow};
+pub use replay_cache::ClassReport;
 pub use size::CacheSize;
+pub use warmup::{Granularity, RestartAt, Strategy, WarmupConfig, WarmupReport, WarmupSpec};
 pub use working_set::WorkingSet;

@@ -6,6 +6,9 @@
 
 use crate::backend::{Backend, BackendSpec, BackendSummary};
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
+use crate::replay_cache::{ClassReport, ClassedReplayCache, ReplayCache};
+use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
+use cache::classes::ClassSet;
 use cache::{AccessLog, Algorithm, Cache, Capacity};
 use std::time::{Duration, Instant};
 use trace::{Op, Request};
@@ -45,6 +48,7 @@ impl std::str::FromStr for Tick {
 }
 
 /// Everything the loop needs besides the requests.
+#[derive(Clone)]
 pub struct ReplayConfig {
     pub algorithm: Algorithm,
     pub capacity: Capacity,
@@ -56,6 +60,10 @@ pub struct ReplayConfig {
     pub timeseries_limit: usize,
     /// Print a progress line on stderr when the run takes more than a couple of seconds.
     pub progress: bool,
+    /// Cache hints by class (`--classes`): one queue per class; `None` = the plain cache.
+    pub classes: Option<ClassSet>,
+    /// Restart (and optionally warm up) the cache part-way (`--restart-at`, `--warmup`).
+    pub warmup: Option<WarmupConfig>,
 }
 
 impl Default for ReplayConfig {
@@ -68,6 +76,8 @@ impl Default for ReplayConfig {
             record_ticks: false,
             timeseries_limit: 1_000_000,
             progress: false,
+            classes: None,
+            warmup: None,
         }
     }
 }
@@ -125,6 +135,10 @@ pub struct ReplayReport {
     pub policy: Option<ControllerSummary>,
     pub wall_seconds: f64,
     pub requests_per_second: f64,
+    /// Per-class figures with `--classes` (null without).
+    pub classes: Option<Vec<ClassReport>>,
+    /// Restart and warm-up figures with `--restart-at` (null without).
+    pub warmup: Option<WarmupReport>,
     #[serde(skip)]
     pub ticks: Vec<TickRow>,
 }
@@ -144,10 +158,11 @@ struct Counters {
     evictions: u64,
 }
 
-struct Loop<'c> {
+struct Loop<'c, C: ReplayCache> {
     tick_every: Tick,
     record_ticks: bool,
-    cache: Cache,
+    cache: C,
+    warmup: Option<WarmupRun<C>>,
     backend: Backend,
     log: Option<AccessLog>,
     record_log: bool,
@@ -172,21 +187,48 @@ struct Loop<'c> {
 }
 
 /// Replays every request `next` yields. `next` returns `Ok(None)` at the end of the trace.
-pub fn replay<'c, E>(
+pub fn replay<E>(
     config: &ReplayConfig,
-    mut controller: Option<&'c mut dyn Controller>,
+    controller: Option<&mut dyn Controller>,
+    next: impl FnMut() -> Result<Option<Request>, E>,
+) -> Result<ReplayReport, E> {
+    match &config.classes {
+        None => run(
+            config,
+            controller,
+            next,
+            Cache::new(config.algorithm, config.capacity),
+        ),
+        Some(classes) => run(
+            config,
+            controller,
+            next,
+            ClassedReplayCache::new(config.algorithm, config.capacity, classes.clone()),
+        ),
+    }
+}
+
+fn run<E, C: ReplayCache>(
+    config: &ReplayConfig,
+    mut controller: Option<&mut dyn Controller>,
     mut next: impl FnMut() -> Result<Option<Request>, E>,
+    cache: C,
 ) -> Result<ReplayReport, E> {
     let started = Instant::now();
     let needs_log = controller.as_ref().is_some_and(|c| c.needs_access_log());
     let mut lp = Loop {
         tick_every: config.tick,
         record_ticks: config.record_ticks,
-        cache: Cache::new(config.algorithm, config.capacity),
+        warmup: config.warmup.clone().map(|w| WarmupRun::new(w, &cache)),
+        cache,
         backend: Backend::new(config.backend),
         // A controller that ignores the time series still gets an (empty) one to hand out.
         log: controller.as_ref().map(|_| {
-            AccessLog::new(if needs_log { config.timeseries_limit } else { 1 })
+            AccessLog::new(if needs_log {
+                config.timeseries_limit
+            } else {
+                1
+            })
         }),
         record_log: needs_log,
         controller: controller.take(),
@@ -228,6 +270,9 @@ pub fn replay<'c, E>(
         if req.time >= next_tick_time {
             next_tick_time = lp.ticks_until(req.time, next_tick_time);
         }
+        if lp.warmup.as_ref().is_some_and(|w| w.due(lp.c.requests)) {
+            lp.restart(req.time);
+        }
         lp.serve(&req);
         ops_until_tick -= 1;
         if ops_until_tick == 0 {
@@ -249,7 +294,16 @@ pub fn replay<'c, E>(
     Ok(lp.finish(started.elapsed()))
 }
 
-impl Loop<'_> {
+impl<C: ReplayCache> Loop<'_, C> {
+    /// Empties the cache and runs the warm-up's bulk load, counted as back-end reads.
+    fn restart(&mut self, now: f64) {
+        if let Some(w) = &mut self.warmup {
+            let reads = w.restart(&mut self.cache, now);
+            self.backend.count_reads(reads);
+            self.c.backend_reads += reads;
+        }
+    }
+
     /// Runs every tick due before `now`; returns the next tick time. Long idle gaps are
     /// collapsed into one tick so a trace with a day-long pause does not run 86,400 ticks.
     fn ticks_until(&mut self, now: f64, mut next_tick_time: f64) -> f64 {
@@ -281,6 +335,8 @@ impl Loop<'_> {
             self.area_bytes += self.cache.bytes() as f64 * dt;
             self.last_time = now;
         }
+        let class = self.cache.classify(req);
+        let mut hit = None;
         match req.op {
             Op::Get | Op::Access => {
                 if req.op == Op::Get {
@@ -289,14 +345,16 @@ impl Loop<'_> {
                     c.accesses += 1;
                 }
                 self.lookup_bytes += req.size as u64;
-                if self.cache.get(req.key) {
+                if self.cache.get(req.key, class) {
                     c.hits += 1;
+                    hit = Some(true);
                 } else {
                     c.misses += 1;
+                    hit = Some(false);
                     self.miss_bytes += req.size as u64;
                     c.backend_reads += 1;
                     self.backend.read(now);
-                    self.cache.insert(req.key, req.size);
+                    self.cache.insert(req.key, req.size, class);
                 }
                 if self.record_log {
                     if let Some(log) = &mut self.log {
@@ -308,7 +366,7 @@ impl Loop<'_> {
                 c.puts += 1;
                 c.backend_writes += 1;
                 self.backend.write(now);
-                self.cache.insert(req.key, req.size);
+                self.cache.insert(req.key, req.size, class);
                 if self.record_log {
                     if let Some(log) = &mut self.log {
                         log.record(now, req.key);
@@ -321,6 +379,9 @@ impl Loop<'_> {
                 self.backend.write(now);
                 self.cache.remove(req.key);
             }
+        }
+        if let Some(w) = &mut self.warmup {
+            w.observe(req, class, hit);
         }
         let objects = self.cache.len();
         let bytes = self.cache.bytes();
@@ -385,12 +446,18 @@ impl Loop<'_> {
                     match *action {
                         Action::Evict(n) => {
                             self.cache.evict(n);
+                            if let Some(w) = &mut self.warmup {
+                                w.evict(n);
+                            }
                             actions_text.push_str(&format!("evict:{n}"));
                         }
                         Action::SetCapacityObjects(n) => {
                             let mut cap = self.cache.capacity();
                             cap.objects = Some(n);
                             self.cache.set_capacity(cap);
+                            if let Some(w) = &mut self.warmup {
+                                w.set_capacity(cap);
+                            }
                             actions_text.push_str(&format!("capacity:{n}"));
                         }
                     }
@@ -464,7 +531,6 @@ impl Loop<'_> {
             backend: self.backend.summary(timed),
             policy: self.controller.as_ref().map(|ctl| {
                 let mut summary = ctl.summary();
-                summary.ticks = summary.ticks.max(self.tick_no);
                 summary.actions = self.policy_actions;
                 summary.errors = self.policy_errors;
                 summary
@@ -475,6 +541,8 @@ impl Loop<'_> {
             } else {
                 0.0
             },
+            classes: self.cache.class_reports(),
+            warmup: self.warmup.take().map(WarmupRun::finish),
             ticks: std::mem::take(&mut self.ticks),
         }
     }
