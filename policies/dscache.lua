@@ -11,7 +11,9 @@
 -- older basin, and the next basin's size is unknown. So howmuch() sets the capacity to the
 -- tallest fan still in the retained series (its length, the host's --timeseries bound, is
 -- the policy's memory), times a margin for keys created while a fan is open, plus a little
--- slack for the first fans of a run. The cache shrinks again when tall fans age out of the
+-- slack for the first, tiny fans of a run. The slack is kept small because it is absolute:
+-- on a slow-growing run with a few hundred keys a slack of 64 objects alone would cost
+-- more memory than the policy saves. The cache shrinks again when tall fans age out of the
 -- series and grows as soon as a taller one appears. when() acts only when that target
 -- differs from the capacity in force.
 --
@@ -21,7 +23,7 @@
 --
 -- Parameters (all optional):
 --   margin  capacity = tallest fan height * margin + slack (default 1.5)
---   slack   objects added to the target (default 64)
+--   slack   objects added to the target (default 2)
 --   scan    "native" (default) or "lua"
 
 -- Fig. 9 with the plain accessors: fans newest first, each {first, last, start, finish,
@@ -58,7 +60,7 @@ function when()
   for _, fan in ipairs(fans) do
     if fan.top - fan.bottom > tallest then tallest = fan.top - fan.bottom end
   end
-  target = math.ceil(tallest * (params.margin or 1.5)) + (params.slack or 64)
+  target = math.ceil(tallest * (params.margin or 1.5)) + (params.slack or 2)
   WRstate(target)
   return servers[whoami].capacity ~= target
 end

@@ -142,12 +142,12 @@ fn dscache_sizes_the_cache_to_the_tallest_fan() {
     let series = synthetic_fans(&[50, 400, 120]);
     let out = tick_on(&mut e, &[metrics(570.0)], &Params::new(), &series);
     assert!(out.error.is_none(), "{:?}", out.error);
-    // Tallest fan: ids 50..450, height 399 → ceil(399 * 1.5) + 64.
-    assert_eq!(out.decision.action, Action::SetCapacity(663));
+    // Tallest fan: ids 50..450, height 399 → ceil(399 * 1.5) + 2.
+    assert_eq!(out.decision.action, Action::SetCapacity(601));
     // Once that capacity is in force there is nothing to do.
     let applied = Metrics {
         cachesize: 570.0,
-        capacity: 663.0,
+        capacity: 601.0,
         ..Metrics::default()
     };
     let out = tick_on(&mut e, &[applied], &Params::new(), &series);
@@ -183,7 +183,7 @@ fn dscache_plain_lua_scan_agrees_with_the_native_one() {
         b.error
     );
     assert_eq!(a.decision, b.decision);
-    assert_eq!(a.decision.action, Action::SetCapacity(453));
+    assert_eq!(a.decision.action, Action::SetCapacity(391));
 }
 
 /// A bounded access log, as a host keeps one.
