@@ -47,6 +47,9 @@ pub struct Args {
     /// Where to write the HTML comparison report.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// Also write each chart of the report as an SVG file into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub charts: Option<PathBuf>,
     /// Print the results as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -111,15 +114,21 @@ pub fn run(args: Args) -> Result<()> {
         }
     });
     let mut reports = Vec::new();
-    for (run, result) in runs.iter().zip(results.into_inner().expect("threads joined")) {
+    for (run, result) in runs
+        .iter()
+        .zip(results.into_inner().expect("threads joined"))
+    {
         let report = result
             .expect("every run was taken by a thread")
             .with_context(|| format!("replaying {}", run.label))?;
         reports.push((run.label.clone(), report));
     }
 
+    let policy_runs: Vec<_> = reports.iter().map(|(l, r)| policy_run(l, r)).collect();
+    if let Some(dir) = &args.charts {
+        write_charts(dir, &policy_runs)?;
+    }
     if let Some(path) = &args.report {
-        let policy_runs: Vec<_> = reports.iter().map(|(l, r)| policy_run(l, r)).collect();
         let html = report::comparison_report(
             &format!("mantle compare: {}", args.trace.display()),
             &format!(
@@ -157,6 +166,28 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The report's charts as separate SVG files (for docs and slides).
+fn write_charts(dir: &std::path::Path, runs: &[report::PolicyRun]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--charts: cannot create {}", dir.display()))?;
+    let trade_off = report::memory_vs_performance_chart(runs)?;
+    let over_time = report::policy_charts(runs)?;
+    let names = [
+        "memory_vs_miss_ratio",
+        "mean_cache_size",
+        "hit_ratio_per_policy",
+        "cache_size_over_time",
+        "hit_ratio_over_time",
+        "backend_load_over_time",
+    ];
+    for (name, svg) in names.iter().zip(trade_off.iter().chain(over_time.iter())) {
+        let path = dir.join(format!("{name}.svg"));
+        std::fs::write(&path, svg)
+            .with_context(|| format!("--charts: cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn plan(args: &Args) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
     if !args.no_baseline {
@@ -177,7 +208,8 @@ fn plan(args: &Args) -> Result<Vec<Run>> {
         });
     }
     for spec in &args.policies {
-        let (path, params) = parse_policy_spec(spec).map_err(|e| anyhow!("--policy {spec}: {e}"))?;
+        let (path, params) =
+            parse_policy_spec(spec).map_err(|e| anyhow!("--policy {spec}: {e}"))?;
         let stem = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -204,7 +236,11 @@ fn parse_policy_spec(spec: &str) -> Result<(PathBuf, policy::Params), String> {
         None => (spec, None),
     };
     let mut out = policy::Params::new();
-    for pair in params.into_iter().flat_map(|p| p.split(',')).filter(|p| !p.is_empty()) {
+    for pair in params
+        .into_iter()
+        .flat_map(|p| p.split(','))
+        .filter(|p| !p.is_empty())
+    {
         let (k, v) = policy::parse_param(pair)?;
         out.insert(k, v);
     }
@@ -222,7 +258,7 @@ fn replay_one(
         capacity: run.capacity,
         backend: args.backend,
         tick: args.tick,
-        record_ticks: args.report.is_some(),
+        record_ticks: args.report.is_some() || args.charts.is_some(),
         progress: false,
         ..ReplayConfig::default()
     };
