@@ -5,7 +5,10 @@ use anyhow::{bail, Context, Result};
 use cache::{Algorithm, Capacity};
 use serde_json::{json, Value};
 use sim::policy_driver::PolicyController;
-use sim::{BackendSpec, CacheSize, ReplayConfig, ReplayReport, Tick, WorkingSet};
+use sim::{
+    BackendSpec, CacheSize, Granularity, ReplayConfig, ReplayReport, RestartAt, Tick, WarmupConfig,
+    WarmupSpec, WorkingSet,
+};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -33,7 +36,11 @@ pub struct Args {
     #[arg(long, value_name = "SIZE")]
     pub cache_size: CacheSize,
     /// Eviction algorithm.
-    #[arg(long, default_value = "lru", value_name = "lru|fifo|clock|sieve|s3fifo")]
+    #[arg(
+        long,
+        default_value = "lru",
+        value_name = "lru|fifo|clock|sieve|s3fifo"
+    )]
     pub eviction: Algorithm,
     /// Model of the store behind the cache: lsm (default), lsm:rate=N,compact_every=N,stall=S, or none.
     #[arg(long, default_value = "lsm", value_name = "MODEL|none")]
@@ -62,6 +69,35 @@ pub struct Args {
     /// Write an HTML report (cache size, hit ratio and back-end load over time).
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// Class file (Open CAS layout, see docs/cache-hints.md): one queue per class, with
+    /// priorities, allocation caps and pinning.
+    #[arg(long, value_name = "FILE")]
+    pub classes: Option<PathBuf>,
+    /// Empty the cache after N requests (or P% of the trace) and measure its warm-up against
+    /// an always-warm cache (see docs/warmup.md).
+    #[arg(long, value_name = "N|P%")]
+    pub restart_at: Option<RestartAt>,
+    /// At the restart, bulk-load the set this strategy picks (firstk also takes :PERIOD).
+    #[arg(
+        long,
+        value_name = "lastk:K|firstk:K|topk:K|randomk:K",
+        requires = "restart_at"
+    )]
+    pub warmup: Option<WarmupSpec>,
+    /// What the warm-up monitor records: regions of this size (block traces; default 1MiB),
+    /// or `keys`. Default: regions for block formats, keys otherwise.
+    #[arg(long, value_name = "1MiB|keys")]
+    pub region: Option<String>,
+    /// Lookups per warm-up convergence window (default: about 1/200 of the lookups after
+    /// the restart, at least 100).
+    #[arg(long, value_name = "N")]
+    pub warmup_window: Option<u64>,
+    /// Most units (keys or regions) the warm-up monitor keeps.
+    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    pub monitor_limit: usize,
+    /// Seed of randomk.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub warmup_seed: u64,
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
@@ -99,6 +135,16 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
 
+    let classes = args
+        .classes
+        .as_deref()
+        .map(cache::classes::ClassSet::from_file)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
+    let warmup = match args.restart_at {
+        Some(at) => Some(warmup_config(&args, at, format, || open())?),
+        None => None,
+    };
     let config = ReplayConfig {
         algorithm: args.eviction,
         capacity,
@@ -107,6 +153,8 @@ pub fn run(args: Args) -> Result<()> {
         record_ticks: args.metrics_out.is_some() || args.report.is_some(),
         timeseries_limit: args.timeseries,
         progress: !args.quiet,
+        classes,
+        warmup,
     };
     let mut controller = match &args.policy {
         Some(path) => {
@@ -145,14 +193,16 @@ pub fn run(args: Args) -> Result<()> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| format!("{} {}", args.eviction, args.cache_size));
         let run = super::runs::policy_run(&name, &report);
-        let html = report::comparison_report(
-            &format!("mantle replay: {}", args.trace.display()),
-            &format!(
-                "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
-                report.requests, report.miss_ratio, report.mean_cache_objects
-            ),
-            &[run],
-        )?;
+        let title = format!("mantle replay: {}", args.trace.display());
+        let intro = format!(
+            "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
+            report.requests, report.miss_ratio, report.mean_cache_objects
+        );
+        let html = if report.classes.is_some() || report.warmup.is_some() {
+            hints_report(&title, &intro, &report, run)?
+        } else {
+            report::comparison_report(&title, &intro, &[run])?
+        };
         std::fs::write(path, html)
             .with_context(|| format!("--report: cannot write {}", path.display()))?;
         if !args.json {
@@ -170,11 +220,85 @@ pub fn run(args: Args) -> Result<()> {
         "working_set": working_set,
     });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&report, input))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&report, input))?
+        );
     } else {
         print_summary(&report, &input);
     }
     Ok(())
+}
+
+/// Resolves the restart point and window against the trace (one counting pass) and picks the
+/// monitor's granularity.
+fn warmup_config(
+    args: &Args,
+    at: RestartAt,
+    format: Option<trace::Format>,
+    open: impl Fn() -> Result<Box<dyn trace::TraceReader>, trace::TraceError>,
+) -> Result<WarmupConfig> {
+    let (mut requests, mut lookups) = (0u64, Vec::new());
+    let mut reader = open()?;
+    while let Some(r) = reader.next_request()? {
+        requests += 1;
+        if matches!(r.op, trace::Op::Get | trace::Op::Access) {
+            lookups.push(requests);
+        }
+    }
+    let restart_at = at.resolve(requests);
+    if restart_at >= requests {
+        bail!("--restart-at: the trace has {requests} requests, so a restart after {restart_at} leaves nothing to measure");
+    }
+    let lookups_after = lookups.iter().filter(|&&i| i > restart_at).count() as u64;
+    let window_lookups = match args.warmup_window {
+        Some(0) => bail!("--warmup-window must be > 0"),
+        Some(n) => n,
+        None => (lookups_after / 200).max(100),
+    };
+    let format = match format {
+        Some(f) => Some(f),
+        None => trace::detect(&args.trace).ok(),
+    };
+    let granularity = granularity(args.region.as_deref(), format, args.block_size)?;
+    Ok(WarmupConfig {
+        restart_at,
+        spec: args.warmup,
+        granularity,
+        monitor_limit: args.monitor_limit,
+        window_lookups,
+        seed: args.warmup_seed,
+        ..WarmupConfig::default()
+    })
+}
+
+/// `--region`: an explicit size or `keys`; by default 1 MiB regions for block formats.
+fn granularity(
+    region: Option<&str>,
+    format: Option<trace::Format>,
+    block_size: u32,
+) -> Result<Granularity> {
+    use trace::Format as F;
+    let regions = |bytes: u64| Granularity::Regions {
+        region_bytes: bytes,
+        block_size: u64::from(block_size),
+    };
+    match region {
+        Some(r) if r.eq_ignore_ascii_case("keys") => Ok(Granularity::Keys),
+        Some(r) => {
+            let bytes = parse_bytes(r).map_err(|e| anyhow::anyhow!("--region {e}"))?;
+            if bytes == 0 {
+                bail!("--region must be > 0 bytes (or `keys`)");
+            }
+            Ok(regions(bytes))
+        }
+        None => Ok(match format {
+            Some(F::Vscsi | F::Msr | F::Arc | F::Systor | F::TencentCbs | F::Lirs) => {
+                regions(1 << 20)
+            }
+            _ => Granularity::Keys,
+        }),
+    }
 }
 
 fn read_options(args: &Args) -> Result<trace::ReadOptions> {
@@ -222,6 +346,118 @@ fn capacity_from_percent(ws: WorkingSet, percent: f64, trace: &Path) -> Result<C
     })
 }
 
+/// The report page with the per-class table and the warm-up chart.
+fn hints_report(
+    title: &str,
+    intro: &str,
+    r: &ReplayReport,
+    run: report::PolicyRun,
+) -> Result<String> {
+    let mut doc = report::Document::new(title);
+    doc.paragraph(intro);
+    if let Some(classes) = &r.classes {
+        doc.heading("Classes");
+        let rows: Vec<Vec<String>> = classes
+            .iter()
+            .map(|c| {
+                vec![
+                    c.id.to_string(),
+                    c.rule.clone(),
+                    c.priority.map_or("pinned".to_string(), |p| p.to_string()),
+                    c.pinning.clone(),
+                    format!("{}", c.allocation),
+                    c.hits.to_string(),
+                    c.misses.to_string(),
+                    c.hit_ratio.map_or("-".to_string(), |h| format!("{:.4}", h)),
+                    c.objects.to_string(),
+                    c.bytes.to_string(),
+                    c.evictions.to_string(),
+                    format!("{}/{}/{}", c.bypassed, c.fenced, c.refused),
+                ]
+            })
+            .collect();
+        doc.table(
+            &[
+                "id",
+                "rule",
+                "priority",
+                "pinning",
+                "allocation",
+                "hits",
+                "misses",
+                "hit ratio",
+                "objects",
+                "bytes",
+                "evictions",
+                "bypassed/fenced/refused",
+            ],
+            &rows,
+        );
+    }
+    if let Some(w) = &r.warmup {
+        doc.heading("Warm-up after the restart");
+        let name = w
+            .strategy
+            .clone()
+            .unwrap_or_else(|| "restarted".to_string());
+        let series = |f: &dyn Fn(&sim::warmup::WindowRow) -> f64| {
+            w.windows
+                .iter()
+                .map(|row| (row.requests as f64, f(row)))
+                .collect::<Vec<_>>()
+        };
+        let mut lines = vec![
+            report::Series::new("always-warm", series(&|row| row.warm_hit_ratio)),
+            report::Series::new("on-demand", series(&|row| row.ondemand_hit_ratio)),
+        ];
+        if w.strategy.is_some() {
+            lines.push(report::Series::new(name, series(&|row| row.hit_ratio)));
+        }
+        let chart = report::Chart::new(
+            "Hit ratio per window after the restart",
+            "requests since the restart",
+            "hit ratio",
+        );
+        doc.svg(&report::line_chart(&chart, &lines)?);
+        let opt = |v: Option<u64>| v.map_or("never".to_string(), |v| v.to_string());
+        doc.table(
+            &["figure", "value"],
+            &[
+                vec!["loaded objects".into(), w.loaded_objects.to_string()],
+                vec![
+                    "convergence (strict / loose), requests".into(),
+                    format!(
+                        "{} / {}",
+                        opt(w.convergence_requests),
+                        opt(w.convergence_requests_loose)
+                    ),
+                ],
+                vec![
+                    "on-demand convergence (strict / loose), requests".into(),
+                    format!(
+                        "{} / {}",
+                        opt(w.ondemand_convergence_requests),
+                        opt(w.ondemand_convergence_requests_loose)
+                    ),
+                ],
+                vec![
+                    "back-end reads during warm-up (this run / on-demand)".into(),
+                    format!(
+                        "{} / {}",
+                        w.backend_reads_during_warmup, w.ondemand_backend_reads_during_warmup
+                    ),
+                ],
+            ],
+        );
+    }
+    doc.heading("Over time");
+    for svg in report::policy_charts(&[run])? {
+        doc.svg(&svg);
+    }
+    doc.note("Back-end figures come from the replay's store model, not from a real store.");
+    Ok(doc.render())
+}
+
 fn to_json(report: &ReplayReport, input: Value) -> Value {
     let mut value = serde_json::to_value(report).expect("report serialises");
     if let (Value::Object(map), Value::Object(extra)) = (&mut value, input) {
@@ -234,7 +470,11 @@ fn to_json(report: &ReplayReport, input: Value) -> Value {
 
 fn print_summary(r: &ReplayReport, input: &Value) {
     let lookups = r.gets + r.accesses;
-    println!("trace        {} ({})", input["trace"].as_str().unwrap_or(""), input["format"].as_str().unwrap_or(""));
+    println!(
+        "trace        {} ({})",
+        input["trace"].as_str().unwrap_or(""),
+        input["format"].as_str().unwrap_or("")
+    );
     println!(
         "cache        {} {}",
         input["algorithm"].as_str().unwrap_or(""),
@@ -262,6 +502,36 @@ fn print_summary(r: &ReplayReport, input: &Value) {
         opt(b.p99_read_latency_ms),
         b.model
     );
+    if let Some(classes) = &r.classes {
+        for c in classes {
+            println!(
+                "class {:<3}    {} ({}, priority {}): {} hits, {} misses, {} objects, {} bytes, {} evictions",
+                c.id,
+                c.rule,
+                c.pinning,
+                c.priority.map_or("-".to_string(), |p| p.to_string()),
+                c.hits,
+                c.misses,
+                c.objects,
+                c.bytes,
+                c.evictions
+            );
+        }
+    }
+    if let Some(w) = &r.warmup {
+        let opt = |v: Option<u64>| v.map_or("never".to_string(), |v| v.to_string());
+        println!(
+            "warm-up      {} after request {}: loaded {} objects; converged after {} requests (loose {}), on-demand {}; back-end reads {} vs on-demand {}",
+            w.strategy.as_deref().unwrap_or("on-demand"),
+            w.restart_at_request,
+            w.loaded_objects,
+            opt(w.convergence_requests),
+            opt(w.convergence_requests_loose),
+            opt(w.ondemand_convergence_requests),
+            w.backend_reads_during_warmup,
+            w.ondemand_backend_reads_during_warmup
+        );
+    }
     if let Some(p) = &r.policy {
         println!(
             "policy       {}: {} ticks, {} actions, {} errors",
