@@ -6,7 +6,11 @@ mod cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "mantle", version, about = "Programmable cache management: replay, analyze, serve")]
+#[command(
+    name = "mantle",
+    version,
+    about = "Programmable cache management: replay, analyze, serve"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -26,9 +26,7 @@ fn commands(text: &str) -> Vec<(usize, String)> {
         if !in_sh {
             continue;
         }
-        let (start, mut cmd) = pending
-            .take()
-            .unwrap_or((i + 1, String::new()));
+        let (start, mut cmd) = pending.take().unwrap_or((i + 1, String::new()));
         cmd.push_str(trimmed.trim_end_matches('\\').trim_end());
         if trimmed.ends_with('\\') {
             cmd.push(' ');
@@ -47,7 +45,10 @@ fn commands(text: &str) -> Vec<(usize, String)> {
 fn every_documented_mantle_command_runs() {
     let root = repo_root();
     let shared = root.join("../shared/traces");
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_mantle")).parent().unwrap().to_path_buf();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_mantle"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let path = format!(
         "{}:{}",
         bin_dir.display(),

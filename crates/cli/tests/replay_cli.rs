@@ -110,13 +110,17 @@ fn json_has_every_key_of_the_contract() {
 
 #[test]
 fn percent_sizes_agree_with_libcachesim_end_to_end() {
-    let Some(traces) = shared_traces() else { return };
+    let Some(traces) = shared_traces() else {
+        return;
+    };
     let reference: Value = serde_json::from_str(
         &std::fs::read_to_string(repo().join("bench/libcachesim/reference.json")).unwrap(),
     )
     .unwrap();
     for r in reference["results"].as_array().unwrap() {
-        let trace = traces.join("libcachesim").join(r["trace"].as_str().unwrap());
+        let trace = traces
+            .join("libcachesim")
+            .join(r["trace"].as_str().unwrap());
         let pct = format!("{}%", r["fraction"].as_f64().unwrap() * 100.0);
         let alg = r["algorithm"].as_str().unwrap();
         let v = json_of(&mantle(&[
@@ -175,7 +179,8 @@ fn assert_dscache_promise(trace: &Path) {
     let miss = ds["miss_ratio"].as_f64().unwrap();
     assert!(miss <= 0.001, "{trace:?}: miss ratio {miss}");
     assert!(
-        ds["backend"]["overload_seconds"].as_u64() <= unlimited["backend"]["overload_seconds"].as_u64(),
+        ds["backend"]["overload_seconds"].as_u64()
+            <= unlimited["backend"]["overload_seconds"].as_u64(),
         "{trace:?}: more overload than the unlimited cache"
     );
     assert_eq!(ds["policy"]["errors"], 0);
@@ -183,7 +188,9 @@ fn assert_dscache_promise(trace: &Path) {
 
 #[test]
 fn dscache_keeps_its_promise_on_the_real_parsplice_log() {
-    let Some(traces) = shared_traces() else { return };
+    let Some(traces) = shared_traces() else {
+        return;
+    };
     assert_dscache_promise(
         &traces.join("parsplice/scale-workers-1-71538_rank4_workmanager_getput.csv.zst"),
     );
@@ -202,7 +209,11 @@ fn dscache_keeps_its_promise_under_other_initial_conditions() {
         args.extend(extra);
         args.extend(["-o", trace.to_str().unwrap()]);
         let out = mantle(&args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_dscache_promise(&trace);
     }
     std::fs::remove_dir_all(dir).ok();
@@ -213,7 +224,14 @@ fn compare_writes_one_report_and_keeps_every_run() {
     let dir = temp_dir("compare");
     let trace = dir.join("t.csv.zst");
     let out = mantle(&[
-        "gen", "parsplice", "--seed", "5", "--duration", "20m", "-o", trace.to_str().unwrap(),
+        "gen",
+        "parsplice",
+        "--seed",
+        "5",
+        "--duration",
+        "20m",
+        "-o",
+        trace.to_str().unwrap(),
     ]);
     assert!(out.status.success());
     let report = dir.join("r.html");
@@ -242,7 +260,10 @@ fn compare_writes_one_report_and_keeps_every_run() {
     assert!(requests.windows(2).all(|w| w[0] == w[1]));
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("<svg") && html.contains("dscache.lua"));
-    assert!(!html.contains("http://") || html.contains("http://www.w3.org"), "no external resources");
+    assert!(
+        !html.contains("http://") || html.contains("http://www.w3.org"),
+        "no external resources"
+    );
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -251,25 +272,58 @@ fn bad_input_fails_with_one_line_naming_the_problem() {
     let dir = temp_dir("bad");
     let csv = dir.join("bad.csv");
     std::fs::write(&csv, "timestamp_s,op,key\n1,GET,5\n2,GRAB,6\n").unwrap();
-    let out = mantle(&["replay", "--trace", csv.to_str().unwrap(), "--format", "parsplice", "--cache-size", "10"]);
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        csv.to_str().unwrap(),
+        "--format",
+        "parsplice",
+        "--cache-size",
+        "10",
+    ]);
     assert_clean_failure(&out, "bad.csv:3");
 
     let bin = dir.join("short.oracleGeneral.bin");
     std::fs::write(&bin, [0u8; 30]).unwrap();
-    let out = mantle(&["replay", "--trace", bin.to_str().unwrap(), "--cache-size", "10"]);
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        bin.to_str().unwrap(),
+        "--cache-size",
+        "10",
+    ]);
     assert_clean_failure(&out, "short.oracleGeneral.bin");
 
-    let out = mantle(&["replay", "--trace", csv.to_str().unwrap(), "--format", "nope", "--cache-size", "10"]);
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        csv.to_str().unwrap(),
+        "--format",
+        "nope",
+        "--cache-size",
+        "10",
+    ]);
     assert_clean_failure(&out, "nope");
 
-    let out = mantle(&["replay", "--trace", "/nonexistent/trace.bin", "--cache-size", "10"]);
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        "/nonexistent/trace.bin",
+        "--cache-size",
+        "10",
+    ]);
     assert_clean_failure(&out, "/nonexistent/trace.bin");
 
     let lua = dir.join("broken.lua");
     std::fs::write(&lua, "function when(\n").unwrap();
     let out = mantle(&[
-        "replay", "--trace", "crates/trace/tests/fixtures/small_getput.csv",
-        "--cache-size", "10", "--policy", lua.to_str().unwrap(),
+        "replay",
+        "--trace",
+        "crates/trace/tests/fixtures/small_getput.csv",
+        "--cache-size",
+        "10",
+        "--policy",
+        lua.to_str().unwrap(),
     ]);
     assert_clean_failure(&out, "broken.lua");
 
@@ -290,12 +344,24 @@ fn a_failing_policy_never_stops_the_replay() {
     )
     .unwrap();
     let v = json_of(&mantle(&[
-        "replay", "--trace", "crates/trace/tests/fixtures/small_getput.csv",
-        "--cache-size", "100", "--tick", "10ops", "--policy", lua.to_str().unwrap(), "--json", "--quiet",
+        "replay",
+        "--trace",
+        "crates/trace/tests/fixtures/small_getput.csv",
+        "--cache-size",
+        "100",
+        "--tick",
+        "10ops",
+        "--policy",
+        lua.to_str().unwrap(),
+        "--json",
+        "--quiet",
     ]));
     let p = &v["policy"];
     assert!(p["errors"].as_u64().unwrap() > 0);
     assert!(p["actions"].as_u64().unwrap() > 0);
-    assert_eq!(p["ticks"].as_u64().unwrap(), p["errors"].as_u64().unwrap() + p["actions"].as_u64().unwrap());
+    assert_eq!(
+        p["ticks"].as_u64().unwrap(),
+        p["errors"].as_u64().unwrap() + p["actions"].as_u64().unwrap()
+    );
     std::fs::remove_dir_all(dir).ok();
 }

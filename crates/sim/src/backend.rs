@@ -69,7 +69,9 @@ impl FromStr for BackendSpec {
                 .parse()
                 .map_err(|_| format!("back-end parameter {key}: '{value}' is not a number"))?;
             if !(number.is_finite() && number >= 0.0) {
-                return Err(format!("back-end parameter {key} must be >= 0, got {value}"));
+                return Err(format!(
+                    "back-end parameter {key} must be >= 0, got {value}"
+                ));
             }
             match key {
                 "rate" if number > 0.0 => params.rate = number,
@@ -196,7 +198,11 @@ impl Backend {
     /// Queues one operation and returns when it completes.
     fn enqueue(&mut self, now: f64) -> f64 {
         self.arrive(now);
-        let start = if self.free_at > now { self.free_at } else { now };
+        let start = if self.free_at > now {
+            self.free_at
+        } else {
+            now
+        };
         self.free_at = start + self.service_time;
         self.free_at
     }
@@ -290,8 +296,14 @@ mod tests {
             })
         );
         assert!("lsm:rate=0".parse::<BackendSpec>().is_err());
-        assert!("lsm:speed=3".parse::<BackendSpec>().unwrap_err().contains("speed"));
-        assert!("redis".parse::<BackendSpec>().unwrap_err().contains("redis"));
+        assert!("lsm:speed=3"
+            .parse::<BackendSpec>()
+            .unwrap_err()
+            .contains("speed"));
+        assert!("redis"
+            .parse::<BackendSpec>()
+            .unwrap_err()
+            .contains("redis"));
     }
 
     #[test]

@@ -27,7 +27,9 @@ impl FromStr for CacheSize {
                 .parse()
                 .map_err(|_| format!("invalid cache size '{text}': '{pct}' is not a number"))?;
             if !(p > 0.0 && p.is_finite()) {
-                return Err(format!("invalid cache size '{text}': percentage must be > 0"));
+                return Err(format!(
+                    "invalid cache size '{text}': percentage must be > 0"
+                ));
             }
             return Ok(CacheSize::Percent(p));
         }

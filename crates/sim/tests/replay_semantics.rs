@@ -137,7 +137,9 @@ impl Controller for Shrinker {
 #[test]
 fn ticks_run_on_trace_time_and_actions_apply_before_the_next_request() {
     // Ten distinct keys at t = 0.0, 0.5, ..., 4.5; a tick every second.
-    let reqs: Vec<_> = (0..10).map(|k| req(k as f64 * 0.5, Op::Get, k, 1)).collect();
+    let reqs: Vec<_> = (0..10)
+        .map(|k| req(k as f64 * 0.5, Op::Get, k, 1))
+        .collect();
     let config = ReplayConfig {
         capacity: objects(100),
         backend: BackendSpec::None,
@@ -219,7 +221,10 @@ fn a_capacity_action_holds_for_later_requests() {
         as_capacity: true,
     };
     let r = run(&config, &reqs, Some(&mut ctl));
-    assert_eq!(r.peak_cache_objects, 3, "unlimited until the first tick at t=3");
+    assert_eq!(
+        r.peak_cache_objects, 3,
+        "unlimited until the first tick at t=3"
+    );
     assert_eq!(r.final_cache_objects, 2);
     assert_eq!(r.ticks[0].action, "capacity:2");
     assert_eq!(r.ticks[0].capacity_objects, Some(2));
