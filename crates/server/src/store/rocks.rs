@@ -11,7 +11,8 @@ use super::{Condition, StoreError};
 use crate::config::Fsync;
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, MemtableFactory, Options, ReadOptions, SliceTransform, WriteBatch, DB,
+    BlockBasedOptions, LogLevel, MemtableFactory, Options, ReadOptions, SliceTransform, WriteBatch,
+    DB,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -58,6 +59,9 @@ impl RocksStore {
         options.create_if_missing(true);
         options.set_max_background_jobs(2);
         options.set_keep_log_file_num(4);
+        // RocksDB's own log: warnings only (at debug level it writes a line per WAL flush).
+        options.set_log_level(LogLevel::Warn);
+        options.set_max_log_file_size(16 << 20);
         // The WAL is written to the OS when the server is about to acknowledge writes (see
         // `flush_wal`), so a pipelined batch of writes costs one write system call, not one each.
         options.set_manual_wal_flush(true);
