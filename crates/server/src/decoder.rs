@@ -380,6 +380,62 @@ mod tests {
         assert!(decode_all(b"*1\r\n$16385\r\n", Limits::unauthenticated()).is_err());
     }
 
+    /// Random bytes (and random mutations of valid requests), fed whole and in small pieces:
+    /// never a panic, and both ways decode the same requests and stop at the same error.
+    #[test]
+    fn random_input_decodes_the_same_whole_or_in_pieces() {
+        fn run(input: &[u8], piece: usize) -> (Vec<Vec<Vec<u8>>>, bool) {
+            let mut decoder = Decoder::new(Limits {
+                max_bulk_len: 100,
+                max_args: 8,
+            });
+            let mut buf = BytesMut::new();
+            let mut args = Vec::new();
+            let mut out = Vec::new();
+            for chunk in input.chunks(piece) {
+                buf.extend_from_slice(chunk);
+                loop {
+                    match decoder.decode(&mut buf, &mut args) {
+                        Ok(true) => out.push(args.iter().map(|a| a.to_vec()).collect()),
+                        Ok(false) => break,
+                        Err(_) => return (out, true),
+                    }
+                }
+            }
+            (out, false)
+        }
+        let mut state = 0x5eed_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let valid = b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\nPING\r\n*1\r\n$4\r\nPING\r\n".to_vec();
+        let mut decoded_some = 0;
+        for round in 0..3000 {
+            let input: Vec<u8> = if round % 2 == 0 {
+                let len = (next() % 200) as usize;
+                (0..len).map(|_| next() as u8).collect()
+            } else {
+                let mut input = valid.clone();
+                for _ in 0..(next() % 4) {
+                    let at = (next() as usize) % input.len();
+                    input[at] = next() as u8;
+                }
+                input
+            };
+            let whole = run(&input, input.len().max(1));
+            let pieces = run(&input, 1 + (next() % 5) as usize);
+            assert_eq!(whole, pieces, "input {input:?}");
+            decoded_some += whole.0.len();
+        }
+        assert!(
+            decoded_some > 0,
+            "the mutated valid requests decode at least sometimes"
+        );
+    }
+
     #[test]
     fn integers_are_strict() {
         assert_eq!(parse_integer(b"123"), Some(123));
