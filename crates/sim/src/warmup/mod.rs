@@ -193,8 +193,8 @@ pub struct WarmupReport {
     /// never does), bulk load included; and on-demand's over the same requests.
     pub backend_reads_during_warmup: u64,
     pub ondemand_backend_reads_during_warmup: u64,
-    /// Lookups in that interval, and the share not sent to the back-end (Bonfire's "I/O load
-    /// reduction").
+    /// Lookups in that interval, and the share the cache served (Bonfire's "I/O load
+    /// reduction", foreground I/O only: the bulk load is in `backend_reads_during_warmup`).
     pub lookups_during_warmup: u64,
     pub load_reduction: Option<f64>,
     pub ondemand_load_reduction: Option<f64>,
@@ -420,8 +420,10 @@ impl<C: ReplayCache> WarmupRun<C> {
             .map(|w| w.lookups - w.ondemand_hits)
             .sum();
         let reads = misses + self.bulk_reads;
+        // Bonfire's load reduction is over foreground I/O: the share of lookups the cache
+        // served. The bulk load is reported separately (and counted in the reads above).
         let reduction = |r: u64| (lookups > 0).then(|| 1.0 - r as f64 / lookups as f64);
-        let load_reduction = reduction(reads);
+        let load_reduction = reduction(misses);
         let ondemand_load_reduction = reduction(od_misses);
         let total = |f: &dyn Fn(&Window) -> u64| windows.iter().map(f).sum::<u64>();
         let all_lookups = total(&|w| w.lookups);
