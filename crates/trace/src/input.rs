@@ -123,6 +123,28 @@ impl Input {
         Ok(self.record(N)?.and_then(|r| r.first_chunk::<N>()))
     }
 
+    /// The unread bytes, at least `want` of them (`want` at most a chunk) unless the data
+    /// ends sooner. For readers that parse a line where it lies, terminator included, and then
+    /// step past it with [`Input::advance_line`]; they can read whole words without running
+    /// off the end of a line slice.
+    #[inline]
+    pub(crate) fn peek(&mut self, want: usize) -> Result<&[u8], TraceError> {
+        while self.end - self.pos < want && !self.eof {
+            self.refill()?;
+        }
+        Ok(&self.buf[self.pos..self.end])
+    }
+
+    /// Marks the first `len` bytes of [`Input::peek`], one whole line with its `\n`, as read:
+    /// the line count and error positions then stand as if [`Input::line`] had returned it.
+    #[inline]
+    pub(crate) fn advance_line(&mut self, len: usize) {
+        debug_assert!(len <= self.end - self.pos);
+        self.line_no += 1;
+        self.last_start = self.base + self.pos as u64;
+        self.pos += len;
+    }
+
     /// The next line without its line terminator (`\n` or `\r\n`), or `None` at the end.
     #[inline]
     pub(crate) fn line(&mut self) -> Result<Option<&[u8]>, TraceError> {
@@ -241,6 +263,25 @@ mod tests {
         }
         assert_eq!(got, ["alpha", "beta", "", "gamma"]);
         assert_eq!(inp.line_no(), 4);
+    }
+
+    #[test]
+    fn peeked_lines_count_like_returned_ones() {
+        let data = b"one\ntwo\nthree".to_vec();
+        let mut inp = input(Box::new(Trickle {
+            data,
+            at: 0,
+            step: 2,
+        }));
+        assert_eq!(inp.peek(6).unwrap(), b"one\ntw");
+        inp.advance_line(4);
+        assert_eq!(inp.line().unwrap().unwrap(), b"two");
+        assert_eq!(inp.peek(100).unwrap(), b"three");
+        inp.advance_line(5);
+        assert_eq!(inp.line_no(), 3);
+        assert!(inp.line().unwrap().is_none());
+        let err = inp.line_error("bad".into()).to_string();
+        assert_eq!(err, "mem.trace:3: bad");
     }
 
     #[test]
