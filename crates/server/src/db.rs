@@ -75,8 +75,7 @@ pub struct CacheSnapshot {
 
 impl Db {
     pub fn new(store: Store, algorithm: cache::Algorithm, capacity: Capacity) -> Db {
-        let object_overhead = (std::mem::size_of::<Option<Entry>>() as f64
-            + 6.0 // index bucket (4-byte id + control byte) at hashbrown's load factor
+        let object_overhead = (crate::keytable::bytes_per_key()
             + 16.0 // allocator header of the key+value allocation
             + cache::overhead::per_object_worst())
         .ceil() as u64;
@@ -131,14 +130,14 @@ impl Db {
 
     fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Bytes> {
         let mut state = self.state();
-        let id = state.table.find(hash, key)?;
-        let entry = state.table.get(id)?;
+        let State { table, cache, .. } = &mut *state;
+        let (id, entry) = table.lookup(hash, key)?;
         if entry.expires_at_ms != 0 && entry.expires_at_ms <= now_ms() {
             self.forget(&mut state, id);
             return None;
         }
         let value = entry.value();
-        state.cache.get(id);
+        cache.get(id);
         Stats::bump(&self.shared.stats.cache_hits);
         Some(value)
     }
@@ -260,9 +259,10 @@ impl Db {
 
     /// The expiry of `key` if it is cached (0: none).
     fn cached_expiry(&self, hash: u64, key: &[u8]) -> Option<u64> {
-        let state = self.state();
-        let id = state.table.find(hash, key)?;
-        state.table.get(id).map(|e| e.expires_at_ms)
+        self.state()
+            .table
+            .lookup(hash, key)
+            .map(|(_, e)| e.expires_at_ms)
     }
 
     /// MSET: all pairs reach the store in one batch, then the cache. Acknowledge after
@@ -328,11 +328,7 @@ impl Db {
             let hash = self.hash(key);
             let cached = {
                 let state = self.state();
-                state
-                    .table
-                    .find(hash, key)
-                    .and_then(|id| state.table.get(id))
-                    .map(|e| e.is_live(now))
+                state.table.lookup(hash, key).map(|(_, e)| e.is_live(now))
             };
             let exists = match cached {
                 Some(live) => live,
@@ -352,11 +348,7 @@ impl Db {
         let now = now_ms();
         let cached = {
             let state = self.state();
-            state
-                .table
-                .find(hash, key)
-                .and_then(|id| state.table.get(id))
-                .map(|e| e.expires_at_ms)
+            state.table.lookup(hash, key).map(|(_, e)| e.expires_at_ms)
         };
         let expires_at_ms = match cached {
             Some(at) => at,
@@ -384,9 +376,8 @@ impl Db {
     pub fn set_capacity(&self, capacity: Capacity) -> u64 {
         let mut state = self.state();
         let State { table, cache, .. } = &mut *state;
-        let hasher = &self.shared.hasher;
         cache.set_capacity_with(capacity, |victim, _| {
-            table.remove(victim, |k| hasher.hash_one(k));
+            table.remove(victim);
         })
     }
 
@@ -419,28 +410,26 @@ impl Db {
     /// evict to make room. Returns whether the key is cached afterwards.
     fn install(&self, state: &mut State, hash: u64, entry: Entry) -> bool {
         let size = self.charge(&entry);
-        let hasher = &self.shared.hasher;
         let State { table, cache, .. } = state;
         let id = match table.find(hash, entry.key()) {
             Some(id) => {
                 table.replace(id, entry);
                 id
             }
-            None => table.insert(hash, entry, |k| hasher.hash_one(k)),
+            None => table.insert(hash, entry),
         };
         let cached = cache.insert_with(id, size, |victim, _| {
-            table.remove(victim, |k| hasher.hash_one(k));
+            table.remove(victim);
         });
         if !cached {
-            table.remove(id, |k| hasher.hash_one(k));
+            table.remove(id);
         }
         cached
     }
 
     fn forget(&self, state: &mut State, id: u64) {
         state.cache.remove(id);
-        let hasher = &self.shared.hasher;
-        state.table.remove(id, |k| hasher.hash_one(k));
+        state.table.remove(id);
     }
 
     fn forget_key(&self, state: &mut State, hash: u64, key: &[u8]) {
@@ -468,8 +457,7 @@ impl Db {
     pub fn cached_class(&self, key: &[u8]) -> Option<String> {
         let hash = self.hash(key);
         let state = self.state();
-        let id = state.table.find(hash, key)?;
-        let class = state.table.get(id)?.class;
+        let class = state.table.lookup(hash, key)?.1.class;
         (class > 0).then(|| state.classes[class as usize - 1].clone())
     }
 

@@ -3,8 +3,8 @@
 //! enters the cache and gives it back when it leaves, so ids stay dense (they index a `Vec`),
 //! and there is never a hash collision between keys: the index compares the key bytes.
 //!
-//! Memory per cached key: one [`Entry`] (48 bytes), one allocation holding key and value
-//! together, and a 4-byte id plus a control byte in the index.
+//! Memory per cached key: one index slot (the [`Entry`], 48 bytes, and its id) plus a control
+//! byte, the key's hash by id (8 bytes), and one allocation holding key and value together.
 
 use bytes::Bytes;
 use hashbrown::HashTable;
@@ -51,86 +51,107 @@ impl Entry {
     }
 }
 
+/// An entry as the index stores it, with its id.
+struct Slot {
+    entry: Entry,
+    id: u32,
+}
+
+/// Bytes of one index slot (the entry lives in the index itself: a lookup touches the index
+/// and the key's allocation, nothing else).
+pub const SLOT_BYTES: usize = std::mem::size_of::<Slot>() + 1;
+
+/// Bookkeeping bytes per key: its slot at hashbrown's highest load factor (7/8), plus the hash
+/// kept per id.
+pub fn bytes_per_key() -> f64 {
+    SLOT_BYTES as f64 / 0.875 + std::mem::size_of::<u64>() as f64
+}
+
 /// Keys to ids to entries. The caller supplies each key's hash (it also uses it to pick the
 /// key's write stripe), computed with one seeded hasher for the whole server.
 #[derive(Default)]
 pub struct KeyTable {
-    index: HashTable<u32>,
-    entries: Vec<Option<Entry>>,
+    index: HashTable<Slot>,
+    /// The hash of each id's key, so an id (all the eviction algorithm knows) finds its slot.
+    hashes: Vec<u64>,
     free: Vec<u32>,
 }
 
 impl KeyTable {
     pub fn len(&self) -> usize {
-        self.entries.len() - self.free.len()
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.index.is_empty()
     }
 
     pub fn find(&self, hash: u64, key: &[u8]) -> Option<u64> {
-        let entries = &self.entries;
+        self.lookup(hash, key).map(|(id, _)| id)
+    }
+
+    /// The id and entry of `key`.
+    pub fn lookup(&self, hash: u64, key: &[u8]) -> Option<(u64, &Entry)> {
         self.index
-            .find(hash, |&id| {
-                entries[id as usize]
-                    .as_ref()
-                    .is_some_and(|e| e.key() == key)
-            })
-            .map(|&id| u64::from(id))
+            .find(hash, |slot| slot.entry.key() == key)
+            .map(|slot| (u64::from(slot.id), &slot.entry))
     }
 
     pub fn get(&self, id: u64) -> Option<&Entry> {
-        self.entries.get(id as usize).and_then(Option::as_ref)
+        let hash = *self.hashes.get(id as usize)?;
+        let id = id as u32;
+        self.index
+            .find(hash, |slot| slot.id == id)
+            .map(|slot| &slot.entry)
     }
 
     /// Adds `entry` (whose key must not be present) and returns its new id.
-    pub fn insert(&mut self, hash: u64, entry: Entry, rehash: impl Fn(&[u8]) -> u64) -> u64 {
+    pub fn insert(&mut self, hash: u64, entry: Entry) -> u64 {
         let id = match self.free.pop() {
             Some(id) => {
-                self.entries[id as usize] = Some(entry);
+                self.hashes[id as usize] = hash;
                 id
             }
             None => {
-                self.entries.push(Some(entry));
-                (self.entries.len() - 1) as u32
+                self.hashes.push(hash);
+                (self.hashes.len() - 1) as u32
             }
         };
-        let entries = &self.entries;
-        self.index.insert_unique(hash, id, |&other| {
-            entries[other as usize]
-                .as_ref()
-                .map_or(0, |e| rehash(e.key()))
-        });
+        let hashes = &self.hashes;
+        self.index
+            .insert_unique(hash, Slot { entry, id }, |slot| hashes[slot.id as usize]);
         u64::from(id)
     }
 
     /// Replaces the entry under an existing id (same key, new value).
     pub fn replace(&mut self, id: u64, entry: Entry) {
-        if let Some(slot) = self.entries.get_mut(id as usize) {
-            debug_assert!(slot.as_ref().is_some_and(|e| e.key() == entry.key()));
-            *slot = Some(entry);
-        }
-    }
-
-    /// Removes the entry with this id, if any; `hash` is its key's hash.
-    pub fn remove(&mut self, id: u64, hash: impl Fn(&[u8]) -> u64) -> Option<Entry> {
-        let entry = self.entries.get_mut(id as usize)?.take()?;
+        let Some(&hash) = self.hashes.get(id as usize) else {
+            return;
+        };
         let id = id as u32;
-        if let Ok(found) = self
-            .index
-            .find_entry(hash(entry.key()), |&other| other == id)
-        {
-            found.remove();
+        if let Some(slot) = self.index.find_mut(hash, |slot| slot.id == id) {
+            debug_assert!(slot.entry.key() == entry.key());
+            slot.entry = entry;
         }
-        self.free.push(id);
-        Some(entry)
     }
 
-    /// Heap bytes of the index and entry slab (values not included).
+    /// Removes the entry with this id, if any.
+    pub fn remove(&mut self, id: u64) -> Option<Entry> {
+        let hash = *self.hashes.get(id as usize)?;
+        let id = id as u32;
+        let (slot, _) = self
+            .index
+            .find_entry(hash, |slot| slot.id == id)
+            .ok()?
+            .remove();
+        self.free.push(id);
+        Some(slot.entry)
+    }
+
+    /// Heap bytes of the index and the per-id hashes (keys and values not included).
     pub fn heap_bytes(&self) -> usize {
-        self.index.capacity() * (std::mem::size_of::<u32>() + 1)
-            + self.entries.capacity() * std::mem::size_of::<Option<Entry>>()
+        self.index.capacity() * SLOT_BYTES
+            + self.hashes.capacity() * std::mem::size_of::<u64>()
             + self.free.capacity() * std::mem::size_of::<u32>()
     }
 }
@@ -144,18 +165,20 @@ mod tests {
         let hasher = ahash::RandomState::new();
         let h = |k: &[u8]| hasher.hash_one(k);
         let mut table = KeyTable::default();
-        let a = table.insert(h(b"a"), Entry::new(b"a", b"1", 0, 0), h);
-        let b = table.insert(h(b"b"), Entry::new(b"b", b"2", 0, 0), h);
+        let a = table.insert(h(b"a"), Entry::new(b"a", b"1", 0, 0));
+        let b = table.insert(h(b"b"), Entry::new(b"b", b"2", 0, 0));
         assert_eq!((a, b), (0, 1));
         assert_eq!(table.find(h(b"b"), b"b"), Some(1));
         // Same hash, different bytes: no false match.
         assert_eq!(table.find(h(b"b"), b"c"), None);
-        assert_eq!(table.remove(a, h).unwrap().value(), "1");
+        assert_eq!(table.remove(a).unwrap().value(), "1");
         assert_eq!(table.find(h(b"a"), b"a"), None);
-        let c = table.insert(h(b"c"), Entry::new(b"c", b"3", 0, 0), h);
+        let c = table.insert(h(b"c"), Entry::new(b"c", b"3", 0, 0));
         assert_eq!(c, 0, "the freed id is reused");
         assert_eq!(table.len(), 2);
-        assert!(table.remove(a + 10, h).is_none());
+        assert!(table.remove(a + 10).is_none());
+        assert_eq!(table.get(c).unwrap().value(), "3");
+        assert!(table.get(a + 10).is_none());
     }
 
     #[test]
@@ -177,12 +200,12 @@ mod tests {
         let mut table = KeyTable::default();
         for i in 0..10_000u32 {
             let key = i.to_be_bytes();
-            table.insert(h(&key), Entry::new(&key, b"v", 0, 0), h);
+            table.insert(h(&key), Entry::new(&key, b"v", 0, 0));
         }
         for i in (0..10_000u32).step_by(2) {
             let key = i.to_be_bytes();
             let id = table.find(h(&key), &key).unwrap();
-            table.remove(id, h);
+            table.remove(id);
         }
         assert_eq!(table.len(), 5_000);
         for i in 0..10_000u32 {
