@@ -142,7 +142,7 @@ pub fn run(args: Args) -> Result<()> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
     let warmup = match args.restart_at {
-        Some(at) => Some(warmup_config(&args, at, format, || open())?),
+        Some(at) => Some(warmup_config(&args, at, format, open)?),
         None => None,
     };
     let config = ReplayConfig {
