@@ -90,11 +90,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("ttl", 2, &["readonly", "fast"], (1, 1, 1)),
 ];
 
-/// Finds a command by name, ignoring ASCII case, without allocating.
+/// Finds a command by name, ignoring ASCII case, without allocating: the name is lowercased
+/// on the stack and binary-searched in the (sorted) table; this runs for every request.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    let mut lower = [0u8; 16];
+    let lower = lower.get_mut(..name.len())?;
+    for (to, from) in lower.iter_mut().zip(name) {
+        *to = from.to_ascii_lowercase();
+    }
     COMMANDS
-        .iter()
-        .find(|spec| spec.name.as_bytes().eq_ignore_ascii_case(name))
+        .binary_search_by(|spec| spec.name.as_bytes().cmp(lower))
+        .ok()
+        .map(|i| &COMMANDS[i])
 }
 
 pub enum CommandCmd {
@@ -198,7 +205,16 @@ mod tests {
     #[test]
     fn lookup_ignores_case() {
         assert_eq!(lookup(b"MSET").unwrap().arity, -3);
+        assert_eq!(lookup(b"Get").unwrap().name, "get");
+        for spec in COMMANDS {
+            assert_eq!(
+                lookup(spec.name.to_uppercase().as_bytes()).unwrap().name,
+                spec.name
+            );
+        }
         assert!(lookup(b"flushall").is_none());
+        assert!(lookup(b"").is_none());
+        assert!(lookup(&[b'g'; 100]).is_none());
     }
 
     #[test]
