@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use mlua::{ChunkMode, Function, Lua, Value};
 
 use crate::decision::{self, Action, Decision};
-use crate::env::set_environment;
+use crate::env::TickEnv;
 use crate::error::PolicyId;
 use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError, PolicyError};
 use crate::host::{HostShared, LogLevel};
@@ -51,6 +51,7 @@ pub(crate) struct Program {
     budget: Arc<Budget>,
     limits: Limits,
     dialect: Dialect,
+    env: TickEnv,
     // Declared last: the Lua state holds its address and must be dropped first.
     slot: Box<SeriesSlot>,
 }
@@ -100,9 +101,10 @@ impl Program {
             params: &Params::new(),
             timeseries: &NoSeries,
         };
+        let env = TickEnv::default();
         let returned = {
             let _series = slot.publish(probe.timeseries);
-            set_environment(&lua, &probe).map_err(setup)?;
+            env.set(&lua, &probe).map_err(setup)?;
             budget.refill();
             chunk.call::<Value>(()).map_err(|e| {
                 let message = describe(&e, &budget, limits);
@@ -150,6 +152,7 @@ impl Program {
             budget,
             limits: *limits,
             dialect,
+            env,
             slot,
         })
     }
@@ -201,7 +204,11 @@ impl Program {
             ));
         };
         let _series = self.slot.publish(input.timeseries);
-        let servers = set_environment(&self.lua, input)
+        // The environment may run under the count hook; the last callback may have spent
+        // the budget.
+        self.budget.refill();
+        self.env
+            .set(&self.lua, input)
             .map_err(|e| fail("tick", ErrorKind::Runtime, root_message(&e)))?;
         let mut decision = Decision {
             load: own.load,
@@ -232,7 +239,8 @@ impl Program {
                 if let Some(f) = load {
                     let value = call("load", f)?;
                     decision.load = decision::parse_load(&value).map_err(|m| bad("load", m))?;
-                    set_own_load(&servers, input.whoami, decision.load)
+                    self.env
+                        .set_own_load(&self.lua, input.whoami, decision.load)
                         .map_err(|e| fail("load", ErrorKind::Runtime, root_message(&e)))?;
                 }
                 if let Some(f) = when {
@@ -297,13 +305,6 @@ fn restore_state(host: &Arc<Mutex<HostShared>>, name: &str, state: Option<StateV
             None => host.states.remove(name),
         };
     }
-}
-
-fn set_own_load(servers: &mlua::Table, whoami: usize, load: f64) -> mlua::Result<()> {
-    let own: mlua::Table = servers.raw_get(whoami)?;
-    own.raw_set("load", load)?;
-    own.raw_set("auth.meta_load", load)?;
-    own.raw_set("all.meta_load", load)
 }
 
 /// `WRstate`/`RDstate` (both spellings), `log`/`BAL_LOG`/`print` and `timeseries`.
