@@ -23,6 +23,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+/// Largest `proto-max-bulk-len` accepted: cached keys and values are sized in 32 bits.
+pub const MAX_BULK_LEN_LIMIT: u64 = u32::MAX as u64;
+
 /// How long shutdown waits for connections to finish their current command.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -36,6 +39,12 @@ pub struct Server {
 impl Server {
     /// Opens the store (or connects to the upstream), builds the cache and binds the address.
     pub async fn bind(config: Config) -> anyhow::Result<Server> {
+        if config.proto_max_bulk_len > MAX_BULK_LEN_LIMIT {
+            anyhow::bail!(
+                "--proto-max-bulk-len {} is above the largest supported, {MAX_BULK_LEN_LIMIT}",
+                config.proto_max_bulk_len
+            );
+        }
         let store = Store::open(&config.backend).await?;
         let db = Db::new(store, config.eviction, config.capacity());
         let listener = TcpListener::bind(config.listen)

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Directory of the embedded RocksDB store, the source of truth (created if missing).
-    #[arg(long, required_unless_present = "upstream", conflicts_with = "upstream")]
+    #[arg(
+        long,
+        required_unless_present = "upstream",
+        conflicts_with = "upstream"
+    )]
     pub data_dir: Option<PathBuf>,
     /// Another tier to sit in front of instead of RocksDB: redis://HOST:PORT (Mantle or Redis).
     #[arg(long)]

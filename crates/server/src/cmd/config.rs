@@ -150,8 +150,8 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
             "maxmemory" => capacity.bytes = (number > 0).then_some(number),
             "max-keys" => capacity.objects = (number > 0).then_some(number),
             _ => {
-                if number < MIN_BULK_LEN {
-                    return Err(fail("argument must be at least 1048576"));
+                if !(MIN_BULK_LEN..=crate::server::MAX_BULK_LEN_LIMIT).contains(&number) {
+                    return Err(fail("argument must be between 1048576 and 4294967295"));
                 }
                 bulk_len = Some(number);
             }
