@@ -182,7 +182,7 @@ const POW10: [u64; 9] = [
 /// there are none, or more than [`parse_u64`] accepts (20, or a value past `u64::MAX`).
 /// Eight digits at a time, as one word, in straight-line code when 24 bytes are there to
 /// read (always, but near the end of the data).
-#[inline]
+#[inline(always)]
 fn leading_u64(b: &[u8]) -> Option<(u64, usize)> {
     let Some(bytes) = b.first_chunk::<24>() else {
         return leading_u64_near_end(b);
