@@ -26,6 +26,8 @@ enum Command {
     Analyze(cmd::analyze::Args),
     /// Generate a synthetic workload trace.
     Gen(cmd::gen::Args),
+    /// Run the cache server (Redis protocol) in front of RocksDB or an upstream tier.
+    Serve(cmd::serve::Args),
     /// Check or unit-test a Lua policy.
     Policy(cmd::policy::Args),
 }
@@ -38,6 +40,7 @@ fn main() {
         Command::Compare(args) => cmd::compare::run(args),
         Command::Gen(args) => cmd::gen::run(args),
         Command::Policy(args) => cmd::policy::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     if let Err(err) = result {
         eprintln!("mantle: {err:#}");

@@ -6,3 +6,4 @@ pub mod gen;
 pub mod policy;
 pub mod replay;
 pub mod runs;
+pub mod serve;
