@@ -366,10 +366,21 @@ fn all_fixtures() -> Vec<Fixture> {
         let key = format!("k{:015x}", o.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 4);
         let op = kv_op(&mut seen, o, i);
         let (name, count) = match op {
-            Op::Put => (if i.is_multiple_of(2) { "SET" } else { "SET_LEASE" }, 1),
+            Op::Put => (
+                if i.is_multiple_of(2) {
+                    "SET"
+                } else {
+                    "SET_LEASE"
+                },
+                1,
+            ),
             Op::Delete => ("DELETE", 1),
             _ => (
-                if i.is_multiple_of(3) { "GET_LEASE" } else { "GET" },
+                if i.is_multiple_of(3) {
+                    "GET_LEASE"
+                } else {
+                    "GET"
+                },
                 1 + (i as u64 % 3),
             ),
         };
