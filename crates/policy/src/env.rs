@@ -31,6 +31,7 @@ use crate::value::{Params, Scalar};
 /// Called once per build with the tables; returns the writer and the `load()` updater.
 const WRITER: &str = r#"
 local G, S, P, M, PK, PV = ...
+local NP = #PK
 local function write(i, whoami, nservers, tick, now, optional, cpu, mem,
     cachesize, cachebytes, capacity, hits, misses, gets, puts, reqrate, getrate, putrate,
     missrate, hitrate, backend_rate, backend_queue, evictions, load)
@@ -73,9 +74,11 @@ local function write(i, whoami, nservers, tick, now, optional, cpu, mem,
     G.nservers = nservers
     G.tick = tick
     G.now = now
-    local p, pk, pv = P, PK, PV
-    for j = 1, #pk do
-      p[pk[j]] = pv[j]
+    if NP > 0 then
+      local p, pk, pv = P, PK, PV
+      for j = 1, NP do
+        p[pk[j]] = pv[j]
+      end
     end
   end
 end
