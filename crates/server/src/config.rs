@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Redis's default `proto-max-bulk-len`: the largest single argument a client may send.
 pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
@@ -12,6 +13,40 @@ pub const DEFAULT_PROTO_MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
 pub const DEFAULT_MAXCLIENTS: usize = 10_000;
 /// Cache budget when neither `--max-keys` nor `--maxmemory` is given.
 pub const DEFAULT_MAXMEMORY: u64 = 256 * 1024 * 1024;
+
+/// Policy decision period when `--tick` is not given.
+pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
+
+/// Parses a tick period: a number with `ms`, `s`, `m` or `h` (`200ms`, `1s`, `1.5s`); a bare
+/// number is seconds. Periods under 1 ms are refused (the engine would spin).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "invalid duration '{text}': unknown unit '{other}' (use ms, s, m or h)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration '{text}': expected a number with a unit"))?;
+    let seconds = value * scale;
+    if !seconds.is_finite() || !(0.001..=86_400.0).contains(&seconds) {
+        return Err(format!(
+            "invalid duration '{text}': must be between 1ms and 24h"
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
 
 /// When RocksDB's write-ahead log is forced to stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +106,16 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Tokio worker threads; 0 means one per core.
     pub threads: usize,
+    /// A Lua policy to store in the registry and activate at start (`--policy FILE`).
+    pub policy: Option<PathBuf>,
+    /// Wall-clock period of the policy's decision ticks (`--tick`).
+    pub tick: Duration,
+    /// Instruction, memory and failure limits of live policies.
+    pub policy_limits: policy::Limits,
+    /// Write policy events to stderr as well as to the durable log.
+    pub policy_echo: bool,
+    /// Where to serve Prometheus metrics over HTTP (`--metrics-listen`).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Config {
@@ -86,6 +131,11 @@ impl Config {
             proto_max_bulk_len: DEFAULT_PROTO_MAX_BULK_LEN,
             requirepass: None,
             threads: 0,
+            policy: None,
+            tick: DEFAULT_TICK,
+            policy_limits: policy::Limits::default(),
+            policy_echo: true,
+            metrics_listen: None,
         }
     }
 
@@ -154,6 +204,17 @@ mod tests {
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("").is_err());
         assert!(parse_size("-5").is_err());
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5 fortnights").is_err());
     }
 
     #[test]

@@ -488,3 +488,51 @@ impl Db {
         }
     }
 }
+
+/// Objects evicted per hold of the state lock when a policy evicts: clients wait for at most
+/// one batch, not for the whole action.
+pub const EVICT_BATCH: u64 = 256;
+
+// Cache actions decided by a live policy (see `live`), and the bulk fill of warm-up.
+impl Db {
+    /// Evicts up to `n` objects from the algorithm's cold end; returns how many left.
+    pub fn evict(&self, n: u64) -> u64 {
+        let mut evicted = 0;
+        while evicted < n {
+            let batch = (n - evicted).min(EVICT_BATCH);
+            let done = {
+                let mut state = self.state();
+                let State { table, cache, .. } = &mut *state;
+                cache.evict_with(batch, |victim, _| {
+                    table.remove(victim);
+                })
+            };
+            evicted += done;
+            if done < batch {
+                break;
+            }
+        }
+        evicted
+    }
+
+    /// Sets the object capacity (keeping the byte limit), evicting down to it in batches
+    /// first; returns objects evicted.
+    pub fn set_object_capacity(&self, objects: Option<u64>) -> u64 {
+        let mut evicted = 0;
+        if let Some(target) = objects {
+            loop {
+                let excess = self.cache_snapshot().objects.saturating_sub(target);
+                if excess == 0 {
+                    break;
+                }
+                let done = self.evict(excess.min(EVICT_BATCH));
+                evicted += done;
+                if done == 0 {
+                    break;
+                }
+            }
+        }
+        let bytes = self.cache_snapshot().capacity.bytes;
+        evicted + self.set_capacity(Capacity { bytes, objects })
+    }
+}

@@ -9,6 +9,8 @@ use std::time::Instant;
 
 pub struct Instance {
     pub db: Db,
+    /// The policy engine's thread and its registry (`POLICY` commands).
+    pub live: crate::live::LivePolicy,
     pub config: Config,
     /// The address actually bound (the port is chosen by the OS when asked for port 0).
     pub local_addr: SocketAddr,
@@ -19,9 +21,15 @@ pub struct Instance {
 }
 
 impl Instance {
-    pub fn new(db: Db, config: Config, local_addr: SocketAddr) -> Instance {
+    pub fn new(
+        db: Db,
+        live: crate::live::LivePolicy,
+        config: Config,
+        local_addr: SocketAddr,
+    ) -> Instance {
         Instance {
             db,
+            live,
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
             config,
             local_addr,

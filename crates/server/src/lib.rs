@@ -6,7 +6,9 @@
 //! requests) → [`cmd`] (one module per command, reading its arguments with [`parse`]) →
 //! [`db`] (cache + store coherence) → [`keytable`] (keys, values and dense ids for the
 //! eviction algorithm) and [`store`] (RocksDB or upstream). [`frame`] is what replies are made
-//! of. See `docs/server.md` for running it.
+//! of. [`live`] runs Lua policies on the live cache, managed through a durable registry, and
+//! [`metrics_http`] exports Prometheus metrics. See `docs/server.md` and
+//! `docs/operations.md` for running it.
 //!
 //! ```no_run
 //! use server::{Backend, Config, Fsync};
@@ -23,10 +25,12 @@ pub mod decoder;
 pub mod frame;
 pub mod instance;
 pub mod keytable;
+pub mod live;
+pub mod metrics_http;
 pub mod parse;
 pub mod server;
 pub mod stats;
 pub mod store;
 
-pub use config::{parse_size, Backend, Config, Fsync};
+pub use config::{parse_duration, parse_size, Backend, Config, Fsync};
 pub use server::{run, serve, Server};

@@ -10,6 +10,7 @@ use crate::connection::{Connection, QUERY_BUFFER_LIMIT};
 use crate::db::Db;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
+use crate::live::LivePolicy;
 use crate::stats::Stats;
 use crate::store::Store;
 use anyhow::Context;
@@ -34,6 +35,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Server {
     listener: TcpListener,
     instance: Arc<Instance>,
+    metrics: Option<TcpListener>,
 }
 
 impl Server {
@@ -51,14 +53,31 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let local_addr = listener.local_addr()?;
+        let metrics = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen for metrics on {addr}"))?,
+            ),
+            None => None,
+        };
+        let live = LivePolicy::start(db.clone(), &config)
+            .await
+            .context("starting the policy engine")?;
         Ok(Server {
             listener,
-            instance: Arc::new(Instance::new(db, config, local_addr)),
+            instance: Arc::new(Instance::new(db, live, config, local_addr)),
+            metrics,
         })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.instance.local_addr
+    }
+
+    /// The address of the Prometheus endpoint, when `metrics_listen` was set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|m| m.local_addr().ok())
     }
 
     /// The shared state, for embedders and tests that inspect the cache directly.
@@ -68,9 +87,20 @@ impl Server {
 
     /// Serves until `shutdown` completes, then drains connections and syncs the store.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-        let Server { listener, instance } = self;
+        let Server {
+            listener,
+            instance,
+            metrics,
+        } = self;
         let slots = Arc::new(Semaphore::new(instance.config.maxclients));
         let (stop_tx, stop_rx) = watch::channel(false);
+        let exporter = metrics.map(|listener| {
+            tokio::spawn(crate::metrics_http::serve(
+                listener,
+                instance.clone(),
+                stop_rx.clone(),
+            ))
+        });
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
@@ -114,6 +144,10 @@ impl Server {
         if drained.is_err() {
             connections.abort_all();
         }
+        if let Some(exporter) = exporter {
+            let _ = exporter.await;
+        }
+        instance.live.stop();
         instance
             .db
             .sync()
@@ -154,6 +188,9 @@ pub fn serve(config: Config) -> anyhow::Result<()> {
             "mantle: serving on {} in front of {store}",
             server.local_addr()
         );
+        if let Some(addr) = server.metrics_addr() {
+            eprintln!("mantle: Prometheus metrics on http://{addr}/metrics");
+        }
         server.run(termination()).await?;
         eprintln!("mantle: shut down cleanly");
         Ok(())

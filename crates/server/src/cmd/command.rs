@@ -78,6 +78,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("mget", -2, &["readonly", "fast"], (1, -1, 1)),
     spec("mset", -3, &["write", "denyoom"], (1, -1, 2)),
     spec("ping", -1, &["fast"], NO_KEYS),
+    spec("policy", -2, &["admin", "noscript"], NO_KEYS),
     spec("pttl", 2, &["readonly", "fast"], (1, 1, 1)),
     spec(
         "quit",

@@ -1,4 +1,4 @@
-//! INFO [section ...]: the server, clients, stats, memory, keyspace and cache sections, in
+//! INFO [section ...]: the server, clients, stats, memory, keyspace, cache and policy sections, in
 //! Redis's `name:value` line format so existing dashboards and scripts can read them.
 
 use crate::frame::Frame;
@@ -8,7 +8,9 @@ use crate::stats::Stats;
 use bytes::Bytes;
 use std::fmt::Write;
 
-const SECTIONS: &[&str] = &["server", "clients", "stats", "memory", "keyspace", "cache"];
+const SECTIONS: &[&str] = &[
+    "server", "clients", "stats", "memory", "keyspace", "cache", "policy",
+];
 
 pub struct Info {
     sections: Vec<String>,
@@ -108,6 +110,21 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                 .into_iter()
                 .collect(),
         ),
+        "policy" => {
+            let g = &instance.live.gauges;
+            let read = crate::live::Gauges::read;
+            (
+                "Policy",
+                vec![
+                    field("policy_active", g.active()),
+                    field("policy_tick_ms", instance.config.tick.as_millis()),
+                    field("policy_ticks", read(&g.ticks)),
+                    field("policy_actions", read(&g.actions)),
+                    field("policy_errors", read(&g.errors)),
+                    field("policy_fallbacks", read(&g.fallbacks)),
+                ],
+            )
+        }
         _ => (
             "Cache",
             super::cache::stats(instance)

@@ -18,6 +18,7 @@ mod info;
 mod mget;
 mod mset;
 mod ping;
+mod policy;
 mod select;
 mod set;
 mod ttl;
@@ -46,6 +47,7 @@ pub enum Command {
     MGet(mget::MGet),
     MSet(mset::MSet),
     Ping(ping::Ping),
+    Policy(policy::PolicyCmd),
     Quit,
     Select(select::Select),
     Set(set::Set),
@@ -89,6 +91,7 @@ impl Command {
             "mget" => mget::MGet::parse(&mut parse).map(Command::MGet),
             "mset" => mset::MSet::parse(&mut parse).map(Command::MSet),
             "ping" => ping::Ping::parse(&mut parse).map(Command::Ping),
+            "policy" => policy::PolicyCmd::parse(&mut parse).map(Command::Policy),
             "quit" => Ok(Command::Quit),
             "select" => select::Select::parse(&mut parse).map(Command::Select),
             "set" => set::Set::parse(&mut parse).map(Command::Set),
@@ -128,6 +131,7 @@ impl Command {
                 cmd.apply(instance).await
             }
             Command::Ping(cmd) => cmd.apply(),
+            Command::Policy(cmd) => cmd.apply(instance, session).await,
             Command::Quit => {
                 session.closing = true;
                 Frame::ok()

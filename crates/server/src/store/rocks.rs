@@ -11,8 +11,8 @@ use super::{Condition, StoreError};
 use crate::config::Fsync;
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, LogLevel, MemtableFactory, Options, ReadOptions, SliceTransform, WriteBatch,
-    DB,
+    BlockBasedOptions, ColumnFamilyDescriptor, LogLevel, MemtableFactory, Options, ReadOptions,
+    SliceTransform, WriteBatch, DB,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +20,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// Column family of the policy registry (see `live::registry`).
+pub const POLICY_FAMILY: &str = "mantle.policy";
 
 /// Hash buckets of each memtable (8 bytes each).
 const MEMTABLE_BUCKETS: usize = 256 * 1024;
@@ -84,7 +87,14 @@ impl RocksStore {
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         options.set_block_based_table_factory(&table);
-        let db = DB::open(&options, dir)
+        options.create_missing_column_families(true);
+        // The policy registry lives in its own column family with ordinary (sorted) memtables:
+        // it is scanned in key order, and never mixes with the cached data's key count.
+        let families = vec![
+            ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, options.clone()),
+            ColumnFamilyDescriptor::new(POLICY_FAMILY, Options::default()),
+        ];
+        let db = DB::open_cf_descriptors(&options, dir, families)
             .map_err(|e| StoreError(format!("cannot open RocksDB in {}: {e}", dir.display())))?;
         let db = Arc::new(db);
         let keys = count_keys(&db)?;
@@ -266,6 +276,13 @@ impl RocksStore {
         self.fsync
     }
 
+    /// The policy registry's column family in this database.
+    pub fn policy_space(&self) -> PolicySpace {
+        PolicySpace {
+            db: self.db.clone(),
+        }
+    }
+
     /// An estimate RocksDB keeps of its on-disk size, for INFO.
     pub fn disk_bytes(&self) -> u64 {
         self.db
@@ -339,6 +356,63 @@ fn sync_loop(db: &DB, shared: &SyncShared, synced: &watch::Sender<u64>, fsync: F
             done = target;
             synced.send_replace(target);
         }
+    }
+}
+
+/// The registry's view of RocksDB: sorted keys in [`POLICY_FAMILY`], written in atomic
+/// batches that reach the operating system (and, with `sync`, the disk) before returning.
+#[derive(Clone)]
+pub struct PolicySpace {
+    db: Arc<DB>,
+}
+
+impl PolicySpace {
+    fn family(&self) -> Result<&rocksdb::ColumnFamily, StoreError> {
+        self.db
+            .cf_handle(POLICY_FAMILY)
+            .ok_or_else(|| StoreError(format!("RocksDB: column family {POLICY_FAMILY} missing")))
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.db.get_cf(self.family()?, key).map_err(rocks_error)
+    }
+
+    /// Applies the puts (`Some`) and deletes (`None`) atomically.
+    pub fn write(
+        &self,
+        changes: &[(Vec<u8>, Option<Vec<u8>>)],
+        sync: bool,
+    ) -> Result<(), StoreError> {
+        let family = self.family()?;
+        let mut batch = WriteBatch::default();
+        for (key, value) in changes {
+            match value {
+                Some(value) => batch.put_cf(family, key, value),
+                None => batch.delete_cf(family, key),
+            }
+        }
+        self.db.write(batch).map_err(rocks_error)?;
+        // The WAL is flushed by hand (see `open`): without this a SIGKILL could lose the batch.
+        self.db.flush_wal(sync).map_err(rocks_error)
+    }
+
+    /// Every pair whose key starts with `prefix`, in key order.
+    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        let mut iter = self.db.raw_iterator_cf(self.family()?);
+        iter.seek(prefix);
+        let mut out = Vec::new();
+        while iter.valid() {
+            let (Some(key), Some(value)) = (iter.key(), iter.value()) else {
+                break;
+            };
+            if !key.starts_with(prefix) {
+                break;
+            }
+            out.push((key.to_vec(), value.to_vec()));
+            iter.next();
+        }
+        iter.status().map_err(rocks_error)?;
+        Ok(out)
     }
 }
 

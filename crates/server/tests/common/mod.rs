@@ -14,6 +14,8 @@ use std::time::Duration;
 pub struct TestServer {
     pub addr: SocketAddr,
     pub db: server::db::Db,
+    /// The Prometheus endpoint, when the config asked for one.
+    pub metrics_addr: Option<SocketAddr>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -46,7 +48,11 @@ impl TestServer {
                         return Err(e);
                     }
                 };
-                let _ = ready_tx.send(Ok((server.local_addr(), server.db())));
+                let _ = ready_tx.send(Ok((
+                    server.local_addr(),
+                    server.db(),
+                    server.metrics_addr(),
+                )));
                 server
                     .run(async {
                         let _ = stop_rx.await;
@@ -54,13 +60,14 @@ impl TestServer {
                     .await
             })
         });
-        let (addr, db) = ready_rx
+        let (addr, db, metrics_addr) = ready_rx
             .recv_timeout(Duration::from_secs(30))
             .expect("server did not start")
             .expect("server failed to start");
         TestServer {
             addr,
             db,
+            metrics_addr,
             stop: Some(stop_tx),
             thread: Some(thread),
         }

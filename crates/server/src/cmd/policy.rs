@@ -1,0 +1,137 @@
+//! POLICY LOAD|USE|LIST|SHOW|ROLLBACK|STATUS|PARAM|LOG: managing the live policy through the
+//! durable registry (see `live`). This module only reads arguments; the engine's thread does
+//! the work and builds the reply.
+
+use crate::frame::Frame;
+use crate::instance::{Instance, Session};
+use crate::live::Op;
+use crate::parse::{Parse, ParseError};
+
+/// `POLICY LOG` without a count.
+pub const DEFAULT_LOG_LINES: usize = 20;
+
+pub struct PolicyCmd {
+    op: Op,
+    /// LOAD without AUTHOR: filled in from the session when applied.
+    needs_author: bool,
+}
+
+fn version(text: &str) -> Result<u32, ParseError> {
+    text.trim_start_matches(['v', '@'])
+        .parse()
+        .map_err(|_| ParseError::Other(format!("invalid policy version '{text}'")))
+}
+
+impl PolicyCmd {
+    pub fn parse(parse: &mut Parse<'_>) -> Result<PolicyCmd, ParseError> {
+        let sub = parse.next_string()?.to_ascii_lowercase();
+        let mut needs_author = false;
+        let op = match sub.as_str() {
+            "load" => {
+                let name = parse.next_string()?;
+                let source = String::from_utf8(parse.next_bytes()?.to_vec())
+                    .map_err(|_| ParseError::Other("policy source is not UTF-8".into()))?;
+                let author = match parse.next_optional() {
+                    Some(word) if word.eq_ignore_ascii_case(b"author") => parse.next_string()?,
+                    Some(_) => return Err(ParseError::Syntax),
+                    None => {
+                        needs_author = true;
+                        String::new()
+                    }
+                };
+                Op::Load {
+                    name,
+                    source,
+                    author,
+                }
+            }
+            "use" => Op::Use {
+                name: parse.next_string()?,
+                version: parse.next_optional().map(|v| version(&String::from_utf8_lossy(&v))).transpose()?,
+            },
+            "list" => Op::List,
+            "show" => Op::Show {
+                name: parse.next_string()?,
+                version: parse.next_optional().map(|v| version(&String::from_utf8_lossy(&v))).transpose()?,
+            },
+            "rollback" => Op::Rollback,
+            "status" => Op::Status,
+            "param" => Op::Param {
+                key: parse.next_string()?,
+                value: parse.next_string()?,
+            },
+            "log" => Op::Log {
+                count: match parse.next_optional() {
+                    Some(n) => std::str::from_utf8(&n)
+                        .ok()
+                        .and_then(|t| t.parse().ok())
+                        .ok_or(ParseError::NotInteger)?,
+                    None => DEFAULT_LOG_LINES,
+                },
+            },
+            other => {
+                return Err(ParseError::Other(format!(
+                    "unknown subcommand '{}'. Try POLICY LOAD, USE, LIST, SHOW, ROLLBACK, STATUS, PARAM or LOG.",
+                    super::printable(other.as_bytes(), 64)
+                )))
+            }
+        };
+        parse.finish()?;
+        Ok(PolicyCmd { op, needs_author })
+    }
+
+    pub async fn apply(self, instance: &Instance, session: &Session) -> Frame {
+        let mut op = self.op;
+        if let (Op::Load { author, .. }, true) = (&mut op, self.needs_author) {
+            *author = match (&session.name, session.peer) {
+                (Some(name), _) => String::from_utf8_lossy(name).into_owned(),
+                (None, Some(peer)) => format!("client {} from {peer}", session.id),
+                (None, None) => format!("client {}", session.id),
+            };
+        }
+        instance.live.request(op).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn parse(words: &[&str]) -> Result<PolicyCmd, ParseError> {
+        let args: Vec<Bytes> = words.iter().map(|w| Bytes::from(w.to_string())).collect();
+        PolicyCmd::parse(&mut Parse::new(&args))
+    }
+
+    #[test]
+    fn subcommands_parse() {
+        let load = parse(&[
+            "POLICY",
+            "load",
+            "p",
+            "function when() return false end",
+            "AUTHOR",
+            "ops",
+        ])
+        .unwrap();
+        assert!(matches!(load.op, Op::Load { ref author, .. } if author == "ops"));
+        assert!(!load.needs_author);
+        assert!(parse(&["POLICY", "LOAD", "p", "x"]).unwrap().needs_author);
+        assert_eq!(
+            parse(&["POLICY", "USE", "p", "3"]).unwrap().op,
+            Op::Use {
+                name: "p".into(),
+                version: Some(3)
+            }
+        );
+        assert_eq!(
+            parse(&["POLICY", "LOG"]).unwrap().op,
+            Op::Log {
+                count: DEFAULT_LOG_LINES
+            }
+        );
+        assert!(parse(&["POLICY", "USE", "p", "three"]).is_err());
+        assert!(parse(&["POLICY", "ROLLBACK", "extra"]).is_err());
+        assert!(parse(&["POLICY", "DANCE"]).is_err());
+    }
+}

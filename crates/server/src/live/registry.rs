@@ -1,0 +1,283 @@
+//! The durable, versioned policy registry (seed 003, Malacology): every loaded policy is an
+//! immutable version `name@N` with its source, load time and author, stored in the server's
+//! own store; which version is active — and the ones active before it, for rollback — is
+//! recorded there too, as are the policies' `WRstate` values and `POLICY PARAM` settings, so a
+//! restarted server manages its cache exactly as before.
+//!
+//! Layout (keys in the policy column family, values JSON):
+//! `v/<name>/<N, 10 digits>` a version; `active` the activation stack (last = active);
+//! `param/<k>` a parameter; `state/<name>` a policy's state.
+
+use super::space::{Change, Space};
+use crate::store::StoreError;
+use policy::{Params, Scalar, StateValue};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Activations remembered for rollback; older ones are forgotten.
+pub const MAX_HISTORY: usize = 32;
+/// Longest policy name (names are `[A-Za-z0-9_.-]`).
+pub const MAX_NAME_LEN: usize = 64;
+/// Largest policy source accepted.
+pub const MAX_SOURCE_BYTES: usize = 1 << 20;
+
+/// A reference to one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionRef {
+    pub name: String,
+    pub version: u32,
+}
+
+impl fmt::Display for VersionRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.name, self.version)
+    }
+}
+
+/// One immutable stored version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionRecord {
+    pub name: String,
+    pub version: u32,
+    pub source: String,
+    /// Milliseconds since the Unix epoch.
+    pub loaded_at_ms: u64,
+    pub author: String,
+}
+
+impl VersionRecord {
+    pub fn id(&self) -> VersionRef {
+        VersionRef {
+            name: self.name.clone(),
+            version: self.version,
+        }
+    }
+}
+
+pub struct Registry {
+    space: Space,
+}
+
+/// Checks a policy name: it becomes part of keys and log lines.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "policy name must be 1 to {MAX_NAME_LEN} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+    {
+        return Err(format!(
+            "invalid policy name '{name}' (letters, digits, '_', '-' and '.' only)"
+        ));
+    }
+    Ok(())
+}
+
+fn version_prefix(name: &str) -> Vec<u8> {
+    format!("v/{name}/").into_bytes()
+}
+
+fn version_key(name: &str, version: u32) -> Vec<u8> {
+    format!("v/{name}/{version:010}").into_bytes()
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(key: &[u8], raw: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(raw).map_err(|e| {
+        StoreError(format!(
+            "policy registry record '{}' is unreadable: {e}",
+            String::from_utf8_lossy(key)
+        ))
+    })
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serialising plain data structures to JSON cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+impl Registry {
+    pub fn new(space: Space) -> Registry {
+        Registry { space }
+    }
+
+    pub fn is_durable(&self) -> bool {
+        self.space.is_durable()
+    }
+
+    /// Stores `source` as the next version of `name`.
+    pub fn add_version(
+        &self,
+        name: &str,
+        source: &str,
+        author: &str,
+        now_ms: u64,
+    ) -> Result<VersionRecord, StoreError> {
+        let version = self.latest(name)?.map_or(1, |r| r.version + 1);
+        let record = VersionRecord {
+            name: name.to_string(),
+            version,
+            source: source.to_string(),
+            loaded_at_ms: now_ms,
+            author: author.to_string(),
+        };
+        self.space
+            .write(&[(version_key(name, version), Some(encode(&record)))], true)?;
+        Ok(record)
+    }
+
+    pub fn latest(&self, name: &str) -> Result<Option<VersionRecord>, StoreError> {
+        let versions = self.space.scan(&version_prefix(name))?;
+        match versions.last() {
+            Some((key, raw)) => Ok(Some(decode(key, raw)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Version `version` of `name`, or its latest with `None`.
+    pub fn version(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<Option<VersionRecord>, StoreError> {
+        let Some(version) = version else {
+            return self.latest(name);
+        };
+        let key = version_key(name, version);
+        match self.space.get(&key)? {
+            Some(raw) => Ok(Some(decode(&key, &raw)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every version of every policy, by name then version.
+    pub fn list(&self) -> Result<Vec<VersionRecord>, StoreError> {
+        self.space
+            .scan(b"v/")?
+            .iter()
+            .map(|(key, raw)| decode(key, raw))
+            .collect()
+    }
+
+    /// The activation stack: the last entry is the active version, the ones before it were
+    /// active earlier (what rollback returns to).
+    pub fn history(&self) -> Result<Vec<VersionRef>, StoreError> {
+        match self.space.get(b"active")? {
+            Some(raw) => decode(b"active", &raw),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    pub fn set_history(&self, history: &[VersionRef]) -> Result<(), StoreError> {
+        let keep = &history[history.len().saturating_sub(MAX_HISTORY)..];
+        self.space
+            .write(&[(b"active".to_vec(), Some(encode(&keep)))], true)
+    }
+
+    pub fn params(&self) -> Result<Params, StoreError> {
+        let mut params = Params::new();
+        for (key, raw) in self.space.scan(b"param/")? {
+            let name = String::from_utf8_lossy(&key[b"param/".len()..]).into_owned();
+            params.insert(name, decode::<Scalar>(&key, &raw)?);
+        }
+        Ok(params)
+    }
+
+    pub fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError> {
+        let change = (format!("param/{key}").into_bytes(), Some(encode(value)));
+        self.space.write(&[change], true)
+    }
+
+    pub fn states(&self) -> Result<BTreeMap<String, StateValue>, StoreError> {
+        let mut states = BTreeMap::new();
+        for (key, raw) in self.space.scan(b"state/")? {
+            let name = String::from_utf8_lossy(&key[b"state/".len()..]).into_owned();
+            states.insert(name, decode::<StateValue>(&key, &raw)?);
+        }
+        Ok(states)
+    }
+
+    /// Persists changed states in one batch (reaches the OS: survives a killed process).
+    pub fn save_states<'a>(
+        &self,
+        changed: impl Iterator<Item = (&'a String, &'a StateValue)>,
+    ) -> Result<(), StoreError> {
+        let changes: Vec<Change> = changed
+            .map(|(name, value)| (format!("state/{name}").into_bytes(), Some(encode(value))))
+            .collect();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.space.write(&changes, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_numbered_per_name_and_immutable() {
+        let registry = Registry::new(Space::memory());
+        let a1 = registry.add_version("a", "x", "me", 1).unwrap();
+        let a2 = registry.add_version("a", "y", "you", 2).unwrap();
+        let b1 = registry.add_version("b", "z", "me", 3).unwrap();
+        assert_eq!((a1.version, a2.version, b1.version), (1, 2, 1));
+        assert_eq!(registry.version("a", Some(1)).unwrap().unwrap().source, "x");
+        assert_eq!(registry.version("a", None).unwrap().unwrap().source, "y");
+        assert!(registry.version("a", Some(9)).unwrap().is_none());
+        let names: Vec<String> = registry
+            .list()
+            .unwrap()
+            .iter()
+            .map(|r| r.id().to_string())
+            .collect();
+        assert_eq!(names, ["a@1", "a@2", "b@1"]);
+    }
+
+    #[test]
+    fn ten_versions_sort_numerically() {
+        let registry = Registry::new(Space::memory());
+        for i in 0..11 {
+            registry.add_version("p", &i.to_string(), "", 0).unwrap();
+        }
+        assert_eq!(registry.latest("p").unwrap().unwrap().version, 11);
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let registry = Registry::new(Space::memory());
+        let refs: Vec<VersionRef> = (1..=40)
+            .map(|v| VersionRef {
+                name: "p".into(),
+                version: v,
+            })
+            .collect();
+        registry.set_history(&refs).unwrap();
+        let kept = registry.history().unwrap();
+        assert_eq!(kept.len(), MAX_HISTORY);
+        assert_eq!(kept.last().unwrap().version, 40);
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(validate_name("fixed-size_2.lua").is_ok());
+        assert!(validate_name("").is_err());
+        assert!(validate_name("a/b").is_err());
+        assert!(validate_name(&"x".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn params_and_states_round_trip() {
+        let registry = Registry::new(Space::memory());
+        registry.set_param("target", &Scalar::Number(5.0)).unwrap();
+        assert_eq!(registry.params().unwrap()["target"], Scalar::Number(5.0));
+        let mut states = BTreeMap::new();
+        states.insert("p".to_string(), StateValue::Scalar(Scalar::Number(3.0)));
+        registry.save_states(states.iter()).unwrap();
+        assert_eq!(registry.states().unwrap(), states);
+    }
+}

@@ -1,0 +1,630 @@
+//! The engine's thread: ticks on the wall clock, applies decisions to the cache, answers
+//! `POLICY` commands, keeps the registry's activation stack and the engine in step, rolls back
+//! a version that keeps failing, and writes everything that happens to the journal.
+//!
+//! The registry numbers versions durably (`name@N` forever); the engine numbers the loads it
+//! sees since the process started. `ids` maps the engine's numbering to the registry's so
+//! every message an operator reads names the registry version.
+
+use super::journal::Journal;
+use super::registry::{self, Registry, VersionRecord, VersionRef};
+use super::sample::Sampler;
+use super::space::Space;
+use super::{Gauges, Message, Op};
+use crate::db::{now_ms, Db};
+use crate::frame::Frame;
+use crate::store::Store;
+use policy::{Action, Limits, LogLevel, NoSeries, Params, PolicyEngine, StateValue, TickInput};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// Most events `POLICY LOG n` returns.
+pub const MAX_LOG_REPLY: usize = super::journal::JOURNAL_CAPACITY as usize;
+
+pub struct Settings {
+    pub tick: Duration,
+    pub limits: Limits,
+    pub policy_file: Option<PathBuf>,
+    pub echo: bool,
+}
+
+pub struct Runner {
+    db: Db,
+    engine: PolicyEngine,
+    registry: Registry,
+    journal: Journal,
+    sampler: Sampler,
+    params: Params,
+    /// The activation stack, as in the registry (last = active).
+    history: Vec<VersionRef>,
+    /// (name, engine version) → registry version.
+    ids: HashMap<(String, u32), u32>,
+    persisted: BTreeMap<String, StateValue>,
+    settings: Settings,
+    tick: u64,
+    last_decision: String,
+    last_error: String,
+    warned_where: bool,
+    gauges: Arc<Gauges>,
+}
+
+impl Runner {
+    pub fn open(db: Db, settings: Settings, gauges: Arc<Gauges>) -> Result<Runner, String> {
+        let space = match db.store() {
+            Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
+            Store::Upstream(_) => Space::memory(),
+        };
+        let registry = Registry::new(space.clone());
+        let journal = Journal::open(space, settings.echo).map_err(|e| e.to_string())?;
+        let mut engine = PolicyEngine::new(settings.limits);
+        let persisted = registry.states().map_err(|e| e.to_string())?;
+        for (name, value) in &persisted {
+            engine.set_state(name, value.clone());
+        }
+        let params = registry.params().map_err(|e| e.to_string())?;
+        let history = registry.history().map_err(|e| e.to_string())?;
+        let mut runner = Runner {
+            db,
+            engine,
+            registry,
+            journal,
+            sampler: Sampler::default(),
+            params,
+            history,
+            ids: HashMap::new(),
+            persisted,
+            settings,
+            tick: 0,
+            last_decision: "none".into(),
+            last_error: String::new(),
+            warned_where: false,
+            gauges,
+        };
+        if !runner.registry.is_durable() {
+            eprintln!(
+                "mantle: policies are kept in memory only (no local store in front of an upstream)"
+            );
+        }
+        if let Some(active) = runner.history.last().cloned() {
+            match runner.activate() {
+                Ok(()) => runner.note(
+                    "info",
+                    "activated",
+                    &active.to_string(),
+                    "active again after restart",
+                ),
+                Err(e) => runner.note(
+                    "error",
+                    "error",
+                    &active.to_string(),
+                    &format!("cannot reactivate after restart: {e}"),
+                ),
+            }
+        }
+        if let Some(path) = runner.settings.policy_file.clone() {
+            runner.load_file(&path)?;
+        }
+        runner.update_gauges();
+        Ok(runner)
+    }
+
+    /// `--policy FILE`: stored as a new version of the file's stem unless identical to its
+    /// latest version, then activated.
+    fn load_file(&mut self, path: &std::path::Path) -> Result<(), String> {
+        let source = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read policy: {e}", path.display()))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        registry::validate_name(&name).map_err(|e| format!("{}: {e}", path.display()))?;
+        let latest = self.registry.latest(&name).map_err(|e| e.to_string())?;
+        let version = match latest {
+            Some(record) if record.source == source => record.version,
+            _ => {
+                let author = format!("mantle serve --policy {}", path.display());
+                self.store_version(&name, &source, &author)?.version
+            }
+        };
+        let id = VersionRef { name, version };
+        if self.history.last() != Some(&id) {
+            self.push_and_activate(id)?;
+        }
+        Ok(())
+    }
+
+    pub fn run(&mut self, inbox: &mpsc::Receiver<Message>) {
+        let mut next_tick = Instant::now() + self.settings.tick;
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match inbox.recv_timeout(wait) {
+                Ok(Message::Request(op, reply)) => {
+                    let frame = self.handle(op);
+                    let _ = reply.send(frame);
+                }
+                Ok(Message::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.persist_states();
+                    return;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.run_tick();
+                    // Ticks keep their period; a tick that overran starts the next one at once
+                    // rather than running a burst to catch up.
+                    next_tick += self.settings.tick;
+                    let now = Instant::now();
+                    if next_tick < now {
+                        next_tick = now + self.settings.tick;
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_tick(&mut self) {
+        self.tick += 1;
+        let metrics = self.sampler.sample(&self.db);
+        if self.engine.active().is_none() {
+            return;
+        }
+        let servers = [metrics];
+        let input = TickInput {
+            now: now_ms() as f64 / 1000.0,
+            tick: self.tick,
+            whoami: 0,
+            servers: &servers,
+            params: &self.params,
+            timeseries: &NoSeries,
+        };
+        let outcome = self.engine.tick(&input);
+        self.relay_logs();
+        let policy = outcome
+            .policy
+            .as_ref()
+            .map(|id| self.registry_id(id))
+            .unwrap_or_default();
+        if let Some(error) = &outcome.error {
+            self.last_error = self.translate(&error.to_string());
+        }
+        self.last_decision = match outcome.decision.action {
+            Action::None => "none".to_string(),
+            Action::Evict(n) => {
+                let evicted = self.db.evict(n);
+                format!("evict {n} (evicted {evicted})")
+            }
+            Action::SetCapacity(n) => {
+                let before = self.db.cache_snapshot().capacity.objects;
+                if before != Some(n) {
+                    let evicted = self.db.set_object_capacity(Some(n));
+                    let message = format!(
+                        "capacity {} -> {n} objects (evicted {evicted})",
+                        before.map_or("unlimited".to_string(), |b| b.to_string())
+                    );
+                    self.note("info", "capacity", &policy, &message);
+                }
+                format!("capacity {n}")
+            }
+        };
+        if !outcome.decision.targets.is_empty() && !self.warned_where {
+            self.warned_where = true;
+            self.note(
+                "warn",
+                "log",
+                &policy,
+                "where() asked to move load to other servers; ignored on a single node",
+            );
+        }
+        if let Some(fallback) = outcome.fallback {
+            let from = self.registry_id(&fallback.from);
+            if let Some(top) = self.history.pop() {
+                debug_assert_eq!(top.to_string(), from);
+            }
+            let to = self
+                .history
+                .last()
+                .map_or("no management".to_string(), |t| t.to_string());
+            let message = format!(
+                "{from} failed {} consecutive ticks; reinstated {to}",
+                self.settings.limits.max_consecutive_failures
+            );
+            self.note("warn", "rolled_back", &from, &message);
+            if let Err(e) = self.registry.set_history(&self.history) {
+                self.note(
+                    "error",
+                    "error",
+                    &from,
+                    &format!("rollback not persisted: {e}"),
+                );
+            }
+            if let Err(e) = self.activate() {
+                self.note("error", "error", &to, &e);
+            }
+        }
+        self.persist_states();
+        self.update_gauges();
+    }
+
+    fn handle(&mut self, op: Op) -> Frame {
+        let result = match op {
+            Op::Load {
+                name,
+                source,
+                author,
+            } => self.op_load(&name, &source, &author),
+            Op::Use { name, version } => self.op_use(&name, version),
+            Op::List => self.op_list(),
+            Op::Show { name, version } => match self.registry.version(&name, version) {
+                Ok(Some(record)) => Ok(Frame::bulk_str(&record.source)),
+                Ok(None) => Err(no_such(&name, version)),
+                Err(e) => Err(e.to_string()),
+            },
+            Op::Rollback => self.op_rollback(),
+            Op::Status => Ok(self.op_status()),
+            Op::Param { key, value } => self.op_param(&key, &value),
+            Op::Log { count } => self
+                .journal
+                .tail(count.min(MAX_LOG_REPLY))
+                .map(|events| {
+                    Frame::Array(events.iter().map(|e| Frame::bulk_str(&e.line())).collect())
+                })
+                .map_err(|e| e.to_string()),
+        };
+        self.update_gauges();
+        result.unwrap_or_else(Frame::err)
+    }
+
+    fn op_load(&mut self, name: &str, source: &str, author: &str) -> Result<Frame, String> {
+        registry::validate_name(name)?;
+        if source.len() > registry::MAX_SOURCE_BYTES {
+            return Err(format!(
+                "policy source is {} bytes; at most {} accepted",
+                source.len(),
+                registry::MAX_SOURCE_BYTES
+            ));
+        }
+        let record = self.store_version(name, source, author)?;
+        self.push_and_activate(record.id())?;
+        Ok(Frame::Integer(i64::from(record.version)))
+    }
+
+    /// Compiles `source` on a scratch engine (so a bad version never touches the running
+    /// one), then stores it as the next version of `name`.
+    fn store_version(
+        &mut self,
+        name: &str,
+        source: &str,
+        author: &str,
+    ) -> Result<VersionRecord, String> {
+        let next = self
+            .registry
+            .latest(name)
+            .map_err(|e| e.to_string())?
+            .map_or(1, |r| r.version + 1);
+        let label = format!("{name}@{next}");
+        let mut scratch = PolicyEngine::new(self.settings.limits);
+        if let Err(e) = scratch.load_named_chunk(name, &format!("={label}"), source) {
+            let running = self
+                .history
+                .last()
+                .map_or("no policy is running".to_string(), |r| {
+                    format!("{r} keeps running")
+                });
+            self.note("error", "rejected", &label, &format!("{e}; {running}"));
+            return Err(format!("policy rejected: {e}"));
+        }
+        let record = self
+            .registry
+            .add_version(name, source, author, now_ms())
+            .map_err(|e| e.to_string())?;
+        self.note(
+            "info",
+            "loaded",
+            &label,
+            &format!("stored by {author}, {} bytes", source.len()),
+        );
+        Ok(record)
+    }
+
+    fn op_use(&mut self, name: &str, version: Option<u32>) -> Result<Frame, String> {
+        let record = self
+            .registry
+            .version(name, version)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| no_such(name, version))?;
+        if self.history.last() != Some(&record.id()) {
+            self.push_and_activate(record.id())?;
+        }
+        Ok(Frame::Integer(i64::from(record.version)))
+    }
+
+    fn op_rollback(&mut self) -> Result<Frame, String> {
+        let Some(from) = self.history.pop() else {
+            return Err("no policy is active; nothing to roll back".into());
+        };
+        self.registry
+            .set_history(&self.history)
+            .map_err(|e| e.to_string())?;
+        let to = self
+            .history
+            .last()
+            .map_or("no management".to_string(), |t| t.to_string());
+        self.note(
+            "info",
+            "rolled_back",
+            &from.to_string(),
+            &format!("by POLICY ROLLBACK; reinstated {to}"),
+        );
+        self.activate()?;
+        Ok(Frame::bulk_str(&to))
+    }
+
+    fn op_list(&self) -> Result<Frame, String> {
+        let active = self.history.last();
+        let lines = self
+            .registry
+            .list()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|r| {
+                let mark = if Some(&r.id()) == active {
+                    " active"
+                } else {
+                    ""
+                };
+                Frame::bulk_str(&format!(
+                    "{} loaded_at_ms={} author={:?} bytes={}{mark}",
+                    r.id(),
+                    r.loaded_at_ms,
+                    r.author,
+                    r.source.len()
+                ))
+            })
+            .collect();
+        Ok(Frame::Array(lines))
+    }
+
+    fn op_status(&self) -> Frame {
+        let stats = self.engine.stats();
+        let text = |s: &str| Frame::bulk_str(s);
+        let int = |n: u64| Frame::Integer(n as i64);
+        let active = self.history.last().map_or(String::new(), |r| r.to_string());
+        let previous = self
+            .history
+            .len()
+            .checked_sub(2)
+            .map_or(String::new(), |i| self.history[i].to_string());
+        let pairs = vec![
+            ("active", text(&active)),
+            ("previous", text(&previous)),
+            ("tick_ms", int(self.settings.tick.as_millis() as u64)),
+            ("ticks", int(stats.ticks)),
+            ("actions", int(stats.actions)),
+            ("errors", int(stats.errors)),
+            ("fallbacks", int(stats.fallbacks)),
+            ("last_decision", text(&self.last_decision)),
+            ("last_error", text(&self.last_error)),
+            ("durable", int(u64::from(self.registry.is_durable()))),
+        ];
+        Frame::Map(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (Frame::static_bulk(k), v))
+                .collect(),
+        )
+    }
+
+    fn op_param(&mut self, key: &str, value: &str) -> Result<Frame, String> {
+        let (key, scalar) = policy::parse_param(&format!("{key}={value}"))?;
+        self.registry
+            .set_param(&key, &scalar)
+            .map_err(|e| e.to_string())?;
+        self.note("info", "param", "", &format!("{key}={scalar}"));
+        self.params.insert(key, scalar);
+        Ok(Frame::ok())
+    }
+
+    fn push_and_activate(&mut self, id: VersionRef) -> Result<(), String> {
+        self.history.push(id.clone());
+        if let Err(e) = self.activate() {
+            self.history.pop();
+            let _ = self.activate();
+            return Err(e);
+        }
+        self.registry
+            .set_history(&self.history)
+            .map_err(|e| e.to_string())?;
+        self.note("info", "activated", &id.to_string(), "");
+        Ok(())
+    }
+
+    /// Makes the engine run the top of the activation stack, with the entry below it as the
+    /// engine's fallback, so the engine's own fallback lands where the stack says.
+    fn activate(&mut self) -> Result<(), String> {
+        self.engine.unload();
+        self.engine.unload(); // the engine's fallback slot is now empty too
+        let n = self.history.len();
+        let mut loaded = Ok(());
+        for (i, id) in self.history[n.saturating_sub(2)..]
+            .to_vec()
+            .iter()
+            .enumerate()
+        {
+            let is_top = i + n.saturating_sub(2) == n - 1;
+            match self.load_into_engine(id) {
+                Ok(()) => {}
+                Err(e) if is_top => loaded = Err(e),
+                Err(e) => self.note(
+                    "warn",
+                    "error",
+                    &id.to_string(),
+                    &format!("fallback version not loadable: {e}"),
+                ),
+            }
+        }
+        self.relay_logs();
+        let current: Vec<policy::PolicyId> = [self.engine.active(), self.engine.previous()]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        self.ids
+            .retain(|(name, v), _| current.iter().any(|c| &c.name == name && c.version == *v));
+        loaded
+    }
+
+    fn load_into_engine(&mut self, id: &VersionRef) -> Result<(), String> {
+        let record = self
+            .registry
+            .version(&id.name, Some(id.version))
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| no_such(&id.name, Some(id.version)))?;
+        let engine_id = self
+            .engine
+            .load_named_chunk(&id.name, &format!("={id}"), &record.source)
+            .map_err(|e| e.to_string())?;
+        self.ids
+            .insert((engine_id.name, engine_id.version), id.version);
+        Ok(())
+    }
+
+    fn registry_id(&self, id: &policy::PolicyId) -> String {
+        match self.ids.get(&(id.name.clone(), id.version)) {
+            Some(v) => format!("{}@{v}", id.name),
+            None => id.to_string(),
+        }
+    }
+
+    /// Rewrites the engine's `name@E` in a message to the registry's `name@N`.
+    fn translate(&self, text: &str) -> String {
+        let pairs: Vec<(String, String)> = self
+            .ids
+            .iter()
+            .filter(|((_, engine), registry)| engine != *registry)
+            .map(|((name, engine), registry)| {
+                (format!("{name}@{engine}"), format!("{name}@{registry}"))
+            })
+            .collect();
+        replace_ids(text, &pairs)
+    }
+
+    fn relay_logs(&mut self) {
+        let (records, dropped) = self.engine.drain_logs();
+        for record in records {
+            let policy = self.translate(&record.policy);
+            let message = self.translate(&record.message);
+            let (level, kind) = match record.level {
+                LogLevel::Error => ("error", "error"),
+                LogLevel::Warn => ("warn", "log"),
+                LogLevel::Info | LogLevel::Debug => ("info", "log"),
+            };
+            self.note(level, kind, &policy, &message);
+        }
+        if dropped > 0 {
+            self.note(
+                "warn",
+                "log",
+                "",
+                &format!("{dropped} policy log lines dropped (buffer full)"),
+            );
+        }
+    }
+
+    fn persist_states(&mut self) {
+        let states = self.engine.states();
+        let changed: Vec<(&String, &StateValue)> = states
+            .iter()
+            .filter(|(k, v)| self.persisted.get(*k) != Some(*v))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        match self.registry.save_states(changed.into_iter()) {
+            Ok(()) => self.persisted = states,
+            Err(e) => eprintln!("mantle: policy state not persisted: {e}"),
+        }
+    }
+
+    fn note(&mut self, level: &str, kind: &str, policy: &str, message: &str) {
+        self.journal.record(level, kind, policy, message, now_ms());
+    }
+
+    fn update_gauges(&self) {
+        let stats = self.engine.stats();
+        let g = &self.gauges;
+        g.ticks.store(stats.ticks, Ordering::Relaxed);
+        g.actions.store(stats.actions, Ordering::Relaxed);
+        g.errors.store(stats.errors, Ordering::Relaxed);
+        g.fallbacks.store(stats.fallbacks, Ordering::Relaxed);
+        let active = self.history.last();
+        g.active_version.store(
+            active.map_or(0, |a| u64::from(a.version)),
+            Ordering::Relaxed,
+        );
+        if let Ok(mut name) = g.active.lock() {
+            *name = active.map_or(String::new(), |a| a.to_string());
+        }
+    }
+}
+
+fn no_such(name: &str, version: Option<u32>) -> String {
+    match version {
+        Some(v) => format!("no policy version {name}@{v}"),
+        None => format!("no policy named '{name}'"),
+    }
+}
+
+/// Replaces whole occurrences of engine ids with registry ids, in one pass (a replacement
+/// is never replaced again). Lua's own `chunk:line:` prefixes already carry the registry's id
+/// (the chunk is named after it) and are left alone.
+fn replace_ids(text: &str, pairs: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    'scan: while i < text.len() {
+        for (from, to) in pairs {
+            if !text[i..].starts_with(from.as_str()) {
+                continue;
+            }
+            let end = i + from.len();
+            let after = text[end..].as_bytes();
+            let lua_line =
+                after.first() == Some(&b':') && after.get(1).is_some_and(u8::is_ascii_digit);
+            let glued_after = after.first().is_some_and(u8::is_ascii_digit);
+            let glued_before = text[..i]
+                .ends_with(|c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+            if !lua_line && !glued_after && !glued_before {
+                out.push_str(to);
+                i = end;
+                continue 'scan;
+            }
+        }
+        let c = text[i..].chars().next().unwrap_or(' ');
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_replaced_whole() {
+        let pairs = [("p@1".to_string(), "p@7".to_string())];
+        assert_eq!(
+            replace_ids("policy p@1: x p@12 xp@1", &pairs),
+            "policy p@7: x p@12 xp@1"
+        );
+        assert_eq!(
+            replace_ids("policy p@1: p@1:2: oops; back to p@1", &pairs),
+            "policy p@7: p@1:2: oops; back to p@7"
+        );
+        let chain = [
+            ("p@3".to_string(), "p@2".to_string()),
+            ("p@2".to_string(), "p@1".to_string()),
+        ];
+        assert_eq!(replace_ids("p@3 then p@2", &chain), "p@2 then p@1");
+    }
+}

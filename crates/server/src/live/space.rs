@@ -1,0 +1,69 @@
+//! Where the policy registry keeps its records: the RocksDB column family of the server's own
+//! store (durable, as Malacology keeps policies in the storage system itself), or, in front of
+//! an upstream tier that has no local store, memory (lost at exit; the server says so).
+
+use crate::store::rocks::PolicySpace;
+use crate::store::StoreError;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// A sorted key-value space with atomic multi-key writes.
+#[derive(Clone)]
+pub enum Space {
+    Rocks(PolicySpace),
+    Memory(Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>>),
+}
+
+/// One change of a batch: a put (`Some`) or a delete (`None`).
+pub type Change = (Vec<u8>, Option<Vec<u8>>);
+
+impl Space {
+    pub fn memory() -> Space {
+        Space::Memory(Arc::default())
+    }
+
+    pub fn is_durable(&self) -> bool {
+        matches!(self, Space::Rocks(_))
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match self {
+            Space::Rocks(space) => space.get(key),
+            Space::Memory(map) => Ok(lock(map).get(key).cloned()),
+        }
+    }
+
+    /// Applies `changes` atomically; `sync` also forces them to disk (registry changes), else
+    /// they only reach the operating system (which survives the process being killed).
+    pub fn write(&self, changes: &[Change], sync: bool) -> Result<(), StoreError> {
+        match self {
+            Space::Rocks(space) => space.write(changes, sync),
+            Space::Memory(map) => {
+                let mut map = lock(map);
+                for (key, value) in changes {
+                    match value {
+                        Some(value) => map.insert(key.clone(), value.clone()),
+                        None => map.remove(key),
+                    };
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Pairs under `prefix`, in key order.
+    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        match self {
+            Space::Rocks(space) => space.scan(prefix),
+            Space::Memory(map) => Ok(lock(map)
+                .range(prefix.to_vec()..)
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

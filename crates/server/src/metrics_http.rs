@@ -1,0 +1,203 @@
+//! `--metrics-listen ADDR`: the server's numbers in Prometheus's text exposition format at
+//! `GET /metrics`, for dashboards and alerts. A deliberately tiny HTTP/1.x responder (one
+//! request per connection, bounded request head, short timeout): scrapers need nothing more,
+//! and it keeps a web framework out of the cache tier.
+
+use crate::instance::Instance;
+use crate::live::Gauges;
+use crate::stats::Stats;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// Largest request head read; scrapers send a few hundred bytes.
+const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// A scraper that has not sent its request by then is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves until `stop` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    instance: Arc<Instance>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((socket, _)) = accepted {
+                    let instance = instance.clone();
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(socket, &instance)).await;
+                    });
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn answer(mut socket: TcpStream, instance: &Instance) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        let n = socket.read(&mut chunk).await?;
+        if n == 0 || head.len() + n > MAX_REQUEST_HEAD {
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ');
+    let (method, path) = (
+        words.next().unwrap_or_default(),
+        words.next().unwrap_or_default(),
+    );
+    let path = path.split(|&b| b == b'?').next().unwrap_or_default();
+    let (status, body, kind) = if method != b"GET" {
+        (
+            "405 Method Not Allowed",
+            "only GET\n".to_string(),
+            "text/plain",
+        )
+    } else if path == b"/metrics" {
+        (
+            "200 OK",
+            render(instance),
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+    } else {
+        ("404 Not Found", "see /metrics\n".to_string(), "text/plain")
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(response.as_bytes()).await?;
+    socket.shutdown().await
+}
+
+/// The exposition text.
+pub fn render(instance: &Instance) -> String {
+    let stats = instance.db.stats();
+    let snapshot = instance.db.cache_snapshot();
+    let gauges: &Gauges = &instance.live.gauges;
+    let mut out = String::with_capacity(4096);
+    let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    };
+    let read = Stats::read;
+    metric(
+        "mantle_commands_total",
+        "counter",
+        "Commands processed.",
+        read(&stats.commands_processed),
+    );
+    metric(
+        "mantle_cache_hits_total",
+        "counter",
+        "Lookups answered from the cache.",
+        read(&stats.cache_hits),
+    );
+    metric(
+        "mantle_cache_misses_total",
+        "counter",
+        "Lookups that went to the store.",
+        read(&stats.cache_misses),
+    );
+    metric(
+        "mantle_cache_objects",
+        "gauge",
+        "Objects cached.",
+        snapshot.objects,
+    );
+    metric(
+        "mantle_cache_bytes",
+        "gauge",
+        "Bytes charged to the cache.",
+        snapshot.bytes,
+    );
+    metric(
+        "mantle_cache_capacity_objects",
+        "gauge",
+        "Object capacity (0: unlimited).",
+        snapshot.capacity.objects.unwrap_or(0),
+    );
+    metric(
+        "mantle_cache_capacity_bytes",
+        "gauge",
+        "Byte capacity (0: unlimited).",
+        snapshot.capacity.bytes.unwrap_or(0),
+    );
+    metric(
+        "mantle_cache_evictions_total",
+        "counter",
+        "Objects evicted.",
+        snapshot.evictions,
+    );
+    metric(
+        "mantle_store_reads_total",
+        "counter",
+        "Reads sent to the back-end store.",
+        read(&stats.store_reads),
+    );
+    metric(
+        "mantle_store_writes_total",
+        "counter",
+        "Writes sent to the back-end store.",
+        read(&stats.store_writes),
+    );
+    metric(
+        "mantle_store_errors_total",
+        "counter",
+        "Back-end store failures.",
+        read(&stats.store_errors),
+    );
+    metric(
+        "mantle_connected_clients",
+        "gauge",
+        "Clients connected.",
+        read(&stats.connected_clients),
+    );
+    metric(
+        "mantle_policy_ticks_total",
+        "counter",
+        "Policy decision ticks run.",
+        Gauges::read(&gauges.ticks),
+    );
+    metric(
+        "mantle_policy_actions_total",
+        "counter",
+        "Ticks whose decision acted on the cache.",
+        Gauges::read(&gauges.actions),
+    );
+    metric(
+        "mantle_policy_errors_total",
+        "counter",
+        "Policy ticks that failed.",
+        Gauges::read(&gauges.errors),
+    );
+    metric(
+        "mantle_policy_fallbacks_total",
+        "counter",
+        "Automatic rollbacks of failing versions.",
+        Gauges::read(&gauges.fallbacks),
+    );
+    let active = gauges.active();
+    let _ = writeln!(
+        out,
+        "# HELP mantle_policy_active_version Registry version of the active policy (0: none).\n\
+         # TYPE mantle_policy_active_version gauge\n\
+         mantle_policy_active_version{{policy=\"{}\"}} {}",
+        active.replace(['"', '\\', '\n'], "_"),
+        Gauges::read(&gauges.active_version)
+    );
+    out
+}
