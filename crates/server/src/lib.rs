@@ -17,6 +17,7 @@
 //! server::serve(config).unwrap(); // until SIGTERM or SIGINT
 //! ```
 
+pub mod admin;
 pub mod cmd;
 pub mod config;
 pub mod connection;

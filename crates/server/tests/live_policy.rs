@@ -85,7 +85,7 @@ impl Load {
                     let mut i = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         let key = format!("k{t}:{}", i % 3_000);
-                        let ok = if i % 3 == 0 {
+                        let ok = if i.is_multiple_of(3) {
                             redis::cmd("SET")
                                 .arg(&key)
                                 .arg(i)

@@ -1,5 +1,6 @@
-//! `mantle policy check|test`: let policy authors compile, lint and unit-test a policy
-//! without a trace or a server. The work is done by `policy::check` and `policy::testenv`.
+//! `mantle policy check|test|push`: let policy authors compile, lint and unit-test a policy
+//! without a trace or a server, and operators push one to a running server. The work is done
+//! by `policy::check`, `policy::testenv` and `server::admin`.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,20 @@ enum PolicyCommand {
         #[command(flatten)]
         limits: LimitArgs,
     },
+    /// Store a policy as the next version in a running server's registry and activate it.
+    Push {
+        /// The policy file; its name (without .lua) is the policy's name unless --name is given.
+        file: PathBuf,
+        /// The server, HOST:PORT.
+        #[arg(long, value_name = "ADDR")]
+        server: String,
+        /// Policy name in the registry.
+        #[arg(long)]
+        name: Option<String>,
+        /// Author recorded with the version (default: $USER).
+        #[arg(long)]
+        author: Option<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -65,6 +80,26 @@ fn read(path: &Path) -> Result<String> {
 
 pub fn run(args: Args) -> Result<()> {
     match args.command {
+        PolicyCommand::Push {
+            file,
+            server,
+            name,
+            author,
+        } => {
+            let source = read(&file)?;
+            let name = name.unwrap_or_else(|| {
+                file.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+            let author = author
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_else(|| "mantle policy push".to_string());
+            let version = server::admin::push_policy(&server, &name, &source, &author)
+                .with_context(|| format!("{}: push failed", file.display()))?;
+            println!("{name}@{version} active on {server}");
+            Ok(())
+        }
         PolicyCommand::Check { file, limits } => {
             let report = policy::check::check_source(
                 &file.display().to_string(),

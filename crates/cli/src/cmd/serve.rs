@@ -44,9 +44,20 @@ pub struct Args {
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// A Lua policy managing the cache at run time (not yet supported in serve mode).
+    /// A Lua policy to store in the server's policy registry (as a new version of the file's
+    /// name, unless unchanged) and run; the registry's active policy otherwise runs.
     #[arg(long)]
     pub policy: Option<PathBuf>,
+    /// Wall-clock period of policy decision ticks, e.g. 1s or 200ms.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub tick: std::time::Duration,
+    /// Serve Prometheus metrics over HTTP at this address, e.g. 127.0.0.1:9121.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    server::parse_duration(text)
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -54,12 +65,6 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if let Some(policy) = &args.policy {
-        anyhow::bail!(
-            "--policy {}: policies are not yet supported by `mantle serve` (use `mantle replay`)",
-            policy.display()
-        );
-    }
     let backend = match (args.data_dir, args.upstream) {
         (_, Some(url)) => server::Backend::Upstream { url },
         (Some(data_dir), None) => server::Backend::RocksDb {
@@ -77,5 +82,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.proto_max_bulk_len = args.proto_max_bulk_len;
     config.requirepass = args.requirepass;
     config.threads = args.threads;
+    config.policy = args.policy;
+    config.tick = args.tick;
+    config.metrics_listen = args.metrics_listen;
     server::serve(config)
 }

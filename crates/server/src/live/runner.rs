@@ -587,7 +587,7 @@ fn replace_ids(text: &str, pairs: &[(String, String)]) -> String {
                 continue;
             }
             let end = i + from.len();
-            let after = text[end..].as_bytes();
+            let after = &text.as_bytes()[end..];
             let lua_line =
                 after.first() == Some(&b':') && after.get(1).is_some_and(u8::is_ascii_digit);
             let glued_after = after.first().is_some_and(u8::is_ascii_digit);

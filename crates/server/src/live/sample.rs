@@ -118,7 +118,7 @@ fn resident_bytes() -> Option<f64> {
     let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     // SAFETY: sysconf only reads a system constant.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    (page > 0).then(|| pages * page as f64)
+    (page > 0).then_some(pages * page as f64)
 }
 
 #[cfg(test)]

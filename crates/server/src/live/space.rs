@@ -2,7 +2,7 @@
 //! store (durable, as Malacology keeps policies in the storage system itself), or, in front of
 //! an upstream tier that has no local store, memory (lost at exit; the server says so).
 
-use crate::store::rocks::PolicySpace;
+use crate::store::rocks::{Pair, PolicySpace};
 use crate::store::StoreError;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -52,7 +52,7 @@ impl Space {
     }
 
     /// Pairs under `prefix`, in key order.
-    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<Pair>, StoreError> {
         match self {
             Space::Rocks(space) => space.scan(prefix),
             Space::Memory(map) => Ok(lock(map)

@@ -359,6 +359,9 @@ fn sync_loop(db: &DB, shared: &SyncShared, synced: &watch::Sender<u64>, fsync: F
     }
 }
 
+/// A key and its value, owned.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
 /// The registry's view of RocksDB: sorted keys in [`POLICY_FAMILY`], written in atomic
 /// batches that reach the operating system (and, with `sync`, the disk) before returning.
 #[derive(Clone)]
@@ -397,7 +400,7 @@ impl PolicySpace {
     }
 
     /// Every pair whose key starts with `prefix`, in key order.
-    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<Pair>, StoreError> {
         let mut iter = self.db.raw_iterator_cf(self.family()?);
         iter.seek(prefix);
         let mut out = Vec::new();
