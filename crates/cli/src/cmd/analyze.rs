@@ -3,20 +3,14 @@
 
 use std::path::PathBuf;
 
+use super::trace_args::TraceArgs;
 use analyze::{Analysis, AnalyzeOptions, Analyzer};
 use anyhow::{Context, Result};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace file (compressed .zst/.gz/.xz/.bz2/.tar.gz files are read transparently).
-    #[arg(long, value_name = "PATH")]
-    pub trace: PathBuf,
-    /// Trace format; detected from the file name and contents when omitted.
-    #[arg(long, value_name = "F")]
-    pub format: Option<String>,
-    /// Column spec for csv traces, libCacheSim style: time-col=1,obj-id-col=2,has-header=true
-    #[arg(long, value_name = "SPEC")]
-    pub csv: Option<String>,
+    #[command(flatten)]
+    pub input: TraceArgs,
     /// Sliding window for distinct keys: seconds (60, 60s), minutes (5m) or milliseconds (500ms).
     #[arg(long, default_value = "60s", value_parser = parse_seconds, value_name = "DURATION")]
     pub window: f64,
@@ -57,17 +51,11 @@ pub fn parse_seconds(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let format = args
-        .format
-        .as_deref()
-        .map(str::parse::<trace::Format>)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
-    let mut options = trace::ReadOptions::default();
-    if let Some(spec) = &args.csv {
-        options.csv = Some(spec.parse().map_err(|e| anyhow::anyhow!("--csv: {e}"))?);
-    }
-    let mut reader = trace::open(&args.trace, format, &options)?;
+    let mut reader = trace::open(
+        &args.input.trace,
+        args.input.format()?,
+        &args.input.options()?,
+    )?;
     let mut analyzer = Analyzer::new(AnalyzeOptions {
         window_s: args.window,
         regimes: args.regimes,
@@ -79,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let analysis = analyzer.finish();
     if let Some(path) = &args.report {
-        let html = analyze::html::render(&analysis, &args.trace.display().to_string())?;
+        let html = analyze::html::render(&analysis, &args.input.trace.display().to_string())?;
         std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {

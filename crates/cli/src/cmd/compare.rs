@@ -2,6 +2,7 @@
 //! fixed LRU sizes, Lua policies) in parallel across cores and writes one comparison report.
 
 use super::runs::policy_run;
+use super::trace_args::TraceArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use cache::{Algorithm, Capacity};
 use serde_json::json;
@@ -13,15 +14,8 @@ use std::sync::Mutex;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace file.
-    #[arg(long, value_name = "PATH")]
-    pub trace: PathBuf,
-    /// Trace format; detected when omitted.
-    #[arg(long, value_name = "F")]
-    pub format: Option<String>,
-    /// Column spec for csv traces (libCacheSim style).
-    #[arg(long, value_name = "SPEC")]
-    pub csv: Option<String>,
+    #[command(flatten)]
+    pub input: TraceArgs,
     /// A policy to compare; parameters may follow the file name: policies/fixed.lua:n=1000,k=2.
     /// Policies run on an unlimited cache that they size themselves. Repeatable.
     #[arg(long = "policy", value_name = "FILE.lua[:K=V,...]")]
@@ -67,18 +61,10 @@ pub fn run(args: Args) -> Result<()> {
     if runs.is_empty() {
         bail!("nothing to compare: give --policy or --fixed (or drop --no-baseline)");
     }
-    let format = args
-        .format
-        .as_deref()
-        .map(str::parse::<trace::Format>)
-        .transpose()
-        .map_err(|e| anyhow!("--format: {e}"))?;
-    let mut options = trace::ReadOptions::default();
-    if let Some(spec) = &args.csv {
-        options.csv = Some(spec.parse().map_err(|e| anyhow!("--csv: {e}"))?);
-    }
+    let format = args.input.format()?;
+    let options = args.input.options()?;
     // Fail on an unreadable trace once, before starting every run.
-    trace::open(&args.trace, format, &options)?;
+    trace::open(&args.input.trace, format, &options)?;
     // Load every policy once up front so a broken one is reported before any replay runs.
     for run in &runs {
         if let Some((path, params)) = &run.policy {
@@ -130,7 +116,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(path) = &args.report {
         let html = report::comparison_report(
-            &format!("mantle compare: {}", args.trace.display()),
+            &format!("mantle compare: {}", args.input.trace.display()),
             &format!(
                 "{} requests replayed under {} setups ({} eviction, back-end model {}, tick {:?}).",
                 reports[0].1.requests,
@@ -153,7 +139,7 @@ pub fn run(args: Args) -> Result<()> {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "trace": args.trace.display().to_string(),
+                "trace": args.input.trace.display().to_string(),
                 "runs": runs,
             }))?
         );
@@ -269,7 +255,7 @@ fn replay_one(
         ),
         None => None,
     };
-    let mut reader = trace::open(&args.trace, format, options)?;
+    let mut reader = trace::open(&args.input.trace, format, options)?;
     Ok(sim::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn sim::Controller),

@@ -7,3 +7,4 @@ pub mod policy;
 pub mod replay;
 pub mod runs;
 pub mod serve;
+pub mod trace_args;

@@ -1,6 +1,7 @@
 //! `mantle replay`: replays a trace through a cache (optionally managed by a policy) and
 //! prints the report.
 
+use super::trace_args::TraceArgs;
 use anyhow::{bail, Context, Result};
 use cache::{Algorithm, Capacity};
 use serde_json::{json, Value};
@@ -13,24 +14,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace file (compressed .zst/.gz/.xz/.bz2/.tar.gz files are read transparently).
-    #[arg(long, value_name = "PATH")]
-    pub trace: PathBuf,
-    /// Trace format; detected from the file name and contents when omitted.
-    #[arg(long, value_name = "F")]
-    pub format: Option<String>,
-    /// Column spec for csv traces, libCacheSim style: time-col=1,obj-id-col=2,obj-size-col=3,has-header=true
-    #[arg(long, value_name = "SPEC")]
-    pub csv: Option<String>,
-    /// Block size in bytes for block traces (used with --expand-blocks and by arc).
-    #[arg(long, default_value_t = 512, value_name = "BYTES")]
-    pub block_size: u32,
-    /// Block traces: one request per block an I/O touches, instead of one per I/O.
-    #[arg(long)]
-    pub expand_blocks: bool,
-    /// Traces that record reads and writes: replay them as get and put instead of access.
-    #[arg(long)]
-    pub rw_ops: bool,
+    #[command(flatten)]
+    pub input: TraceArgs,
     /// Cache size: objects (1000), bytes with a unit (64MiB, 1GB), a percentage of the
     /// trace's working set (10%: in bytes when the trace has sizes, else objects), or unlimited.
     #[arg(long, value_name = "SIZE")]
@@ -107,14 +92,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let format = args
-        .format
-        .as_deref()
-        .map(str::parse::<trace::Format>)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
-    let options = read_options(&args)?;
-    let open = || trace::open(&args.trace, format, &options);
+    let format = args.input.format()?;
+    let options = args.input.options()?;
+    let open = || trace::open(&args.input.trace, format, &options);
 
     let mut working_set = None;
     let capacity = match args.cache_size {
@@ -131,7 +111,7 @@ pub fn run(args: Args) -> Result<()> {
             let mut reader = open()?;
             let ws = WorkingSet::scan(|| reader.next_request())?;
             working_set = Some(ws);
-            capacity_from_percent(ws, p, &args.trace)?
+            capacity_from_percent(ws, p, &args.input.trace)?
         }
     };
 
@@ -193,7 +173,7 @@ pub fn run(args: Args) -> Result<()> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| format!("{} {}", args.eviction, args.cache_size));
         let run = super::runs::policy_run(&name, &report);
-        let title = format!("mantle replay: {}", args.trace.display());
+        let title = format!("mantle replay: {}", args.input.trace.display());
         let intro = format!(
             "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
             report.requests, report.miss_ratio, report.mean_cache_objects
@@ -211,8 +191,8 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     let input = json!({
-        "trace": args.trace.display().to_string(),
-        "format": format.map(|f| f.to_string()).unwrap_or_else(|| detected(&args.trace)),
+        "trace": args.input.trace.display().to_string(),
+        "format": args.input.format_name(),
         "algorithm": format!("{:?}", args.eviction).to_lowercase(),
         "cache_size": args.cache_size.to_string(),
         "capacity_objects": capacity.objects,
@@ -258,9 +238,9 @@ fn warmup_config(
     };
     let format = match format {
         Some(f) => Some(f),
-        None => trace::detect(&args.trace).ok(),
+        None => trace::detect(&args.input.trace).ok(),
     };
-    let granularity = granularity(args.region.as_deref(), format, args.block_size)?;
+    let granularity = granularity(args.region.as_deref(), format, args.input.block_size)?;
     Ok(WarmupConfig {
         restart_at,
         spec: args.warmup,
@@ -299,28 +279,6 @@ fn granularity(
             _ => Granularity::Keys,
         }),
     }
-}
-
-fn read_options(args: &Args) -> Result<trace::ReadOptions> {
-    let mut options = trace::ReadOptions {
-        block_size: args.block_size,
-        expand_blocks: args.expand_blocks,
-        rw_ops: args.rw_ops,
-        ..trace::ReadOptions::default()
-    };
-    if args.block_size == 0 {
-        bail!("--block-size must be > 0");
-    }
-    if let Some(spec) = &args.csv {
-        options.csv = Some(spec.parse().map_err(|e| anyhow::anyhow!("--csv: {e}"))?);
-    }
-    Ok(options)
-}
-
-fn detected(path: &Path) -> String {
-    trace::detect(path)
-        .map(|f| f.to_string())
-        .unwrap_or_else(|_| "unknown".to_string())
 }
 
 /// Resolves `--cache-size P%` against the working set: bytes when the trace carries object
