@@ -5,10 +5,33 @@
 //! The order of operations on a miss is libCacheSim's `cache_get_base`: refuse objects that
 //! can never fit, evict until the new object fits, then insert. A lookup never changes an
 //! object's size (libCacheSim ignores the size carried by a hit); only [`Cache::insert`] does.
+//!
+//! A caller that already keeps a record per key (the server's key table) can keep a
+//! [`SlotHint`] in it and look up with [`Cache::get_hinted`], which goes straight to the
+//! object's node instead of through the hash index: on a server's cache hit that index walk
+//! was a second dependent lookup after the caller's own.
 
 use crate::policy::{EvictionPolicy, Policy};
 use crate::store::{Slot, Store, NIL};
 use crate::{Algorithm, Capacity};
+
+/// Where a cached object's node sits in the slab, as returned by [`Cache::insert_hinted`] or
+/// [`Cache::slot_hint`]. An object keeps its node while it stays cached. A hint only makes a
+/// lookup faster, never different: one that no longer names its key's node (the key left the
+/// cache, or the hint is [`SlotHint::NONE`]) falls back to the hash index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotHint(Slot);
+
+impl SlotHint {
+    /// Names no node; lookups with it use the hash index.
+    pub const NONE: SlotHint = SlotHint(NIL);
+}
+
+impl Default for SlotHint {
+    fn default() -> Self {
+        SlotHint::NONE
+    }
+}
 
 pub struct Cache {
     algorithm: Algorithm,
@@ -54,6 +77,26 @@ impl Cache {
         }
     }
 
+    /// [`Cache::get`] for a key whose node `hint` probably names: same result and same effect
+    /// on the algorithm, without the hash index when the hint is right.
+    #[inline]
+    pub fn get_hinted(&mut self, key: u64, hint: SlotHint) -> bool {
+        let slot = hint.0;
+        match self.store.nodes.get(slot as usize) {
+            Some(node) if node.key == key && !node.is_free() => {
+                self.reported_miss = None;
+                self.policy.on_hit(&mut self.store.nodes, slot);
+                true
+            }
+            _ => self.get(key),
+        }
+    }
+
+    /// The hint for a cached `key` (no access recorded).
+    pub fn slot_hint(&self, key: u64) -> Option<SlotHint> {
+        self.store.find(key).map(SlotHint)
+    }
+
     /// One request as libCacheSim replays it: a lookup that inserts on a miss. Returns
     /// whether it hit. A hit keeps the cached size even if `size` differs.
     #[inline]
@@ -76,6 +119,25 @@ impl Cache {
     /// afterwards; when it cannot be (too large, or refused by the algorithm) a previous
     /// version is removed, which is not an eviction.
     pub fn insert_with<F: FnMut(u64, u32)>(&mut self, key: u64, size: u32, on_evict: F) -> bool {
+        self.insert_hinted(key, size, on_evict).is_some()
+    }
+
+    /// [`Cache::insert_with`], returning the hint for `key` when it is cached afterwards.
+    pub fn insert_hinted<F: FnMut(u64, u32)>(
+        &mut self,
+        key: u64,
+        size: u32,
+        on_evict: F,
+    ) -> Option<SlotHint> {
+        self.insert_slot(key, size, on_evict).map(SlotHint)
+    }
+
+    fn insert_slot<F: FnMut(u64, u32)>(
+        &mut self,
+        key: u64,
+        size: u32,
+        on_evict: F,
+    ) -> Option<Slot> {
         // Right after `get` missed this key it is known to be absent: only an insert of the
         // key itself could have added it, and every insert clears `reported_miss`.
         if self.reported_miss == Some(key) {
@@ -87,12 +149,17 @@ impl Cache {
         }
     }
 
-    fn insert_new<F: FnMut(u64, u32)>(&mut self, key: u64, size: u32, mut on_evict: F) -> bool {
+    fn insert_new<F: FnMut(u64, u32)>(
+        &mut self,
+        key: u64,
+        size: u32,
+        mut on_evict: F,
+    ) -> Option<Slot> {
         if self.reported_miss.take() != Some(key) {
             self.policy.on_miss(key);
         }
         if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
-            return false;
+            return None;
         }
         while self
             .capacity
@@ -103,22 +170,23 @@ impl Cache {
             }
         }
         if !self.policy.admit_after_evictions(key, size) {
-            return false;
+            return None;
         }
-        match self.store.insert(key, size) {
-            Some(slot) => {
-                self.policy.on_insert(&mut self.store.nodes, slot);
-                true
-            }
-            None => false,
-        }
+        let slot = self.store.insert(key, size)?;
+        self.policy.on_insert(&mut self.store.nodes, slot);
+        Some(slot)
     }
 
-    fn update<F: FnMut(u64, u32)>(&mut self, slot: Slot, size: u32, mut on_evict: F) -> bool {
+    fn update<F: FnMut(u64, u32)>(
+        &mut self,
+        slot: Slot,
+        size: u32,
+        mut on_evict: F,
+    ) -> Option<Slot> {
         self.reported_miss = None;
         if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
             self.remove_slot(slot);
-            return false;
+            return None;
         }
         let old_size = self.store.nodes[slot as usize].size;
         if old_size != size {
@@ -136,7 +204,7 @@ impl Cache {
                 victim => cached &= victim != slot,
             }
         }
-        cached
+        cached.then_some(slot)
     }
 
     /// Evicts the algorithm's next victim; returns its (now free) slot or `NIL` when empty.
@@ -359,6 +427,81 @@ mod tests {
         c.insert(100, 900);
         c.insert(101, 900);
         assert!(c.bytes() <= 1000 && c.len() <= 3);
+    }
+
+    #[test]
+    fn hints_name_the_node_until_the_key_leaves() {
+        let mut c = lru(100);
+        let h1 = c.insert_hinted(1, 10, |_, _| {}).unwrap();
+        let h2 = c.insert_hinted(2, 10, |_, _| {}).unwrap();
+        assert_ne!(h1, h2);
+        assert_eq!(c.slot_hint(1), Some(h1));
+        assert_eq!(
+            c.insert_hinted(1, 20, |_, _| {}),
+            Some(h1),
+            "an update keeps the node"
+        );
+        assert!(c.get_hinted(2, h2));
+        // A hint naming another key's node, or none, still finds the key.
+        assert!(c.get_hinted(1, h2));
+        assert!(c.get_hinted(1, SlotHint::NONE));
+        c.remove(1);
+        assert_eq!(c.slot_hint(1), None);
+        assert!(!c.get_hinted(1, h1), "a freed node is not a hit");
+        assert!(c.insert_hinted(3, 101, |_, _| {}).is_none(), "too large");
+        assert!(
+            c.insert_hinted(2, 101, |_, _| {}).is_none(),
+            "dropped on update"
+        );
+    }
+
+    #[test]
+    fn hinted_lookups_evict_exactly_like_plain_ones() {
+        // Same requests to two caches, one with hints (some stale), one without: the victims
+        // and hits must be identical for every algorithm.
+        for alg in Algorithm::ALL {
+            let mut plain = Cache::new(alg, Capacity::objects(50));
+            let mut hinted = Cache::new(alg, Capacity::objects(50));
+            let mut hints = vec![SlotHint::NONE; 200];
+            let (mut plain_victims, mut hinted_victims) = (Vec::new(), Vec::new());
+            let mut x = 12345u64;
+            for i in 0..20_000u32 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let key = (x >> 33) % 200;
+                let hit = plain.get(key);
+                assert_eq!(
+                    hinted.get_hinted(key, hints[key as usize]),
+                    hit,
+                    "{alg} {i}"
+                );
+                if !hit {
+                    plain.insert_with(key, 1, |k, _| plain_victims.push(k));
+                    let before = hinted_victims.len();
+                    let hint = hinted.insert_hinted(key, 1, |k, _| hinted_victims.push(k));
+                    for &victim in &hinted_victims[before..] {
+                        hints[victim as usize] = SlotHint::NONE;
+                    }
+                    hints[key as usize] = hint.unwrap_or(SlotHint::NONE);
+                }
+                if i % 97 == 0 {
+                    plain.remove(key);
+                    hinted.remove(key);
+                    hints[key as usize] = SlotHint::NONE;
+                }
+                if i % 1000 == 0 {
+                    // A hint stays right for as long as its key stays cached.
+                    for (k, &hint) in hints.iter().enumerate() {
+                        if hint != SlotHint::NONE {
+                            assert_eq!(hinted.slot_hint(k as u64), Some(hint), "{alg} {k}");
+                        }
+                    }
+                }
+            }
+            assert_eq!(plain_victims, hinted_victims, "{alg}");
+            assert!(!plain_victims.is_empty());
+        }
     }
 
     #[test]

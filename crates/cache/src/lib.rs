@@ -33,7 +33,7 @@ mod store;
 
 pub use access_log::AccessLog;
 pub use algorithm::Algorithm;
-pub use cache::Cache;
+pub use cache::{Cache, SlotHint};
 pub use capacity::Capacity;
 pub use classed::{ClassStats, ClassedCache};
 

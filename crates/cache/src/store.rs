@@ -23,6 +23,10 @@ pub(crate) type Slot = u32;
 /// "No node": end of a queue, empty hand, empty free list.
 pub(crate) const NIL: Slot = Slot::MAX;
 
+/// `prev` of a node on the free list: never a slot (slots stay below `MAX_OBJECTS`) and never
+/// `NIL`, so a node can tell whether it is in use without consulting the index.
+const FREED: Slot = NIL - 1;
+
 /// Bits of `Node::chain` that hold the next slot in the bucket; the 4 bits above hold the
 /// eviction algorithm's per-object state.
 const CHAIN_BITS: u32 = 28;
@@ -73,6 +77,12 @@ impl Node {
     pub fn set_meta(&mut self, meta: u32) {
         debug_assert!(meta <= META_MAX);
         self.chain = (self.chain & CHAIN_MASK) | (meta << CHAIN_BITS);
+    }
+
+    /// Whether this node is on the free list (holds no object).
+    #[inline]
+    pub fn is_free(&self) -> bool {
+        self.prev == FREED
     }
 
     #[inline]
@@ -205,7 +215,7 @@ impl Store {
         self.bytes -= u64::from(node.size);
         let freed = &mut self.nodes[slot as usize];
         freed.next = self.free_head;
-        freed.prev = NIL;
+        freed.prev = FREED;
         freed.chain = CHAIN_END;
         self.free_head = slot;
     }
@@ -276,10 +286,13 @@ mod tests {
         assert_eq!(store.find(30), None);
         assert_eq!((store.len(), store.bytes()), (2, 150));
         store.remove(a);
+        assert!(store.nodes[a as usize].is_free());
+        assert!(!store.nodes[b as usize].is_free());
         assert_eq!(store.find(10), None);
         assert_eq!((store.len(), store.bytes()), (1, 50));
         let c = store.insert(30, 7).unwrap();
         assert_eq!(c, a, "freed slot is reused before the slab grows");
+        assert!(!store.nodes[c as usize].is_free());
         assert_eq!(store.nodes.len(), 2);
         store.resize(c, 9);
         assert_eq!(store.bytes(), 59);
