@@ -131,13 +131,13 @@ impl Db {
     fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Bytes> {
         let mut state = self.state();
         let State { table, cache, .. } = &mut *state;
-        let (id, entry) = table.lookup(hash, key)?;
+        let (id, hint, entry) = table.lookup_hinted(hash, key)?;
         if entry.expires_at_ms != 0 && entry.expires_at_ms <= now_ms() {
             self.forget(&mut state, id);
             return None;
         }
         let value = entry.value();
-        cache.get(id);
+        cache.get_hinted(id, hint);
         Stats::bump(&self.shared.stats.cache_hits);
         Some(value)
     }
@@ -411,20 +411,25 @@ impl Db {
     fn install(&self, state: &mut State, hash: u64, entry: Entry) -> bool {
         let size = self.charge(&entry);
         let State { table, cache, .. } = state;
-        let id = match table.find(hash, entry.key()) {
+        let (id, new) = match table.find(hash, entry.key()) {
             Some(id) => {
                 table.replace(id, entry);
-                id
+                (id, false)
             }
-            None => table.insert(hash, entry),
+            None => (table.insert(hash, entry), true),
         };
-        let cached = cache.insert_with(id, size, |victim, _| {
+        let hint = cache.insert_hinted(id, size, |victim, _| {
             table.remove(victim);
         });
-        if !cached {
-            table.remove(id);
+        match hint {
+            // An update keeps the key's node, so only a new key needs its hint recorded.
+            Some(hint) if new => table.set_hint(id, hint),
+            Some(_) => {}
+            None => {
+                table.remove(id);
+            }
         }
-        cached
+        hint.is_some()
     }
 
     fn forget(&self, state: &mut State, id: u64) {

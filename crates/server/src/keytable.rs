@@ -3,10 +3,15 @@
 //! enters the cache and gives it back when it leaves, so ids stay dense (they index a `Vec`),
 //! and there is never a hash collision between keys: the index compares the key bytes.
 //!
-//! Memory per cached key: one index slot (the [`Entry`], 48 bytes, and its id) plus a control
-//! byte, the key's hash by id (8 bytes), and one allocation holding key and value together.
+//! Memory per cached key: one index slot (the [`Entry`], 48 bytes, its id and the cache's
+//! slot hint) plus a control byte, the key's hash by id (8 bytes), and one allocation holding
+//! key and value together.
+//!
+//! The slot hint is where the eviction algorithm keeps the key's node: with it, a cache hit
+//! updates the algorithm without a second hash lookup by id.
 
 use bytes::Bytes;
+use cache::SlotHint;
 use hashbrown::HashTable;
 
 /// One cached key: key and value share one allocation (`data` is the key then the value).
@@ -51,10 +56,12 @@ impl Entry {
     }
 }
 
-/// An entry as the index stores it, with its id.
+/// An entry as the index stores it, with its id and the cache's hint for that id (both fit
+/// in the padding after the entry).
 struct Slot {
     entry: Entry,
     id: u32,
+    hint: SlotHint,
 }
 
 /// Bytes of one index slot (the entry lives in the index itself: a lookup touches the index
@@ -97,6 +104,25 @@ impl KeyTable {
             .map(|slot| (u64::from(slot.id), &slot.entry))
     }
 
+    /// [`KeyTable::lookup`] plus the cache's slot hint recorded for the key.
+    #[inline]
+    pub fn lookup_hinted(&self, hash: u64, key: &[u8]) -> Option<(u64, SlotHint, &Entry)> {
+        self.index
+            .find(hash, |slot| slot.entry.key() == key)
+            .map(|slot| (u64::from(slot.id), slot.hint, &slot.entry))
+    }
+
+    /// Records where the cache keeps `id`'s node (see [`KeyTable::lookup_hinted`]).
+    pub fn set_hint(&mut self, id: u64, hint: SlotHint) {
+        let Some(&hash) = self.hashes.get(id as usize) else {
+            return;
+        };
+        let id = id as u32;
+        if let Some(slot) = self.index.find_mut(hash, |slot| slot.id == id) {
+            slot.hint = hint;
+        }
+    }
+
     pub fn get(&self, id: u64) -> Option<&Entry> {
         let hash = *self.hashes.get(id as usize)?;
         let id = id as u32;
@@ -105,7 +131,8 @@ impl KeyTable {
             .map(|slot| &slot.entry)
     }
 
-    /// Adds `entry` (whose key must not be present) and returns its new id.
+    /// Adds `entry` (whose key must not be present, with no slot hint yet) and returns its new
+    /// id.
     pub fn insert(&mut self, hash: u64, entry: Entry) -> u64 {
         let id = match self.free.pop() {
             Some(id) => {
@@ -118,8 +145,15 @@ impl KeyTable {
             }
         };
         let hashes = &self.hashes;
-        self.index
-            .insert_unique(hash, Slot { entry, id }, |slot| hashes[slot.id as usize]);
+        self.index.insert_unique(
+            hash,
+            Slot {
+                entry,
+                id,
+                hint: SlotHint::NONE,
+            },
+            |slot| hashes[slot.id as usize],
+        );
         u64::from(id)
     }
 
@@ -182,6 +216,44 @@ mod tests {
     }
 
     #[test]
+    fn hints_are_kept_per_key_and_start_empty() {
+        let hasher = ahash::RandomState::new();
+        let h = |k: &[u8]| hasher.hash_one(k);
+        let mut cache = cache::Cache::new(cache::Algorithm::Lru, cache::Capacity::default());
+        let mut table = KeyTable::default();
+        let a = table.insert(h(b"a"), Entry::new(b"a", b"1", 0, 0));
+        let b = table.insert(h(b"b"), Entry::new(b"b", b"2", 0, 0));
+        assert_eq!(
+            table.lookup_hinted(h(b"a"), b"a").unwrap().1,
+            SlotHint::NONE
+        );
+        let hint_a = cache.insert_hinted(a, 1, |_, _| {}).unwrap();
+        let hint_b = cache.insert_hinted(b, 1, |_, _| {}).unwrap();
+        table.set_hint(a, hint_a);
+        table.set_hint(b, hint_b);
+        table.set_hint(b + 10, hint_a);
+        let (id, hint, entry) = table.lookup_hinted(h(b"b"), b"b").unwrap();
+        assert_eq!(
+            (id, hint, entry.value()),
+            (b, hint_b, Bytes::from_static(b"2"))
+        );
+        assert_eq!(table.lookup_hinted(h(b"a"), b"a").unwrap().1, hint_a);
+        table.replace(a, Entry::new(b"a", b"3", 0, 0));
+        assert_eq!(
+            table.lookup_hinted(h(b"a"), b"a").unwrap().1,
+            hint_a,
+            "same key, same node"
+        );
+        table.remove(a);
+        let c = table.insert(h(b"c"), Entry::new(b"c", b"4", 0, 0));
+        assert_eq!(c, a);
+        assert_eq!(
+            table.lookup_hinted(h(b"c"), b"c").unwrap().1,
+            SlotHint::NONE
+        );
+    }
+
+    #[test]
     fn entries_split_key_and_value_from_one_allocation() {
         let entry = Entry::new(b"key", b"value", 7, 2);
         assert_eq!(entry.key(), b"key");
@@ -191,6 +263,11 @@ mod tests {
         assert!(!entry.is_live(7));
         assert_eq!(Entry::new(b"", b"", 0, 0).value(), "");
         assert_eq!(std::mem::size_of::<Option<Entry>>(), 48);
+        assert_eq!(
+            std::mem::size_of::<Slot>(),
+            56,
+            "id and hint fit in the entry's padding"
+        );
     }
 
     #[test]
