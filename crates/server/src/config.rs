@@ -116,6 +116,12 @@ pub struct Config {
     pub policy_echo: bool,
     /// Where to serve Prometheus metrics over HTTP (`--metrics-listen`).
     pub metrics_listen: Option<SocketAddr>,
+    /// Bulk-load what the last run accessed at start, in the background (`--warmup`).
+    pub warmup: Option<crate::warmup::WarmupSpec>,
+    /// Most keys the access monitor tracks; 0 turns it off (`--warmup-track`).
+    pub warmup_track: usize,
+    /// How often the monitor's record is persisted (`--warmup-persist`).
+    pub warmup_persist: Duration,
 }
 
 impl Config {
@@ -136,6 +142,9 @@ impl Config {
             policy_limits: policy::Limits::default(),
             policy_echo: true,
             metrics_listen: None,
+            warmup: None,
+            warmup_track: crate::warmup::monitor::DEFAULT_TRACK,
+            warmup_persist: crate::warmup::DEFAULT_PERSIST,
         }
     }
 

@@ -45,6 +45,10 @@ struct Shared {
     stats: Stats,
     /// Bytes charged to the cache per object on top of its key and value (see docs/server.md).
     object_overhead: u64,
+    /// The access monitor and bulk fill of warm-up on restart.
+    warmup: crate::warmup::Warmup,
+    /// How long store reads take, for the metrics endpoint.
+    read_latency: crate::metrics_http::LatencyHistogram,
 }
 
 struct State {
@@ -91,6 +95,8 @@ impl Db {
                 hasher: ahash::RandomState::new(),
                 stats: Stats::default(),
                 object_overhead,
+                warmup: crate::warmup::Warmup::default(),
+                read_latency: crate::metrics_http::LatencyHistogram::default(),
             }),
         }
     }
@@ -122,6 +128,7 @@ impl Db {
     /// The value of `key`, from the cache or, on a miss, from the store (filling the cache).
     pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
         let hash = self.hash(key);
+        self.shared.warmup.monitor.record(hash, key);
         if let Some(value) = self.lookup_cached(hash, key) {
             return Ok(Some(value));
         }
@@ -175,11 +182,10 @@ impl Db {
 
     async fn store_get(&self, key: &[u8], now: u64) -> Result<Option<Record>, StoreError> {
         Stats::bump(&self.shared.stats.store_reads);
-        self.shared
-            .store
-            .get(key, now)
-            .await
-            .inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
+        let started = std::time::Instant::now();
+        let result = self.shared.store.get(key, now).await;
+        self.shared.read_latency.observe(started.elapsed());
+        result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
     }
 
     async fn purge_expired(&self, hash: u64, key: &[u8]) -> Result<(), StoreError> {
@@ -209,6 +215,7 @@ impl Db {
             None => 0,
         };
         let hash = self.hash(key);
+        self.shared.warmup.monitor.record(hash, key);
         let stripe = self.stripe(hash);
         let now = now_ms();
         let record = Record {
@@ -269,6 +276,9 @@ impl Db {
     /// [`Db::commit`].
     pub async fn set_many(&self, pairs: &[(Bytes, Bytes)]) -> Result<(), StoreError> {
         let hashes: Vec<u64> = pairs.iter().map(|(k, _)| self.hash(k)).collect();
+        for ((key, _), &hash) in pairs.iter().zip(&hashes) {
+            self.shared.warmup.monitor.record(hash, key);
+        }
         let now = now_ms();
         let records: Vec<(Bytes, Record)> = pairs
             .iter()
@@ -539,5 +549,59 @@ impl Db {
         }
         let bytes = self.cache_snapshot().capacity.bytes;
         evicted + self.set_capacity(Capacity { bytes, objects })
+    }
+}
+
+// Warm-up on restart (see `warmup`) and the store's read latency (see `metrics_http`).
+impl Db {
+    pub fn warmup(&self) -> &crate::warmup::Warmup {
+        &self.shared.warmup
+    }
+
+    pub fn store_read_latency(&self) -> &crate::metrics_http::LatencyHistogram {
+        &self.shared.read_latency
+    }
+
+    /// The hash the cache and the access monitor know `key` by.
+    pub fn key_hash(&self, key: &[u8]) -> u64 {
+        self.hash(key)
+    }
+
+    /// One key of warm-up's bulk fill: read from the store and cached only into free room,
+    /// and only if no client cached or wrote the key meanwhile (clients win). Not an access.
+    pub async fn warm_fill(&self, key: &[u8]) -> Result<crate::warmup::Fill, StoreError> {
+        use crate::warmup::Fill;
+        let hash = self.hash(key);
+        if self.is_cached(key) {
+            return Ok(Fill::Skipped);
+        }
+        let stripe = self.stripe(hash);
+        let generation = stripe.generation.load(Ordering::Acquire);
+        let now = now_ms();
+        let record = match self.store_get(key, now).await? {
+            Some(record) if record.is_live(now) => record,
+            _ => return Ok(Fill::Skipped),
+        };
+        let mut state = self.state();
+        if stripe.generation.load(Ordering::Acquire) != generation
+            || state.table.find(hash, key).is_some()
+        {
+            return Ok(Fill::Skipped);
+        }
+        let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
+        let size = u64::from(self.charge(&entry));
+        let capacity = state.cache.capacity();
+        let room_for_one = capacity.objects.is_none_or(|n| state.cache.len() < n)
+            && capacity
+                .bytes
+                .is_none_or(|b| state.cache.bytes() + size <= b);
+        if !room_for_one {
+            return Ok(Fill::Full);
+        }
+        Ok(if self.install(&mut state, hash, entry) {
+            Fill::Loaded
+        } else {
+            Fill::Skipped
+        })
     }
 }

@@ -32,6 +32,7 @@ pub mod parse;
 pub mod server;
 pub mod stats;
 pub mod store;
+pub mod warmup;
 
 pub use config::{parse_duration, parse_size, Backend, Config, Fsync};
 pub use server::{run, serve, Server};

@@ -7,6 +7,7 @@ use crate::instance::Instance;
 use crate::live::Gauges;
 use crate::stats::Stats;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -17,6 +18,53 @@ use tokio::sync::watch;
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// A scraper that has not sent its request by then is dropped.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Upper bounds, in microseconds, of the store read latency histogram's buckets: from a
+/// memtable hit (a few microseconds) to a read stuck behind a compaction stall.
+pub const READ_LATENCY_BOUNDS_US: [u64; 14] = [
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000, 1_000_000,
+];
+
+/// A Prometheus histogram of durations: fixed buckets of relaxed atomic counters, so
+/// observing costs a few adds and never allocates or locks.
+#[derive(Default)]
+pub struct LatencyHistogram {
+    /// Per bucket (not cumulative); the last one is `+Inf`.
+    buckets: [AtomicU64; READ_LATENCY_BOUNDS_US.len() + 1],
+    sum_ns: AtomicU64,
+    count: AtomicU64,
+}
+
+impl LatencyHistogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let us = elapsed.as_micros().min(u128::from(u64::MAX)) as u64;
+        let bucket = READ_LATENCY_BOUNDS_US.partition_point(|&bound| bound < us);
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let ns = elapsed.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Writes the histogram's `_bucket`, `_sum` and `_count` series.
+    fn render(&self, name: &str, help: &str, out: &mut String) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            cumulative += bucket.load(Ordering::Relaxed);
+            let le = match READ_LATENCY_BOUNDS_US.get(i) {
+                Some(&us) => format!("{}", us as f64 / 1e6),
+                None => "+Inf".to_string(),
+            };
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+    }
+}
 
 /// Serves until `stop` turns true.
 pub async fn serve(
@@ -190,6 +238,26 @@ pub fn render(instance: &Instance) -> String {
         "Automatic rollbacks of failing versions.",
         Gauges::read(&gauges.fallbacks),
     );
+    let progress = &instance.db.warmup().progress;
+    let read = crate::warmup::Progress::read;
+    metric(
+        "mantle_warmup_loaded_keys",
+        "gauge",
+        "Keys the warm-up bulk fill has put into the cache.",
+        read(&progress.loaded),
+    );
+    metric(
+        "mantle_warmup_total_keys",
+        "gauge",
+        "Keys the warm-up strategy chose to load.",
+        read(&progress.total),
+    );
+    metric(
+        "mantle_warmup_done",
+        "gauge",
+        "1 once the warm-up bulk fill has finished.",
+        u64::from(progress.is_done()),
+    );
     let active = gauges.active();
     let _ = writeln!(
         out,
@@ -199,5 +267,35 @@ pub fn render(instance: &Instance) -> String {
         active.replace(['"', '\\', '\n'], "_"),
         Gauges::read(&gauges.active_version)
     );
+    instance.db.store_read_latency().render(
+        "mantle_store_read_seconds",
+        "Latency of reads from the back-end store (cache misses and warm-up loads).",
+        &mut out,
+    );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_buckets_are_cumulative_and_end_at_inf() {
+        let histogram = LatencyHistogram::default();
+        for us in [3, 5, 6, 700, 5_000_000] {
+            histogram.observe(Duration::from_micros(us));
+        }
+        let mut out = String::new();
+        histogram.render("x", "h", &mut out);
+        assert!(out.contains("# TYPE x histogram"), "{out}");
+        assert!(out.contains("x_bucket{le=\"0.000005\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"0.00001\"} 3\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"0.001\"} 4\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"1\"} 4\n"), "{out}");
+        assert!(
+            out.contains("x_bucket{le=\"+Inf\"} 5\nx_sum 5.000714\nx_count 5\n"),
+            "{out}"
+        );
+        assert_eq!(histogram.count(), 5);
+    }
 }

@@ -10,6 +10,7 @@ use crate::connection::{Connection, QUERY_BUFFER_LIMIT};
 use crate::db::Db;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
+use crate::live::space::Space;
 use crate::live::LivePolicy;
 use crate::stats::Stats;
 use crate::store::Store;
@@ -36,6 +37,8 @@ pub struct Server {
     listener: TcpListener,
     instance: Arc<Instance>,
     metrics: Option<TcpListener>,
+    /// Where the warm-up record is kept (none in front of an upstream).
+    warmup_space: Option<Space>,
 }
 
 impl Server {
@@ -49,6 +52,7 @@ impl Server {
         }
         let store = Store::open(&config.backend).await?;
         let db = Db::new(store, config.eviction, config.capacity());
+        let warmup_space = crate::warmup::load::open(&db, &config)?;
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -68,6 +72,7 @@ impl Server {
             listener,
             instance: Arc::new(Instance::new(db, live, config, local_addr)),
             metrics,
+            warmup_space,
         })
     }
 
@@ -91,6 +96,7 @@ impl Server {
             listener,
             instance,
             metrics,
+            warmup_space,
         } = self;
         let slots = Arc::new(Semaphore::new(instance.config.maxclients));
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -101,6 +107,7 @@ impl Server {
                 stop_rx.clone(),
             ))
         });
+        let (fill, persister) = start_warmup(&instance, warmup_space.clone(), &stop_rx);
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
@@ -148,12 +155,52 @@ impl Server {
             let _ = exporter.await;
         }
         instance.live.stop();
+        if let Some(fill) = fill {
+            fill.abort();
+        }
+        if let Some(persister) = persister {
+            let _ = persister.await;
+        }
+        if let Some(space) = warmup_space
+            .as_ref()
+            .filter(|_| instance.config.warmup_track > 0)
+        {
+            crate::warmup::load::save(&instance.db, space, true)
+                .context("persisting the warm-up record at shutdown")?;
+        }
         instance
             .db
             .sync()
             .context("syncing the store at shutdown")?;
         Ok(())
     }
+}
+
+type Job = tokio::task::JoinHandle<()>;
+
+/// Starts the background bulk fill (with `--warmup`) and the persister of the access record.
+fn start_warmup(
+    instance: &Instance,
+    space: Option<Space>,
+    stop: &watch::Receiver<bool>,
+) -> (Option<Job>, Option<Job>) {
+    let Some(space) = space else {
+        return (None, None);
+    };
+    let db = instance.db.clone();
+    let fill = instance
+        .config
+        .warmup
+        .map(|spec| tokio::spawn(crate::warmup::load::fill(db.clone(), spec)));
+    let persister = (instance.config.warmup_track > 0).then(|| {
+        tokio::spawn(crate::warmup::load::persist_periodically(
+            db,
+            space,
+            instance.config.warmup_persist,
+            stop.clone(),
+        ))
+    });
+    (fill, persister)
 }
 
 /// Binds and serves until `shutdown` completes.
@@ -190,6 +237,9 @@ pub fn serve(config: Config) -> anyhow::Result<()> {
         );
         if let Some(addr) = server.metrics_addr() {
             eprintln!("mantle: Prometheus metrics on http://{addr}/metrics");
+        }
+        if let Some(spec) = config.warmup {
+            eprintln!("mantle: warming up ({spec}) in the background; progress in INFO warmup");
         }
         server.run(termination()).await?;
         eprintln!("mantle: shut down cleanly");

@@ -1,4 +1,4 @@
-//! INFO [section ...]: the server, clients, stats, memory, keyspace, cache and policy sections, in
+//! INFO [section ...]: the server, clients, stats, memory, keyspace, cache, policy and warmup sections, in
 //! Redis's `name:value` line format so existing dashboards and scripts can read them.
 
 use crate::frame::Frame;
@@ -9,7 +9,7 @@ use bytes::Bytes;
 use std::fmt::Write;
 
 const SECTIONS: &[&str] = &[
-    "server", "clients", "stats", "memory", "keyspace", "cache", "policy",
+    "server", "clients", "stats", "memory", "keyspace", "cache", "policy", "warmup",
 ];
 
 pub struct Info {
@@ -125,6 +125,7 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                 ],
             )
         }
+        "warmup" => ("Warmup", warmup_fields(instance)),
         _ => (
             "Cache",
             super::cache::stats(instance)
@@ -144,6 +145,34 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
     for (name, value) in fields {
         let _ = write!(out, "{name}:{value}\r\n");
     }
+}
+
+/// The bulk fill's progress (`warmup_strategy:none` without `--warmup`) and the monitor.
+fn warmup_fields(instance: &Instance) -> Vec<(String, String)> {
+    let warmup = instance.db.warmup();
+    let p = &warmup.progress;
+    let read = crate::warmup::Progress::read;
+    let spec = instance.config.warmup;
+    vec![
+        field(
+            "warmup_strategy",
+            spec.map_or("none", |s| s.strategy.name()),
+        ),
+        field("warmup_k", spec.map_or(0, |s| s.k)),
+        field("warmup_loaded", read(&p.loaded)),
+        field("warmup_total", read(&p.total)),
+        field("warmup_skipped", read(&p.skipped)),
+        field("warmup_errors", read(&p.errors)),
+        field("warmup_done", u8::from(spec.is_none() || p.is_done())),
+        field("warmup_seconds", format!("{:.3}", p.seconds())),
+        field("warmup_tracked_keys", warmup.monitor.len()),
+        field("warmup_track_limit", warmup.monitor.track()),
+        field("warmup_unrecorded", warmup.monitor.skipped()),
+        field("warmup_persists", read(&p.persists)),
+        field("warmup_persisted_keys", read(&p.persisted_keys)),
+        field("warmup_accesses", warmup.monitor.last_seq()),
+        field("warmup_persisted_accesses", read(&p.persisted_seq)),
+    ]
 }
 
 fn field(name: &str, value: impl std::fmt::Display) -> (String, String) {

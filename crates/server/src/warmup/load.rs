@@ -1,0 +1,120 @@
+//! The jobs that run beside the server: opening the warm-up record at start, the background
+//! bulk fill of `--warmup`, and the periodic persister (which also drives the monitor's clock).
+
+use super::persist;
+use super::{Fill, WarmupSpec};
+use crate::config::Config;
+use crate::db::Db;
+use crate::live::space::Space;
+use crate::store::Store;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Random-K's seed: fixed, so the same record gives the same set.
+const RANDOM_SEED: u64 = 0x0b0f_14e5;
+/// Keys filled between yields to the scheduler (RocksDB reads are synchronous).
+const YIELD_EVERY: usize = 64;
+
+/// Configures the monitor from `config` and restores what the last run persisted. Returns
+/// where the record lives, or `None` in front of an upstream (no local store: the monitor is
+/// off). A damaged record is reported and ignored: it is advice, never data.
+pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
+    let monitor = &db.warmup().monitor;
+    monitor.set_track(config.warmup_track);
+    if let Some(period) = config.warmup.and_then(|s| s.period) {
+        monitor.set_period(period.as_secs().max(1));
+    }
+    let space = match db.store() {
+        Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
+        Store::Upstream(_) => {
+            if config.warmup.is_some() {
+                anyhow::bail!(
+                    "--warmup needs the embedded store (--data-dir): in front of an upstream \
+                     there is nowhere to keep the warm-up record"
+                );
+            }
+            monitor.set_track(0);
+            return Ok(None);
+        }
+    };
+    match persist::load(&space) {
+        Ok(units) => monitor.restore(units, |key| db.key_hash(key)),
+        Err(e) => eprintln!("mantle: ignoring the warm-up record: {e}"),
+    }
+    Ok(Some(space))
+}
+
+/// Loads the keys `spec` picks into the cache, in key order, recording progress.
+pub async fn fill(db: Db, spec: WarmupSpec) {
+    let warmup = db.warmup();
+    let progress = &warmup.progress;
+    let now = super::monitor::unix_seconds();
+    let mut keys = warmup
+        .monitor
+        .choose(spec.strategy, spec.k, now, RANDOM_SEED);
+    keys.sort_unstable();
+    progress.begin(spec, keys.len() as u64);
+    let bump = |counter: &std::sync::atomic::AtomicU64, n: u64| {
+        counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    };
+    for (i, key) in keys.iter().enumerate() {
+        match db.warm_fill(key).await {
+            Ok(Fill::Loaded) => bump(&progress.loaded, 1),
+            Ok(Fill::Skipped) => bump(&progress.skipped, 1),
+            Ok(Fill::Full) => {
+                bump(&progress.skipped, (keys.len() - i) as u64);
+                break;
+            }
+            Err(_) => bump(&progress.errors, 1),
+        }
+        if i % YIELD_EVERY == YIELD_EVERY - 1 {
+            tokio::task::yield_now().await;
+        }
+    }
+    progress.finish();
+}
+
+/// Until `stop`: refreshes the monitor's clock every second (or every `every`, if shorter)
+/// and persists the record every `every` when something was accessed since the last time.
+pub async fn persist_periodically(
+    db: Db,
+    space: Space,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut clock = tokio::time::interval(every.min(Duration::from_secs(1)));
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut saved_seq = db.warmup().monitor.last_seq();
+    let mut saved_at = Instant::now();
+    loop {
+        tokio::select! {
+            _ = clock.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let monitor = &db.warmup().monitor;
+        monitor.tick_clock();
+        let seq = monitor.last_seq();
+        if saved_at.elapsed() < every || seq == saved_seq {
+            continue;
+        }
+        let (job_db, job_space) = (db.clone(), space.clone());
+        let saved = tokio::task::spawn_blocking(move || save(&job_db, &job_space, false)).await;
+        if let Ok(Err(e)) = saved {
+            eprintln!("mantle: persisting the warm-up record failed: {e}");
+        }
+        saved_seq = seq;
+        saved_at = Instant::now();
+    }
+}
+
+/// Persists the record now; `sync` forces it to disk (shutdown).
+pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), crate::store::StoreError> {
+    let warmup = db.warmup();
+    let seq = warmup.monitor.last_seq();
+    let keys = persist::save(space, &warmup.monitor, sync)?;
+    let order = std::sync::atomic::Ordering::Relaxed;
+    warmup.progress.persisted_seq.store(seq, order);
+    warmup.progress.persists.fetch_add(1, order);
+    warmup.progress.persisted_keys.store(keys, order);
+    Ok(())
+}

@@ -1,0 +1,408 @@
+//! The server's access monitor (Bonfire's, seed 001): for each key read or written it keeps a
+//! count, the last access and the start of the current run of accesses — enough to rank keys
+//! for any of the four warm-up strategies after a restart. The replay simulator has the same
+//! monitor over trace ids (`crates/sim/src/warmup/monitor.rs`); this one holds key bytes and
+//! is shared by every connection.
+//!
+//! Bounds and costs:
+//! - At most `track` keys (`--warmup-track`), split over [`SHARDS`] independently locked
+//!   shards. A shard that outgrows its share drops its least recently used half, so the
+//!   monitor forgets the coldest keys first. Memory: about 100 bytes of table and entry per
+//!   key plus the key itself, so the default 100,000 keys with 20-byte keys cost about 12 MB.
+//! - Recording never waits: a shard busy with another connection (or with a snapshot) skips
+//!   the access and counts it in [`AccessMonitor::skipped`]. The monitor is a statistic, and
+//!   a client request must not queue behind it.
+//! - Recording allocates only the first time a key is seen (to copy its bytes); the time is a
+//!   coarse clock (whole seconds) refreshed by the persister, not a clock read per request.
+
+use hashbrown::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
+/// Independently locked parts of the monitor; a power of two.
+pub const SHARDS: usize = 16;
+/// Keys tracked when `--warmup-track` is not given.
+pub const DEFAULT_TRACK: usize = 100_000;
+
+/// Which keys a warm-up loads (Bonfire's four algorithms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// The K keys accessed most recently.
+    LastK,
+    /// The first K keys accessed in the last period (Bonfire: the last 24 hours).
+    FirstK,
+    /// The K keys accessed most often.
+    TopK,
+    /// K keys drawn uniformly at random among those tracked (seeded, reproducible).
+    RandomK,
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::LastK => "lastk",
+            Strategy::FirstK => "firstk",
+            Strategy::TopK => "topk",
+            Strategy::RandomK => "randomk",
+        }
+    }
+}
+
+/// What the monitor knows about one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unit {
+    pub key: Box<[u8]>,
+    pub count: u64,
+    /// Monitor-wide order of the last access (larger is later).
+    pub last_seq: u64,
+    /// Unix seconds of the last access.
+    pub last_s: u64,
+    /// Start of the current run: the first access after a gap longer than the period.
+    pub run_s: u64,
+    pub run_seq: u64,
+}
+
+/// The keys are hashed already (by the server's table hasher), so the map uses that hash as is.
+#[derive(Clone, Copy, Default)]
+pub struct PassThrough;
+
+pub struct PassThroughHasher(u64);
+
+impl BuildHasher for PassThrough {
+    type Hasher = PassThroughHasher;
+    fn build_hasher(&self) -> PassThroughHasher {
+        PassThroughHasher(0)
+    }
+}
+
+impl Hasher for PassThroughHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type Units = HashMap<u64, Unit, PassThrough>;
+
+pub struct AccessMonitor {
+    shards: Box<[Mutex<Units>]>,
+    /// Keys each shard may hold; 0 turns recording off.
+    per_shard: AtomicUsize,
+    /// First-K's look-back in seconds (a run restarts after a longer gap).
+    period_s: AtomicU64,
+    seq: AtomicU64,
+    clock_s: AtomicU64,
+    skipped: AtomicU64,
+    trims: AtomicU64,
+}
+
+impl AccessMonitor {
+    /// A monitor keeping at most `track` keys (0: off).
+    pub fn new(track: usize, period_s: u64) -> AccessMonitor {
+        let monitor = AccessMonitor {
+            shards: (0..SHARDS).map(|_| Mutex::new(Units::default())).collect(),
+            per_shard: AtomicUsize::new(0),
+            period_s: AtomicU64::new(period_s),
+            seq: AtomicU64::new(0),
+            clock_s: AtomicU64::new(unix_seconds()),
+            skipped: AtomicU64::new(0),
+            trims: AtomicU64::new(0),
+        };
+        monitor.set_track(track);
+        monitor
+    }
+
+    /// Changes the bound (0 turns recording off; what is tracked stays until trimmed).
+    pub fn set_track(&self, track: usize) {
+        let per_shard = if track == 0 {
+            0
+        } else {
+            track.div_ceil(SHARDS).max(2)
+        };
+        self.per_shard.store(per_shard, Ordering::Relaxed);
+    }
+
+    pub fn set_period(&self, period_s: u64) {
+        self.period_s.store(period_s, Ordering::Relaxed);
+    }
+
+    pub fn period_s(&self) -> u64 {
+        self.period_s.load(Ordering::Relaxed)
+    }
+
+    /// Most keys tracked at once.
+    pub fn track(&self) -> usize {
+        self.per_shard.load(Ordering::Relaxed) * SHARDS
+    }
+
+    /// Refreshes the coarse clock accesses are stamped with (the persister calls it each second).
+    pub fn tick_clock(&self) {
+        self.clock_s.store(unix_seconds(), Ordering::Relaxed);
+    }
+
+    /// Records one access to `key`, whose table hash is `hash`. Never blocks.
+    #[inline]
+    pub fn record(&self, hash: u64, key: &[u8]) {
+        let limit = self.per_shard.load(Ordering::Relaxed);
+        if limit == 0 {
+            return;
+        }
+        let mut units = match self.shards[shard_of(hash)].try_lock() {
+            Ok(units) => units,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = self.clock_s.load(Ordering::Relaxed);
+        let period = self.period_s.load(Ordering::Relaxed);
+        match units.get_mut(&hash) {
+            Some(unit) if *unit.key == *key => {
+                if now.saturating_sub(unit.last_s) > period {
+                    unit.run_s = now;
+                    unit.run_seq = seq;
+                }
+                unit.count += 1;
+                unit.last_seq = seq;
+                unit.last_s = now;
+            }
+            // A different key with the same 64-bit hash: the newer one takes the slot.
+            _ => {
+                units.insert(hash, Unit::first(key.into(), seq, now));
+                if units.len() > limit {
+                    trim(&mut units, limit / 2);
+                    self.trims.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Keys tracked now.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Accesses not recorded because their shard was busy.
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// Times a full shard dropped its colder half.
+    pub fn trims(&self) -> u64 {
+        self.trims.load(Ordering::Relaxed)
+    }
+
+    /// The order number of the latest access (changes whenever something was recorded).
+    pub fn last_seq(&self) -> u64 {
+        self.seq.load(Ordering::Relaxed)
+    }
+
+    /// Calls `visit` with every tracked key, one shard locked at a time.
+    pub fn for_each(&self, mut visit: impl FnMut(&Unit)) {
+        for shard in self.shards.iter() {
+            for unit in lock(shard).values() {
+                visit(unit);
+            }
+        }
+    }
+
+    /// Puts back what an earlier run persisted (at start, before traffic), keeping the newer
+    /// record when a key is already tracked; later accesses are ordered after all of them.
+    pub fn restore(&self, units: Vec<Unit>, hash: impl Fn(&[u8]) -> u64) {
+        let limit = self.per_shard.load(Ordering::Relaxed);
+        if limit == 0 {
+            return;
+        }
+        let mut top = 0;
+        for unit in units {
+            top = top.max(unit.last_seq).max(unit.run_seq);
+            let h = hash(&unit.key);
+            let mut shard = lock(&self.shards[shard_of(h)]);
+            let newer = shard.get(&h).is_none_or(|old| old.last_seq < unit.last_seq);
+            if newer {
+                shard.insert(h, unit);
+            }
+            if shard.len() > limit {
+                trim(&mut shard, limit / 2);
+            }
+        }
+        self.seq.fetch_max(top, Ordering::Relaxed);
+    }
+
+    /// The keys `strategy` picks, best first (at most `k`). `now_s` is the start time (for
+    /// First-K's period); `seed` drives Random-K.
+    pub fn choose(&self, strategy: Strategy, k: u64, now_s: u64, seed: u64) -> Vec<Box<[u8]>> {
+        let mut units: Vec<Unit> = Vec::with_capacity(self.len());
+        self.for_each(|u| units.push(u.clone()));
+        rank(&mut units, strategy, now_s, self.period_s(), seed);
+        units
+            .into_iter()
+            .take(usize::try_from(k).unwrap_or(usize::MAX))
+            .map(|u| u.key)
+            .collect()
+    }
+}
+
+impl Unit {
+    fn first(key: Box<[u8]>, seq: u64, now: u64) -> Unit {
+        Unit {
+            key,
+            count: 1,
+            last_seq: seq,
+            last_s: now,
+            run_s: now,
+            run_seq: seq,
+        }
+    }
+}
+
+/// Orders `units` best first for `strategy`.
+pub fn rank(units: &mut Vec<Unit>, strategy: Strategy, now_s: u64, period_s: u64, seed: u64) {
+    // A fixed order whatever the shards' hash order, so equal ranks are reproducible.
+    units.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    match strategy {
+        Strategy::LastK => units.sort_by_key(|u| std::cmp::Reverse(u.last_seq)),
+        Strategy::TopK => units.sort_by_key(|u| std::cmp::Reverse((u.count, u.last_seq))),
+        Strategy::FirstK => {
+            let window_start = now_s.saturating_sub(period_s);
+            units.retain(|u| u.last_s >= window_start);
+            // A key whose run began before the window was already live when it opened: it
+            // ranks at the window's start, in run order.
+            units.sort_by_key(|u| (u.run_s.max(window_start), u.run_seq));
+        }
+        Strategy::RandomK => {
+            let state = ahash::RandomState::with_seeds(seed, 0x6d61_6e74, 0x6c65, 1);
+            units.sort_by_cached_key(|u| state.hash_one(&u.key));
+        }
+    }
+}
+
+/// Keeps the `keep` most recently accessed units.
+fn trim(units: &mut Units, keep: usize) {
+    let mut stamps: Vec<u64> = units.values().map(|u| u.last_seq).collect();
+    let cut = stamps.len().saturating_sub(keep);
+    if cut == 0 {
+        return;
+    }
+    let (_, &mut threshold, _) = stamps.select_nth_unstable(cut);
+    units.retain(|_, u| u.last_seq >= threshold);
+}
+
+fn shard_of(hash: u64) -> usize {
+    // Bits the key table and the write stripes do not lean on.
+    (hash >> 40) as usize & (SHARDS - 1)
+}
+
+fn lock(shard: &Mutex<Units>) -> MutexGuard<'_, Units> {
+    shard.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(key: &[u8]) -> u64 {
+        ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(key)
+    }
+
+    fn monitor_at(accesses: &[(u64, &str)], period_s: u64) -> AccessMonitor {
+        let m = AccessMonitor::new(1000, period_s);
+        for &(t, key) in accesses {
+            m.clock_s.store(t, Ordering::Relaxed);
+            m.record(hash(key.as_bytes()), key.as_bytes());
+        }
+        m
+    }
+
+    fn names(keys: Vec<Box<[u8]>>) -> Vec<String> {
+        keys.iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_four_strategies_rank_as_bonfire_defines_them() {
+        let m = monitor_at(
+            &[(0, "e"), (1, "f"), (2, "e"), (3, "g"), (4, "h"), (5, "e")],
+            100,
+        );
+        assert_eq!(names(m.choose(Strategy::LastK, 2, 5, 0)), ["e", "h"]);
+        assert_eq!(names(m.choose(Strategy::TopK, 2, 5, 0)), ["e", "h"]);
+        assert_eq!(names(m.choose(Strategy::FirstK, 3, 5, 0)), ["e", "f", "g"]);
+        let random = m.choose(Strategy::RandomK, 4, 5, 9);
+        assert_eq!(m.choose(Strategy::RandomK, 4, 5, 9), random, "seeded");
+        let mut all = names(random);
+        all.sort();
+        assert_eq!(all, ["e", "f", "g", "h"]);
+    }
+
+    #[test]
+    fn first_k_looks_only_at_the_last_period() {
+        // Period 100 s, start at 300: the window opens at 200. "a" was last seen at 10 (out);
+        // "b" returned at 250 after a long gap (its run starts then); "c" entered at 210.
+        let m = monitor_at(
+            &[(10, "a"), (20, "b"), (210, "c"), (250, "b"), (260, "d")],
+            100,
+        );
+        assert_eq!(
+            names(m.choose(Strategy::FirstK, 10, 300, 0)),
+            ["c", "b", "d"]
+        );
+    }
+
+    #[test]
+    fn memory_stays_bounded_and_keeps_the_recent_keys() {
+        let m = AccessMonitor::new(160, 1000);
+        for i in 0..5000u32 {
+            let key = format!("k{i}");
+            m.record(hash(key.as_bytes()), key.as_bytes());
+            assert!(m.len() <= m.track());
+        }
+        assert!(m.trims() > 0);
+        assert_eq!(names(m.choose(Strategy::LastK, 1, 0, 0)), ["k4999"]);
+        let kept = names(m.choose(Strategy::LastK, 1000, 0, 0));
+        assert!(kept
+            .iter()
+            .all(|k| k[1..].parse::<u32>().unwrap() >= 5000 - 320));
+    }
+
+    #[test]
+    fn off_records_nothing_and_restore_keeps_the_newer_record() {
+        let off = AccessMonitor::new(0, 1000);
+        off.record(hash(b"x"), b"x");
+        assert!(off.is_empty());
+
+        let m = monitor_at(&[(1, "x"), (2, "y")], 1000);
+        let mut saved = Vec::new();
+        m.for_each(|u| saved.push(u.clone()));
+        let fresh = AccessMonitor::new(1000, 1000);
+        fresh.restore(saved, hash);
+        assert_eq!(fresh.len(), 2);
+        fresh.record(hash(b"x"), b"x");
+        assert_eq!(
+            names(fresh.choose(Strategy::LastK, 2, 0, 0)),
+            ["x", "y"],
+            "accesses after a restore rank after the restored ones"
+        );
+    }
+}
