@@ -54,6 +54,21 @@ pub struct Args {
     /// Serve Prometheus metrics over HTTP at this address, e.g. 127.0.0.1:9121.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// At start, bulk-load in the background what the last run accessed: lastk:K, topk:K,
+    /// randomk:K or firstk:K[:PERIOD] (needs --data-dir).
+    #[arg(long, value_parser = parse_warmup)]
+    pub warmup: Option<server::warmup::WarmupSpec>,
+    /// Most keys the access monitor remembers for warm-up (about 100 bytes plus the key
+    /// each); 0 turns it off.
+    #[arg(long, default_value_t = server::warmup::monitor::DEFAULT_TRACK)]
+    pub warmup_track: usize,
+    /// How often the access monitor's record is written to the store, e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub warmup_persist: std::time::Duration,
+}
+
+fn parse_warmup(text: &str) -> Result<server::warmup::WarmupSpec, String> {
+    text.parse()
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -85,5 +100,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.policy = args.policy;
     config.tick = args.tick;
     config.metrics_listen = args.metrics_listen;
+    config.warmup = args.warmup;
+    config.warmup_track = args.warmup_track;
+    config.warmup_persist = args.warmup_persist;
     server::serve(config)
 }
