@@ -18,8 +18,11 @@ pub struct Args {
     pub input: TraceArgs,
     /// Cache size: objects (1000), bytes with a unit (64MiB, 1GB), a percentage of the
     /// trace's working set (10%: in bytes when the trace has sizes, else objects), or unlimited.
-    #[arg(long, value_name = "SIZE")]
-    pub cache_size: CacheSize,
+    #[arg(long, value_name = "SIZE", required_unless_present = "server")]
+    pub cache_size: Option<CacheSize>,
+    /// --server and the flags that go with it (boxed: they are rarely given).
+    #[command(flatten)]
+    pub live: Box<LiveArgs>,
     /// Eviction algorithm.
     #[arg(
         long,
@@ -91,13 +94,64 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// The flags of a replay against a running server (see docs/replay.md).
+#[derive(clap::Args)]
+pub struct LiveArgs {
+    /// Replay against a running `mantle serve` at HOST:PORT (or redis://HOST:PORT) instead of
+    /// simulating: real time scaled by --speed, figures from the server's counters.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with_all = [
+            "cache_size", "eviction", "backend", "tick", "policy", "params",
+            "policy_instructions", "policy_memory", "timeseries", "metrics_out", "report",
+            "classes", "restart_at", "warmup", "region", "warmup_window", "monitor_limit",
+            "warmup_seed",
+        ]
+    )]
+    pub server: Option<String>,
+    /// With --server: how many times faster than the trace's clock to replay; default 1 (real
+    /// time), 0 as fast as possible (traces without timestamps always are).
+    #[arg(long, value_name = "X")]
+    pub speed: Option<f64>,
+    /// With --server: the password the server wants (its --requirepass).
+    #[arg(long, value_name = "PASSWORD")]
+    pub password: Option<String>,
+    /// With --server: stop after N requests of the trace.
+    #[arg(long, value_name = "N")]
+    pub max_requests: Option<u64>,
+}
+
 pub fn run(args: Args) -> Result<()> {
+    if let Some(server) = &args.live.server {
+        let options = super::replay_live::LiveOptions {
+            server: server.clone(),
+            password: args.live.password.clone(),
+            speed: args.live.speed.unwrap_or(1.0),
+            max_requests: args.live.max_requests,
+            progress: !args.quiet,
+        };
+        return super::replay_live::run(&options, &args.input, args.json);
+    }
+    // Checked here rather than with clap's `requires`, which gives way to --server's conflicts.
+    for (given, flag) in [
+        (args.live.speed.is_some(), "--speed"),
+        (args.live.password.is_some(), "--password"),
+        (args.live.max_requests.is_some(), "--max-requests"),
+    ] {
+        if given {
+            bail!("{flag} goes with --server ADDR (a replay against a running server)");
+        }
+    }
+    let Some(cache_size) = args.cache_size else {
+        bail!("--cache-size is required (or --server ADDR to replay against a running server)");
+    };
     let format = args.input.format()?;
     let options = args.input.options()?;
     let open = || trace::open(&args.input.trace, format, &options);
 
     let mut working_set = None;
-    let capacity = match args.cache_size {
+    let capacity = match cache_size {
         CacheSize::Objects(n) => Capacity {
             objects: Some(n),
             bytes: None,
@@ -171,7 +225,7 @@ pub fn run(args: Args) -> Result<()> {
             .as_ref()
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| format!("{} {}", args.eviction, args.cache_size));
+            .unwrap_or_else(|| format!("{} {}", args.eviction, cache_size));
         let run = super::runs::policy_run(&name, &report);
         let title = format!("mantle replay: {}", args.input.trace.display());
         let intro = format!(
@@ -194,7 +248,7 @@ pub fn run(args: Args) -> Result<()> {
         "trace": args.input.trace.display().to_string(),
         "format": args.input.format_name(),
         "algorithm": format!("{:?}", args.eviction).to_lowercase(),
-        "cache_size": args.cache_size.to_string(),
+        "cache_size": cache_size.to_string(),
         "capacity_objects": capacity.objects,
         "capacity_bytes": capacity.bytes,
         "working_set": working_set,
