@@ -82,6 +82,9 @@ async fn replay(options: &LiveOptions, mut reader: Box<dyn trace::TraceReader>) 
     let mut driver = Driver::new(&server, options, started);
     let driven = driver.run(&mut reader, &done).await;
     let wall = started.elapsed();
+    if driven.is_err() {
+        driver.progress.abandon();
+    }
     let tally = driven?;
     let (before, after, footprint) = sampler.stop(done.load(Ordering::Relaxed)).await?;
     driver.progress.finish(tally.requests, wall);
@@ -881,6 +884,13 @@ impl Progress {
                 elapsed.as_secs_f64(),
                 lag.as_secs_f64()
             );
+        }
+    }
+
+    /// Ends the progress line so that an error message starts on its own line.
+    fn abandon(&self) {
+        if self.last_print.is_some() {
+            eprintln!();
         }
     }
 
