@@ -1,0 +1,259 @@
+//! The live replay's report: the simulated replay's JSON keys, filled from the server's
+//! counters, the samples and the replay's own counts (see docs/replay.md for which is which).
+
+use super::driver::Tally;
+use super::footprint::Footprint;
+use super::server::{integer, text, Counters};
+use super::MAX_IN_FLIGHT;
+use crate::cmd::trace_args::TraceArgs;
+use hdrhistogram::Histogram;
+use redis::Value as Reply;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The policy the server ran, from POLICY STATUS before and after the replay.
+pub(super) struct PolicyRun {
+    pub(super) active: String,
+    pub(super) ticks: u64,
+    pub(super) actions: u64,
+    pub(super) errors: u64,
+    pub(super) fallbacks: u64,
+}
+
+impl PolicyRun {
+    /// None when no policy was active at either end.
+    pub(super) fn between(
+        before: Vec<(String, Reply)>,
+        after: Vec<(String, Reply)>,
+    ) -> Option<PolicyRun> {
+        let field = |pairs: &[(String, Reply)], name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let count = |name: &str| {
+            let at = |pairs: &[(String, Reply)]| {
+                field(pairs, name).and_then(|v| integer(&v)).unwrap_or(0)
+            };
+            at(&after).saturating_sub(at(&before))
+        };
+        let active = |pairs: &[(String, Reply)]| {
+            field(pairs, "active")
+                .and_then(|v| text(&v))
+                .filter(|s| !s.is_empty())
+        };
+        let name = active(&after).or_else(|| active(&before))?;
+        Some(PolicyRun {
+            active: name,
+            ticks: count("ticks"),
+            actions: count("actions"),
+            errors: count("errors"),
+            fallbacks: count("fallbacks"),
+        })
+    }
+
+    pub(super) fn to_json(&self) -> Value {
+        let (name, version) = match self.active.rsplit_once('@') {
+            Some((name, v)) => (name.to_string(), v.parse::<u64>().ok()),
+            None => (self.active.clone(), None),
+        };
+        json!({
+            "name": name,
+            "version": version,
+            "ticks": self.ticks,
+            "actions": self.actions,
+            "errors": self.errors,
+            "fallback": (self.fallbacks > 0)
+                .then(|| format!("{} automatic rollbacks during the replay; {} active at the end", self.fallbacks, self.active)),
+        })
+    }
+}
+
+pub(super) struct Report {
+    pub(super) server: String,
+    pub(super) speed: f64,
+    pub(super) tally: Tally,
+    /// Counter growth during the replay (gauges: the final values).
+    pub(super) delta: Counters,
+    pub(super) after: Counters,
+    pub(super) footprint: Footprint,
+    pub(super) policy: Option<PolicyRun>,
+    pub(super) wall: Duration,
+    pub(super) max_lag: Duration,
+}
+
+impl Report {
+    pub(super) fn lookups(&self) -> u64 {
+        self.delta.hits + self.delta.misses
+    }
+
+    pub(super) fn miss_ratio(&self) -> f64 {
+        match self.lookups() {
+            0 => 0.0,
+            n => self.delta.misses as f64 / n as f64,
+        }
+    }
+
+    pub(super) fn to_json(&self) -> Value {
+        let t = &self.tally;
+        let d = &self.delta;
+        let (mean_objects, mean_bytes) = self.footprint.request_mean();
+        let (time_objects, time_bytes) = self.footprint.time_mean();
+        let wall = self.wall.as_secs_f64();
+        let ms = |h: &Histogram<u64>, q: f64| {
+            (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0)
+        };
+        let max_ms = |h: &Histogram<u64>| (!h.is_empty()).then(|| h.max() as f64 / 1000.0);
+        let duration = t.first_time.map(|first| t.last_time - first);
+        json!({
+            "mode": "live",
+            "server": self.server,
+            "speed": self.speed,
+            "requests": t.requests,
+            "gets": t.gets,
+            "accesses": t.accesses,
+            "puts": t.puts,
+            "deletes": t.deletes,
+            "hits": d.hits,
+            "misses": d.misses,
+            "miss_ratio": self.miss_ratio(),
+            "byte_miss_ratio": null,
+            "nil_replies": t.nil_replies,
+            "fills": t.fills,
+            "errors": t.errors,
+            "first_error": t.first_error,
+            "evictions": d.evictions,
+            "peak_cache_objects": self.footprint.peak_objects,
+            "mean_cache_objects": mean_objects,
+            "time_mean_cache_objects": time_objects,
+            "peak_cache_bytes": self.footprint.peak_bytes,
+            "mean_cache_bytes": mean_bytes,
+            "time_mean_cache_bytes": time_bytes,
+            "final_cache_objects": self.after.objects,
+            "final_cache_bytes": self.after.bytes,
+            "duration_seconds": duration.filter(|&d| d > 0.0),
+            "backend": {
+                "model": "live",
+                "reads": d.store_reads,
+                "writes": d.store_writes,
+                "fill_writes": t.fills,
+                "errors": d.store_errors,
+                "peak_rate": self.footprint.peak_store_ops_per_second() as f64,
+                "overload_seconds": null,
+                "compactions": null,
+                "p50_read_latency_ms": ms(&t.lookup_latency, 0.5),
+                "p99_read_latency_ms": ms(&t.lookup_latency, 0.99),
+                "max_read_latency_ms": max_ms(&t.lookup_latency),
+            },
+            "client": {
+                "in_flight_limit": MAX_IN_FLIGHT,
+                "max_lag_seconds": self.max_lag.as_secs_f64(),
+                "p50_write_latency_ms": ms(&t.write_latency, 0.5),
+                "p99_write_latency_ms": ms(&t.write_latency, 0.99),
+                "max_write_latency_ms": max_ms(&t.write_latency),
+            },
+            "policy": self.policy.as_ref().map(PolicyRun::to_json),
+            "wall_seconds": wall,
+            "requests_per_second": if wall > 0.0 { t.requests as f64 / wall } else { 0.0 },
+        })
+    }
+}
+
+pub(super) fn print_summary(r: &Report, input: &TraceArgs) {
+    let t = &r.tally;
+    let d = &r.delta;
+    let (mean_objects, mean_bytes) = r.footprint.request_mean();
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let h = &t.lookup_latency;
+    let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
+    println!(
+        "trace        {} ({})",
+        input.trace.display(),
+        input.format_name()
+    );
+    println!("server       {} (speed {})", r.server, r.speed);
+    println!(
+        "requests     {} ({} gets, {} accesses, {} puts, {} deletes), {} errors",
+        t.requests, t.gets, t.accesses, t.puts, t.deletes, t.errors
+    );
+    println!(
+        "miss ratio   {:.6} ({} misses of {} lookups, server counters); {} nil replies filled",
+        r.miss_ratio(),
+        d.misses,
+        r.lookups(),
+        t.fills
+    );
+    println!(
+        "footprint    peak {} objects / {} bytes, mean {:.1} objects / {:.0} bytes (sampled)",
+        r.footprint.peak_objects, r.footprint.peak_bytes, mean_objects, mean_bytes
+    );
+    println!(
+        "store        {} reads, {} writes ({} fills), peak {} ops/s; GET p50 {} ms, p99 {} ms",
+        d.store_reads,
+        d.store_writes,
+        t.fills,
+        r.footprint.peak_store_ops_per_second(),
+        opt(q(0.5)),
+        opt(q(0.99))
+    );
+    if let Some(p) = &r.policy {
+        println!(
+            "policy       {}: {} ticks, {} actions, {} errors",
+            p.active, p.ticks, p.actions, p.errors
+        );
+    }
+    let wall = r.wall.as_secs_f64();
+    println!(
+        "speed        {:.0} requests/s ({:.2} s, worst lag {:.3} s)",
+        if wall > 0.0 {
+            t.requests as f64 / wall
+        } else {
+            0.0
+        },
+        wall,
+        r.max_lag.as_secs_f64()
+    );
+    if let Some(e) = &t.first_error {
+        eprintln!(
+            "mantle: warning: {} requests failed; the first: {e}",
+            t.errors
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(text: &str) -> Reply {
+        Reply::Data(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn policy_figures_are_the_growth_during_the_replay() {
+        let status = |active: &str, ticks: i64, fallbacks: i64| {
+            vec![
+                ("active".to_string(), data(active)),
+                ("ticks".to_string(), Reply::Int(ticks)),
+                ("actions".to_string(), Reply::Int(ticks / 2)),
+                ("errors".to_string(), Reply::Int(0)),
+                ("fallbacks".to_string(), Reply::Int(fallbacks)),
+            ]
+        };
+        assert!(PolicyRun::between(status("", 0, 0), status("", 5, 0)).is_none());
+        assert!(PolicyRun::between(Vec::new(), Vec::new()).is_none());
+        let run = PolicyRun::between(status("cap@2", 10, 0), status("cap@2", 30, 0)).unwrap();
+        let v = run.to_json();
+        assert_eq!(v["name"], "cap");
+        assert_eq!(v["version"], 2);
+        assert_eq!(v["ticks"], 20);
+        assert_eq!(v["actions"], 10);
+        assert!(v["fallback"].is_null());
+        let rolled = PolicyRun::between(status("cap@2", 0, 0), status("cap@1", 3, 1)).unwrap();
+        assert!(rolled.to_json()["fallback"]
+            .as_str()
+            .unwrap()
+            .contains("cap@1"));
+    }
+}
