@@ -203,6 +203,9 @@ impl Decoder {
         at: usize,
         kind: u8,
     ) -> Result<Option<(i64, usize)>, ProtocolError> {
+        if let Some(found) = plain_header(buf, at) {
+            return Ok(Some(found));
+        }
         let what = if kind == b'*' {
             "invalid multibulk length"
         } else {
@@ -239,6 +242,27 @@ impl Decoder {
             }
         }
     }
+}
+
+/// The common header, `<kind><digits>\r\n` with at most 18 digits and all of it buffered, read
+/// in one pass; `None` for anything else (a sign, a missing byte, a malformed line), which
+/// [`Decoder::header`] then reads carefully. Every request has one header per argument.
+#[inline]
+fn plain_header(buf: &[u8], at: usize) -> Option<(i64, usize)> {
+    let digits = buf.get(at + 1..)?;
+    let mut value: i64 = 0;
+    for (i, &b) in digits.iter().take(19).enumerate() {
+        let digit = b.wrapping_sub(b'0');
+        if digit < 10 {
+            value = value * 10 + i64::from(digit);
+            continue;
+        }
+        if i == 0 || i > 18 || b != b'\r' || digits.get(i + 1) != Some(&b'\n') {
+            return None;
+        }
+        return Some((value, at + 1 + i + 2));
+    }
+    None
 }
 
 fn error(message: &str, offset: usize) -> ProtocolError {
@@ -434,6 +458,28 @@ mod tests {
             decoded_some > 0,
             "the mutated valid requests decode at least sometimes"
         );
+    }
+
+    #[test]
+    fn plain_headers_agree_with_the_careful_reader() {
+        assert_eq!(plain_header(b"$3\r\nGET", 0), Some((3, 4)));
+        assert_eq!(plain_header(b"xx*12\r\n", 2), Some((12, 7)));
+        let longest = b"$999999999999999999\r\n";
+        assert_eq!(
+            plain_header(longest, 0),
+            Some((999_999_999_999_999_999, 21))
+        );
+        for other in [
+            &b"$\r\n"[..],
+            b"$-1\r\n",
+            b"$3\r",
+            b"$3",
+            b"$3\rX",
+            b"$3x\r\n",
+            b"$1234567890123456789\r\n",
+        ] {
+            assert_eq!(plain_header(other, 0), None, "{other:?}");
+        }
     }
 
     #[test]

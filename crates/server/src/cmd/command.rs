@@ -9,6 +9,8 @@ use bytes::Bytes;
 #[derive(Debug)]
 pub struct CommandSpec {
     pub name: &'static str,
+    /// Which parser dispatch calls (a jump, not a comparison of names).
+    pub kind: Kind,
     /// Redis convention: `n` exactly n arguments (name included), `-n` at least n.
     pub arity: i64,
     pub flags: &'static [&'static str],
@@ -24,14 +26,42 @@ impl CommandSpec {
     }
 }
 
+/// The commands, one per row of [`COMMANDS`] (PTTL and TTL share a parser, not a kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Auth,
+    Cache,
+    Client,
+    Command,
+    Config,
+    DbSize,
+    Del,
+    Echo,
+    Exists,
+    Get,
+    Hello,
+    Info,
+    MGet,
+    MSet,
+    Ping,
+    Policy,
+    Pttl,
+    Quit,
+    Select,
+    Set,
+    Ttl,
+}
+
 const fn spec(
     name: &'static str,
+    kind: Kind,
     arity: i64,
     flags: &'static [&'static str],
     keys: (i64, i64, i64),
 ) -> CommandSpec {
     CommandSpec {
         name,
+        kind,
         arity,
         flags,
         first_key: keys.0,
@@ -45,64 +75,137 @@ const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
 pub static COMMANDS: &[CommandSpec] = &[
     spec(
         "auth",
+        Kind::Auth,
         -2,
         &["noscript", "loading", "stale", "fast", "no_auth"],
         NO_KEYS,
     ),
-    spec("cache", -2, &["admin"], NO_KEYS),
+    spec("cache", Kind::Cache, -2, &["admin"], NO_KEYS),
     spec(
         "client",
+        Kind::Client,
         -2,
         &["admin", "noscript", "loading", "stale"],
         NO_KEYS,
     ),
-    spec("command", -1, &["loading", "stale"], NO_KEYS),
+    spec("command", Kind::Command, -1, &["loading", "stale"], NO_KEYS),
     spec(
         "config",
+        Kind::Config,
         -2,
         &["admin", "noscript", "loading", "stale"],
         NO_KEYS,
     ),
-    spec("dbsize", 1, &["readonly", "fast"], NO_KEYS),
-    spec("del", -2, &["write"], (1, -1, 1)),
-    spec("echo", 2, &["fast"], NO_KEYS),
-    spec("exists", -2, &["readonly", "fast"], (1, -1, 1)),
-    spec("get", 2, &["readonly", "fast"], (1, 1, 1)),
+    spec("dbsize", Kind::DbSize, 1, &["readonly", "fast"], NO_KEYS),
+    spec("del", Kind::Del, -2, &["write"], (1, -1, 1)),
+    spec("echo", Kind::Echo, 2, &["fast"], NO_KEYS),
+    spec(
+        "exists",
+        Kind::Exists,
+        -2,
+        &["readonly", "fast"],
+        (1, -1, 1),
+    ),
+    spec("get", Kind::Get, 2, &["readonly", "fast"], (1, 1, 1)),
     spec(
         "hello",
+        Kind::Hello,
         -1,
         &["noscript", "loading", "stale", "fast", "no_auth"],
         NO_KEYS,
     ),
-    spec("info", -1, &["loading", "stale"], NO_KEYS),
-    spec("mget", -2, &["readonly", "fast"], (1, -1, 1)),
-    spec("mset", -3, &["write", "denyoom"], (1, -1, 2)),
-    spec("ping", -1, &["fast"], NO_KEYS),
-    spec("policy", -2, &["admin", "noscript"], NO_KEYS),
-    spec("pttl", 2, &["readonly", "fast"], (1, 1, 1)),
+    spec("info", Kind::Info, -1, &["loading", "stale"], NO_KEYS),
+    spec("mget", Kind::MGet, -2, &["readonly", "fast"], (1, -1, 1)),
+    spec("mset", Kind::MSet, -3, &["write", "denyoom"], (1, -1, 2)),
+    spec("ping", Kind::Ping, -1, &["fast"], NO_KEYS),
+    spec("policy", Kind::Policy, -2, &["admin", "noscript"], NO_KEYS),
+    spec("pttl", Kind::Pttl, 2, &["readonly", "fast"], (1, 1, 1)),
     spec(
         "quit",
+        Kind::Quit,
         -1,
         &["noscript", "loading", "stale", "fast", "no_auth"],
         NO_KEYS,
     ),
-    spec("select", 2, &["loading", "stale", "fast"], NO_KEYS),
-    spec("set", -3, &["write", "denyoom"], (1, 1, 1)),
-    spec("ttl", 2, &["readonly", "fast"], (1, 1, 1)),
+    spec(
+        "select",
+        Kind::Select,
+        2,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+    ),
+    spec("set", Kind::Set, -3, &["write", "denyoom"], (1, 1, 1)),
+    spec("ttl", Kind::Ttl, 2, &["readonly", "fast"], (1, 1, 1)),
 ];
 
-/// Finds a command by name, ignoring ASCII case, without allocating: the name is lowercased
-/// on the stack and binary-searched in the (sorted) table; this runs for every request.
-pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    let mut lower = [0u8; 16];
-    let lower = lower.get_mut(..name.len())?;
-    for (to, from) in lower.iter_mut().zip(name) {
-        *to = from.to_ascii_lowercase();
+/// Longest command name; every name fits in [`pack`]'s integer.
+const MAX_NAME: usize = 7;
+
+/// A name of at most [`MAX_NAME`] bytes as one integer: the lowercased bytes little-endian,
+/// the length in the top byte (so `get` and `get\0` differ).
+const fn pack(name: &[u8]) -> u64 {
+    let mut key = (name.len() as u64) << 56;
+    let mut i = 0;
+    while i < name.len() {
+        key |= (name[i].to_ascii_lowercase() as u64) << (8 * i);
+        i += 1;
     }
-    COMMANDS
-        .binary_search_by(|spec| spec.name.as_bytes().cmp(lower))
-        .ok()
-        .map(|i| &COMMANDS[i])
+    key
+}
+
+/// Finds a command by name, ignoring ASCII case, without allocating. Runs for every request,
+/// so the name becomes one integer and a `match` on it picks the row: no byte-string
+/// comparisons, whatever the table holds.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    if name.len() > MAX_NAME {
+        return None;
+    }
+    const AUTH: u64 = pack(b"auth");
+    const CACHE: u64 = pack(b"cache");
+    const CLIENT: u64 = pack(b"client");
+    const COMMAND: u64 = pack(b"command");
+    const CONFIG: u64 = pack(b"config");
+    const DBSIZE: u64 = pack(b"dbsize");
+    const DEL: u64 = pack(b"del");
+    const ECHO: u64 = pack(b"echo");
+    const EXISTS: u64 = pack(b"exists");
+    const GET: u64 = pack(b"get");
+    const HELLO: u64 = pack(b"hello");
+    const INFO: u64 = pack(b"info");
+    const MGET: u64 = pack(b"mget");
+    const MSET: u64 = pack(b"mset");
+    const PING: u64 = pack(b"ping");
+    const POLICY: u64 = pack(b"policy");
+    const PTTL: u64 = pack(b"pttl");
+    const QUIT: u64 = pack(b"quit");
+    const SELECT: u64 = pack(b"select");
+    const SET: u64 = pack(b"set");
+    const TTL: u64 = pack(b"ttl");
+    let row = match pack(name) {
+        AUTH => 0,
+        CACHE => 1,
+        CLIENT => 2,
+        COMMAND => 3,
+        CONFIG => 4,
+        DBSIZE => 5,
+        DEL => 6,
+        ECHO => 7,
+        EXISTS => 8,
+        GET => 9,
+        HELLO => 10,
+        INFO => 11,
+        MGET => 12,
+        MSET => 13,
+        PING => 14,
+        POLICY => 15,
+        PTTL => 16,
+        QUIT => 17,
+        SELECT => 18,
+        SET => 19,
+        TTL => 20,
+        _ => return None,
+    };
+    Some(&COMMANDS[row])
 }
 
 pub enum CommandCmd {
@@ -201,6 +304,7 @@ mod tests {
             );
         }
         assert!(COMMANDS.iter().all(|s| s.name == s.name.to_lowercase()));
+        assert!(COMMANDS.iter().all(|s| s.name.len() <= MAX_NAME));
     }
 
     #[test]
@@ -216,6 +320,10 @@ mod tests {
         assert!(lookup(b"flushall").is_none());
         assert!(lookup(b"").is_none());
         assert!(lookup(&[b'g'; 100]).is_none());
+        // Near misses: a prefix, an extension, a trailing NUL, NULs alone.
+        for near in [&b"ge"[..], b"gett", b"get\0", b"GE\x14", b"\0\0\0", b"tt"] {
+            assert!(lookup(near).is_none(), "{near:?}");
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use crate::store::StoreError;
 use bytes::Bytes;
-pub use command::{lookup, CommandSpec, COMMANDS};
+pub use command::{lookup, CommandSpec, Kind, COMMANDS};
 
 /// A parsed request.
 pub enum Command {
@@ -75,31 +75,28 @@ impl Command {
             return Err(arity_error(spec.name));
         }
         let mut parse = Parse::new(args);
-        let parsed = match spec.name {
-            "auth" => auth::Auth::parse(&mut parse).map(Command::Auth),
-            "cache" => cache::CacheCmd::parse(&mut parse).map(Command::Cache),
-            "client" => client::Client::parse(&mut parse).map(Command::Client),
-            "command" => command::CommandCmd::parse(&mut parse).map(Command::Command),
-            "config" => config::ConfigCmd::parse(&mut parse).map(Command::Config),
-            "dbsize" => Ok(Command::DbSize),
-            "del" => del::Del::parse(&mut parse).map(Command::Del),
-            "echo" => echo::Echo::parse(&mut parse).map(Command::Echo),
-            "exists" => exists::Exists::parse(&mut parse).map(Command::Exists),
-            "get" => get::Get::parse(&mut parse).map(Command::Get),
-            "hello" => hello::Hello::parse(&mut parse).map(Command::Hello),
-            "info" => info::Info::parse(&mut parse).map(Command::Info),
-            "mget" => mget::MGet::parse(&mut parse).map(Command::MGet),
-            "mset" => mset::MSet::parse(&mut parse).map(Command::MSet),
-            "ping" => ping::Ping::parse(&mut parse).map(Command::Ping),
-            "policy" => policy::PolicyCmd::parse(&mut parse).map(Command::Policy),
-            "quit" => Ok(Command::Quit),
-            "select" => select::Select::parse(&mut parse).map(Command::Select),
-            "set" => set::Set::parse(&mut parse).map(Command::Set),
-            "ttl" => ttl::Ttl::parse(&mut parse, false).map(Command::Ttl),
-            "pttl" => ttl::Ttl::parse(&mut parse, true).map(Command::Ttl),
-            other => Err(ParseError::Other(format!(
-                "command '{other}' has no parser"
-            ))),
+        let parsed = match spec.kind {
+            Kind::Auth => auth::Auth::parse(&mut parse).map(Command::Auth),
+            Kind::Cache => cache::CacheCmd::parse(&mut parse).map(Command::Cache),
+            Kind::Client => client::Client::parse(&mut parse).map(Command::Client),
+            Kind::Command => command::CommandCmd::parse(&mut parse).map(Command::Command),
+            Kind::Config => config::ConfigCmd::parse(&mut parse).map(Command::Config),
+            Kind::DbSize => Ok(Command::DbSize),
+            Kind::Del => del::Del::parse(&mut parse).map(Command::Del),
+            Kind::Echo => echo::Echo::parse(&mut parse).map(Command::Echo),
+            Kind::Exists => exists::Exists::parse(&mut parse).map(Command::Exists),
+            Kind::Get => get::Get::parse(&mut parse).map(Command::Get),
+            Kind::Hello => hello::Hello::parse(&mut parse).map(Command::Hello),
+            Kind::Info => info::Info::parse(&mut parse).map(Command::Info),
+            Kind::MGet => mget::MGet::parse(&mut parse).map(Command::MGet),
+            Kind::MSet => mset::MSet::parse(&mut parse).map(Command::MSet),
+            Kind::Ping => ping::Ping::parse(&mut parse).map(Command::Ping),
+            Kind::Policy => policy::PolicyCmd::parse(&mut parse).map(Command::Policy),
+            Kind::Quit => Ok(Command::Quit),
+            Kind::Select => select::Select::parse(&mut parse).map(Command::Select),
+            Kind::Set => set::Set::parse(&mut parse).map(Command::Set),
+            Kind::Ttl => ttl::Ttl::parse(&mut parse, false).map(Command::Ttl),
+            Kind::Pttl => ttl::Ttl::parse(&mut parse, true).map(Command::Ttl),
         };
         parsed.map_err(|e| match e {
             ParseError::Arity => arity_error(spec.name),
