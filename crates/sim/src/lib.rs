@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod control;
+pub mod live;
 pub mod metrics_csv;
 pub mod policy_driver;
 pub mod replay;

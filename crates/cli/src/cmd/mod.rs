@@ -5,7 +5,6 @@ pub mod compare;
 pub mod gen;
 pub mod policy;
 pub mod replay;
-pub mod replay_live;
 pub mod runs;
 pub mod serve;
 pub mod trace_args;

@@ -124,14 +124,14 @@ pub struct LiveArgs {
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(server) = &args.live.server {
-        let options = super::replay_live::LiveOptions {
+        let options = sim::live::LiveOptions {
             server: server.clone(),
             password: args.live.password.clone(),
             speed: args.live.speed.unwrap_or(1.0),
             max_requests: args.live.max_requests,
             progress: !args.quiet,
         };
-        return super::replay_live::run(&options, &args.input, args.json);
+        return run_live(&options, &args.input, args.json);
     }
     // Checked here rather than with clap's `requires`, which gives way to --server's conflicts.
     for (given, flag) in [
@@ -563,4 +563,23 @@ fn opt(v: Option<f64>) -> String {
 
 fn parse_bytes(text: &str) -> Result<u64, String> {
     parse_size::parse_size(text).map_err(|e| format!("'{text}': {e}"))
+}
+
+/// `--server`: replays against a running `mantle serve` and prints its report.
+fn run_live(options: &sim::live::LiveOptions, input: &TraceArgs, json: bool) -> Result<()> {
+    let reader = trace::open(&input.trace, input.format()?, &input.options()?)?;
+    let report = sim::live::replay(options, reader)?;
+    let trace = input.trace.display().to_string();
+    let format = input.format_name();
+    if json {
+        let mut value = report.to_json();
+        if let Value::Object(map) = &mut value {
+            map.insert("trace".into(), json!(trace));
+            map.insert("format".into(), json!(format));
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        sim::live::print_summary(&report, &trace, &format);
+    }
+    Ok(())
 }

@@ -5,7 +5,6 @@ use super::driver::Tally;
 use super::footprint::Footprint;
 use super::server::{integer, text, Counters};
 use super::MAX_IN_FLIGHT;
-use crate::cmd::trace_args::TraceArgs;
 use hdrhistogram::Histogram;
 use redis::Value as Reply;
 use serde_json::{json, Value};
@@ -70,7 +69,8 @@ impl PolicyRun {
     }
 }
 
-pub(super) struct Report {
+/// What a live replay measured; `to_json` gives the same keys as the simulated replay.
+pub struct Report {
     pub(super) server: String,
     pub(super) speed: f64,
     pub(super) tally: Tally,
@@ -84,18 +84,18 @@ pub(super) struct Report {
 }
 
 impl Report {
-    pub(super) fn lookups(&self) -> u64 {
+    pub fn lookups(&self) -> u64 {
         self.delta.hits + self.delta.misses
     }
 
-    pub(super) fn miss_ratio(&self) -> f64 {
+    pub fn miss_ratio(&self) -> f64 {
         match self.lookups() {
             0 => 0.0,
             n => self.delta.misses as f64 / n as f64,
         }
     }
 
-    pub(super) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let t = &self.tally;
         let d = &self.delta;
         let (mean_objects, mean_bytes) = self.footprint.request_mean();
@@ -160,18 +160,15 @@ impl Report {
     }
 }
 
-pub(super) fn print_summary(r: &Report, input: &TraceArgs) {
+/// The human summary; `trace` and `format` name what was replayed.
+pub fn print_summary(r: &Report, trace: &str, format: &str) {
     let t = &r.tally;
     let d = &r.delta;
     let (mean_objects, mean_bytes) = r.footprint.request_mean();
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
     let h = &t.lookup_latency;
     let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
-    println!(
-        "trace        {} ({})",
-        input.trace.display(),
-        input.format_name()
-    );
+    println!("trace        {trace} ({format})");
     println!("server       {} (speed {})", r.server, r.speed);
     println!(
         "requests     {} ({} gets, {} accesses, {} puts, {} deletes), {} errors",

@@ -1,5 +1,5 @@
-//! `mantle replay --server ADDR`: drives a running `mantle serve` with a trace, in real time
-//! scaled by `--speed`, and reports the same JSON keys as the simulated replay. Hits, misses,
+//! Live replay (`mantle replay --server ADDR`): drives a running `mantle serve` with a trace, in
+//! real time scaled by `--speed`, and reports the same JSON keys as the simulated replay. Hits, misses,
 //! footprint and store traffic come from the server's own counters, so the numbers describe the
 //! real cache and the real RocksDB; a user can set them beside a simulated replay of the same
 //! trace to check the back-end model. See docs/replay.md, "Replaying against a live server".
@@ -11,12 +11,11 @@ mod report;
 mod schedule;
 mod server;
 
-use super::trace_args::TraceArgs;
 use anyhow::{bail, Context, Result};
 use driver::Driver;
 use footprint::Sampler;
-use report::{PolicyRun, Report};
-use serde_json::{json, Value};
+use report::PolicyRun;
+pub use report::{print_summary, Report};
 use server::Server;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -47,37 +46,23 @@ pub struct LiveOptions {
     pub progress: bool,
 }
 
-/// Replays `input` against the server and prints the report (JSON with `json`).
-pub fn run(options: &LiveOptions, input: &TraceArgs, json: bool) -> Result<()> {
+/// Replays every request `reader` yields against the server.
+pub fn replay(options: &LiveOptions, reader: Box<dyn trace::TraceReader>) -> Result<Report> {
     if !options.speed.is_finite() || options.speed < 0.0 {
         bail!(
             "--speed must be a finite number >= 0 (0: as fast as possible), not {}",
             options.speed
         );
     }
-    let format = input.format()?;
-    let read_options = input.options()?;
-    let reader = trace::open(&input.trace, format, &read_options)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .context("starting the Tokio runtime")?;
-    let report = runtime.block_on(replay(options, reader))?;
-    let mut value = report.to_json();
-    if let Value::Object(map) = &mut value {
-        map.insert("trace".into(), json!(input.trace.display().to_string()));
-        map.insert("format".into(), json!(input.format_name()));
-    }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        report::print_summary(&report, input);
-    }
-    Ok(())
+    runtime.block_on(drive(options, reader))
 }
 
-async fn replay(options: &LiveOptions, mut reader: Box<dyn trace::TraceReader>) -> Result<Report> {
+async fn drive(options: &LiveOptions, mut reader: Box<dyn trace::TraceReader>) -> Result<Report> {
     let server = Server::connect(options).await?;
     let policy_before = server.policy_status().await?;
     let done = Arc::new(AtomicU64::new(0));
