@@ -98,6 +98,9 @@ impl Frame {
 
 /// Writes a bulk string: `$<len>\r\n<data>\r\n`.
 pub fn put_bulk(out: &mut BytesMut, data: &[u8]) {
+    // One capacity check for the whole reply, not one per piece: `$`, up to 20 digits, two
+    // CRLFs and the data.
+    out.reserve(data.len() + 25);
     put_header(out, b'$', data.len() as i64);
     out.put_slice(data);
     out.put_slice(b"\r\n");

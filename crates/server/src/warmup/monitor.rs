@@ -167,7 +167,11 @@ impl AccessMonitor {
         let now = self.clock_s.load(Ordering::Relaxed);
         let period = self.period_s.load(Ordering::Relaxed);
         match units.get_mut(&hash) {
-            Some(unit) if *unit.key == *key => {
+            // The map is keyed by the key's 64-bit table hash already; comparing the key's
+            // bytes too would cost a dependent read of a cold allocation on every access, to
+            // guard against a collision whose worst outcome is one key counted for another
+            // of the same length (a warm-up then loads a key less hot than it looks).
+            Some(unit) if unit.key.len() == key.len() => {
                 if now.saturating_sub(unit.last_s) > period {
                     unit.run_s = now;
                     unit.run_seq = seq;
@@ -176,7 +180,8 @@ impl AccessMonitor {
                 unit.last_seq = seq;
                 unit.last_s = now;
             }
-            // A different key with the same 64-bit hash: the newer one takes the slot.
+            // A new key, or one of another length with the same 64-bit hash (the newer one
+            // takes the slot).
             _ => {
                 units.insert(hash, Unit::first(key.into(), seq, now));
                 if units.len() > limit {
