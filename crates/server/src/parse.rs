@@ -36,6 +36,13 @@ impl<'a> Parse<'a> {
         Ok(arg.clone())
     }
 
+    /// The next argument, borrowed for as long as the request's arguments.
+    pub fn next_slice(&mut self) -> Result<&'a [u8], ParseError> {
+        let arg = self.args.get(self.pos).ok_or(ParseError::Arity)?;
+        self.pos += 1;
+        Ok(arg)
+    }
+
     pub fn next_optional(&mut self) -> Option<Bytes> {
         self.next_bytes().ok()
     }
@@ -94,6 +101,8 @@ mod tests {
             .collect();
         let mut parse = Parse::new(&args);
         assert_eq!(parse.next_bytes().unwrap(), "k");
+        assert_eq!(parse.next_slice().unwrap(), b"12");
+        parse.pos -= 1;
         assert_eq!(parse.next_int().unwrap(), 12);
         assert_eq!(parse.finish(), Err(ParseError::Arity));
         assert_eq!(parse.next_int(), Err(ParseError::NotInteger));

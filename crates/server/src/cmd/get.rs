@@ -4,21 +4,21 @@ use super::store_error;
 use crate::frame::Frame;
 use crate::instance::Instance;
 use crate::parse::{Parse, ParseError};
-use bytes::Bytes;
 
-pub struct Get {
-    key: Bytes,
+/// Borrows its key from the request (no reference-count traffic on the hottest command).
+pub struct Get<'a> {
+    key: &'a [u8],
 }
 
-impl Get {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Get, ParseError> {
+impl<'a> Get<'a> {
+    pub fn parse(parse: &mut Parse<'a>) -> Result<Get<'a>, ParseError> {
         Ok(Get {
-            key: parse.next_bytes()?,
+            key: parse.next_slice()?,
         })
     }
 
     pub async fn apply(self, instance: &Instance) -> Frame {
-        match instance.db.get(&self.key).await {
+        match instance.db.get(self.key).await {
             Ok(Some(value)) => Frame::Bulk(value),
             Ok(None) => Frame::Null,
             Err(e) => store_error(e),

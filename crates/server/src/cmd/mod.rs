@@ -30,8 +30,8 @@ use crate::store::StoreError;
 use bytes::Bytes;
 pub use command::{lookup, CommandSpec, Kind, COMMANDS};
 
-/// A parsed request.
-pub enum Command {
+/// A parsed request; it may borrow its arguments from the request's buffer (`'a`).
+pub enum Command<'a> {
     Auth(auth::Auth),
     Cache(cache::CacheCmd),
     Client(client::Client),
@@ -41,7 +41,7 @@ pub enum Command {
     Del(del::Del),
     Echo(echo::Echo),
     Exists(exists::Exists),
-    Get(get::Get),
+    Get(get::Get<'a>),
     Hello(hello::Hello),
     Info(info::Info),
     MGet(mget::MGet),
@@ -54,9 +54,9 @@ pub enum Command {
     Ttl(ttl::Ttl),
 }
 
-impl Command {
+impl<'a> Command<'a> {
     /// Parses `args` (`args[0]` is the name). An error is the reply to send instead.
-    pub fn parse(args: &[Bytes], session: &Session) -> Result<Command, Frame> {
+    pub fn parse(args: &'a [Bytes], session: &Session) -> Result<Command<'a>, Frame> {
         let Some(name) = args.first() else {
             return Err(Frame::err("empty command"));
         };
