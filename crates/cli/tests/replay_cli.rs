@@ -365,3 +365,39 @@ fn a_failing_policy_never_stops_the_replay() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn analyze_and_its_report_work_on_every_fixture_format() {
+    let fixtures = repo().join("crates/trace/tests/fixtures");
+    let dir = temp_dir("analyze");
+    let mut names: Vec<_> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 15, "fixtures: {names:?}");
+    for name in &names {
+        let path = fixtures.join(name);
+        let mut args = vec!["analyze", "--trace", path.to_str().unwrap()];
+        // Raw key arrays and custom CSV layouts cannot be detected; the docs pass these.
+        if name.ends_with("bin32be") {
+            args.extend(["--format", "bin32be"]);
+        } else if name.ends_with("bin64be.xz") {
+            args.extend(["--format", "bin64be"]);
+        } else if name == "small_spec.csv" {
+            args.extend([
+                "--format",
+                "csv",
+                "--csv",
+                "obj-id-col=1,op-col=2,obj-size-col=3,time-col=4,delimiter=;,has-header=true",
+            ]);
+        }
+        let report = dir.join(format!("{name}.html"));
+        args.extend(["--report", report.to_str().unwrap(), "--json"]);
+        let v = json_of(&mantle(&args));
+        assert!(v["requests"].as_u64().unwrap() > 0, "{name}: {v}");
+        let html = std::fs::read_to_string(&report).unwrap();
+        assert!(html.contains("<svg"), "{name}: the report has charts");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
