@@ -42,3 +42,4 @@ pub mod classes;
 
 /// Per-object metadata accounting, exposed so tests and docs compute it from the real types.
 pub mod overhead;
+pub mod warmup;

@@ -16,10 +16,9 @@ pub mod load;
 pub mod monitor;
 pub mod persist;
 
-pub use monitor::{AccessMonitor, Strategy, Unit};
+pub use cache::warmup::{Strategy, WarmupSpec};
+pub use monitor::{AccessMonitor, Unit};
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -28,57 +27,6 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_PERIOD: Duration = Duration::from_secs(24 * 3600);
 /// How often the monitor's record is persisted when `--warmup-persist` is not given.
 pub const DEFAULT_PERSIST: Duration = Duration::from_secs(10);
-
-/// `--warmup STRATEGY:K`, or `firstk:K:PERIOD` (PERIOD a duration such as `1h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WarmupSpec {
-    pub strategy: Strategy,
-    pub k: u64,
-    /// First-K's look-back.
-    pub period: Option<Duration>,
-}
-
-impl FromStr for WarmupSpec {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        let usage = "expected lastk:K, firstk:K[:PERIOD], topk:K or randomk:K";
-        let mut parts = text.trim().splitn(3, ':');
-        let strategy = match parts.next().unwrap_or("").to_ascii_lowercase().as_str() {
-            "lastk" => Strategy::LastK,
-            "firstk" => Strategy::FirstK,
-            "topk" => Strategy::TopK,
-            "randomk" => Strategy::RandomK,
-            _ => return Err(format!("unknown warm-up strategy in '{text}': {usage}")),
-        };
-        let k = parts
-            .next()
-            .ok_or_else(|| format!("'{text}': missing K ({usage})"))?;
-        let k: u64 = k
-            .parse()
-            .ok()
-            .filter(|&k| k > 0)
-            .ok_or_else(|| format!("'{text}': K '{k}' is not a positive integer"))?;
-        let period = match parts.next() {
-            None => None,
-            Some(p) if strategy == Strategy::FirstK => {
-                Some(crate::config::parse_duration(p).map_err(|e| format!("'{text}': {e}"))?)
-            }
-            Some(_) => return Err(format!("'{text}': only firstk takes a period")),
-        };
-        Ok(WarmupSpec {
-            strategy,
-            k,
-            period,
-        })
-    }
-}
-
-impl fmt::Display for WarmupSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.strategy.name(), self.k)
-    }
-}
 
 /// Everything warm-up keeps per server: the monitor and the progress of the current fill.
 pub struct Warmup {

@@ -15,6 +15,7 @@
 //! - Recording allocates only the first time a key is seen (to copy its bytes); the time is a
 //!   coarse clock (whole seconds) refreshed by the persister, not a clock read per request.
 
+use cache::warmup::Strategy;
 use hashbrown::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -24,30 +25,6 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 pub const SHARDS: usize = 16;
 /// Keys tracked when `--warmup-track` is not given.
 pub const DEFAULT_TRACK: usize = 100_000;
-
-/// Which keys a warm-up loads (Bonfire's four algorithms).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Strategy {
-    /// The K keys accessed most recently.
-    LastK,
-    /// The first K keys accessed in the last period (Bonfire: the last 24 hours).
-    FirstK,
-    /// The K keys accessed most often.
-    TopK,
-    /// K keys drawn uniformly at random among those tracked (seeded, reproducible).
-    RandomK,
-}
-
-impl Strategy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::LastK => "lastk",
-            Strategy::FirstK => "firstk",
-            Strategy::TopK => "topk",
-            Strategy::RandomK => "randomk",
-        }
-    }
-}
 
 /// What the monitor knows about one key.
 #[derive(Clone, Debug, PartialEq, Eq)]

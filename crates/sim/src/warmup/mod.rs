@@ -7,67 +7,12 @@
 
 mod monitor;
 
-pub use monitor::{Granularity, Monitor, Strategy};
+pub use cache::warmup::{Strategy, WarmupSpec};
+pub use monitor::{Granularity, Monitor};
 
 use crate::replay_cache::ReplayCache;
-use std::fmt;
 use std::str::FromStr;
 use trace::{Op, Request};
-
-/// `--warmup STRATEGY:K`, optionally `firstk:K:PERIOD` (PERIOD a duration, default 24h).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct WarmupSpec {
-    pub strategy: Strategy,
-    pub k: u64,
-    /// First-K's look-back in seconds.
-    pub period: Option<f64>,
-}
-
-impl FromStr for WarmupSpec {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        let usage = "expected lastk:K, firstk:K[:PERIOD], topk:K or randomk:K";
-        let mut parts = text.trim().splitn(3, ':');
-        let name = parts.next().unwrap_or("");
-        let strategy = match name.to_ascii_lowercase().as_str() {
-            "lastk" => Strategy::LastK,
-            "firstk" => Strategy::FirstK,
-            "topk" => Strategy::TopK,
-            "randomk" => Strategy::RandomK,
-            _ => return Err(format!("unknown warm-up strategy '{text}': {usage}")),
-        };
-        let k = parts
-            .next()
-            .ok_or_else(|| format!("'{text}': missing K ({usage})"))?;
-        let k: u64 = k
-            .parse()
-            .map_err(|_| format!("'{text}': K '{k}' is not a positive integer"))?;
-        if k == 0 {
-            return Err(format!("'{text}': K must be > 0"));
-        }
-        let period = match parts.next() {
-            None => None,
-            Some(p) if strategy == Strategy::FirstK => Some(
-                humantime::parse_duration(p)
-                    .map_err(|e| format!("'{text}': period '{p}': {e}"))?
-                    .as_secs_f64(),
-            ),
-            Some(_) => return Err(format!("'{text}': only firstk takes a period")),
-        };
-        Ok(WarmupSpec {
-            strategy,
-            k,
-            period,
-        })
-    }
-}
-
-impl fmt::Display for WarmupSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.strategy.name(), self.k)
-    }
-}
 
 /// `--restart-at`: after this many requests, or after this percentage of the trace.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -253,7 +198,10 @@ pub(crate) struct WarmupRun<C: ReplayCache> {
 
 impl<C: ReplayCache> WarmupRun<C> {
     pub fn new(config: WarmupConfig, main: &C) -> Self {
-        let period = config.spec.and_then(|s| s.period).unwrap_or(DEFAULT_PERIOD);
+        let period = config
+            .spec
+            .and_then(|s| s.period)
+            .map_or(DEFAULT_PERIOD, |d| d.as_secs_f64());
         WarmupRun {
             monitor: config
                 .spec
@@ -541,7 +489,7 @@ mod tests {
         let s: WarmupSpec = "lastk:1000".parse().unwrap();
         assert_eq!((s.strategy, s.k, s.period), (Strategy::LastK, 1000, None));
         let s: WarmupSpec = "firstk:5:1h".parse().unwrap();
-        assert_eq!(s.period, Some(3600.0));
+        assert_eq!(s.period, Some(std::time::Duration::from_secs(3600)));
         for bad in ["lastk", "lastk:0", "best:4", "topk:x", "topk:3:1h"] {
             assert!(bad.parse::<WarmupSpec>().is_err(), "{bad}");
         }

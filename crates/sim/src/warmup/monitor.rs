@@ -8,6 +8,7 @@
 //! monitor forgets the coldest units first (Bonfire keeps a bounded log for the same reason).
 //! Each entry costs about 64 bytes with the hash table's overhead.
 
+use cache::warmup::Strategy;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use trace::Request;
@@ -43,30 +44,6 @@ impl Granularity {
                     req.offset / region_bytes
                 }
             }
-        }
-    }
-}
-
-/// Which units a warm-up loads (Bonfire's four algorithms).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Strategy {
-    /// The K units accessed most recently.
-    LastK,
-    /// The first K units accessed in the last period (Bonfire: the last 24 hours).
-    FirstK,
-    /// The K units accessed most often.
-    TopK,
-    /// K units drawn uniformly at random (seeded, reproducible).
-    RandomK,
-}
-
-impl Strategy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::LastK => "lastk",
-            Strategy::FirstK => "firstk",
-            Strategy::TopK => "topk",
-            Strategy::RandomK => "randomk",
         }
     }
 }
