@@ -4,27 +4,11 @@
 
 use cache::AccessLog;
 
-/// Metrics of this node at a tick, named as in the policy language (DESIGN.md §3).
-/// Counters are cumulative; `*rate` fields are per second over the last tick.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct TickMetrics {
-    pub cachesize: f64,
-    pub cachebytes: f64,
-    /// Target capacity in objects (or bytes when the cache is limited by bytes only); 0 = unlimited.
-    pub capacity: f64,
-    pub hits: f64,
-    pub misses: f64,
-    pub gets: f64,
-    pub puts: f64,
-    pub reqrate: f64,
-    pub getrate: f64,
-    pub putrate: f64,
-    pub missrate: f64,
-    pub hitrate: f64,
-    pub backend_rate: f64,
-    pub backend_queue: f64,
-    pub evictions: f64,
-}
+/// Metrics of this node at a tick: the policy language's metric table (DESIGN.md §3), so a
+/// controller hands them to a policy as they are. Counters are cumulative; `*rate` fields are
+/// per second over the last tick; `capacity` is the target in objects (bytes when the cache
+/// is limited by bytes only), infinite when unlimited; `load` is the request rate.
+pub type TickMetrics = policy::Metrics;
 
 /// What a controller sees at a tick.
 pub struct TickContext<'a> {

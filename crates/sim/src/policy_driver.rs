@@ -4,7 +4,7 @@
 
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
 use cache::AccessLog;
-use policy::{Limits, LoadError, Metrics, Params, PolicyEngine, TickInput, TimeSeries};
+use policy::{Limits, LoadError, Params, PolicyEngine, TickInput, TimeSeries};
 use std::path::Path;
 
 /// The access log seen through the policy engine's `TimeSeries` interface.
@@ -74,40 +74,13 @@ impl PolicyController {
     }
 }
 
-fn to_policy_metrics(m: &crate::control::TickMetrics) -> Metrics {
-    Metrics {
-        cachesize: m.cachesize,
-        cachebytes: m.cachebytes,
-        capacity: if m.capacity > 0.0 {
-            m.capacity
-        } else {
-            f64::INFINITY
-        },
-        hits: m.hits,
-        misses: m.misses,
-        gets: m.gets,
-        puts: m.puts,
-        reqrate: m.reqrate,
-        getrate: m.getrate,
-        putrate: m.putrate,
-        missrate: m.missrate,
-        hitrate: m.hitrate,
-        backend_rate: m.backend_rate,
-        backend_queue: m.backend_queue,
-        evictions: m.evictions,
-        load: m.reqrate,
-        cpu: None,
-        mem: None,
-    }
-}
-
 impl Controller for PolicyController {
     fn needs_access_log(&self) -> bool {
         self.uses_timeseries
     }
 
     fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision {
-        let servers = [to_policy_metrics(ctx.metrics)];
+        let servers = [ctx.metrics.clone()];
         let series = LogSeries(ctx.access_log);
         let outcome = self.engine.tick(&TickInput {
             now: ctx.now,

@@ -400,7 +400,10 @@ impl<C: ReplayCache> Loop<'_, C> {
         TickMetrics {
             cachesize: self.cache.len() as f64,
             cachebytes: self.cache.bytes() as f64,
-            capacity: cap.objects.or(cap.bytes).unwrap_or(0) as f64,
+            capacity: cap
+                .objects
+                .or(cap.bytes)
+                .map_or(f64::INFINITY, |c| c as f64),
             hits: c.hits as f64,
             misses: c.misses as f64,
             gets: (c.gets + c.accesses) as f64,
@@ -416,6 +419,9 @@ impl<C: ReplayCache> Loop<'_, C> {
             ),
             backend_queue: self.backend.queue_len(now),
             evictions: self.cache.evictions() as f64,
+            load: per_s(c.requests, p.requests),
+            cpu: None,
+            mem: None,
         }
     }
 
