@@ -19,8 +19,8 @@ trace="$out/parsplice.csv.zst"
 "$MANTLE" analyze --trace "$trace" --report "$out/analysis.html" | tee "$out/analysis.txt"
 echo
 "$MANTLE" compare --trace "$trace" \
-  --fixed 250 --fixed 1000 --fixed 4000 \
-  --policy policies/multipolicy.lua:absorb=3000,n=1000 \
+  --fixed 1000 --fixed 4000 --fixed 10000 \
+  --policy policies/multipolicy.lua:absorb=20000,n=1000 \
   --policy policies/dscache.lua \
   --report "$out/report.html"
 echo
