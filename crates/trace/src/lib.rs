@@ -44,6 +44,19 @@ pub trait TraceReader: Send {
     fn progress(&self) -> Option<(u64, u64)> {
         None
     }
+
+    /// Appends up to `max` requests to `out`; fewer only at the end of the trace. One call
+    /// through `dyn TraceReader` then reads a whole batch with static calls, which is what
+    /// [`Batched`] uses to take the per-request indirection off the replay's hot loop.
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
+        for _ in 0..max {
+            match self.next_request()? {
+                Some(r) => out.push(r),
+                None => break,
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<R: TraceReader + ?Sized> TraceReader for Box<R> {
@@ -51,8 +64,48 @@ impl<R: TraceReader + ?Sized> TraceReader for Box<R> {
         (**self).next_request()
     }
 
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
+        (**self).next_batch(out, max)
+    }
+
     fn progress(&self) -> Option<(u64, u64)> {
         (**self).progress()
+    }
+}
+
+/// A reader that fetches requests a batch at a time (a bounded buffer of
+/// [`Batched::BATCH`] requests) and hands them out one by one.
+pub struct Batched<R> {
+    reader: R,
+    buf: Vec<Request>,
+    pos: usize,
+}
+
+impl<R: TraceReader> Batched<R> {
+    pub const BATCH: usize = 1024;
+
+    pub fn new(reader: R) -> Batched<R> {
+        Batched {
+            reader,
+            buf: Vec::with_capacity(Self::BATCH),
+            pos: 0,
+        }
+    }
+
+    /// The next request, like [`TraceReader::next_request`].
+    #[inline]
+    pub fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            self.reader.next_batch(&mut self.buf, Self::BATCH)?;
+            if self.buf.is_empty() {
+                return Ok(None);
+            }
+        }
+        let r = self.buf[self.pos];
+        self.pos += 1;
+        Ok(Some(r))
     }
 }
 
@@ -99,4 +152,42 @@ fn detected(source: &source::Source) -> Result<Format, TraceError> {
             ),
         )
     })
+}
+
+#[cfg(test)]
+mod batched_tests {
+    use super::*;
+
+    /// Yields keys 0..n, then ends.
+    struct Counting {
+        next: u64,
+        n: u64,
+    }
+
+    impl TraceReader for Counting {
+        fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+            if self.next == self.n {
+                return Ok(None);
+            }
+            self.next += 1;
+            Ok(Some(Request {
+                key: self.next - 1,
+                ..Request::default()
+            }))
+        }
+    }
+
+    #[test]
+    fn batches_hand_out_every_request_once_in_order_across_boundaries() {
+        for n in [0, 1, 1023, 1024, 1025, 2500] {
+            let inner: Box<dyn TraceReader> = Box::new(Counting { next: 0, n });
+            let mut b = Batched::new(inner);
+            let mut keys = Vec::new();
+            while let Some(r) = b.next_request().unwrap() {
+                keys.push(r.key);
+            }
+            assert_eq!(keys, (0..n).collect::<Vec<_>>(), "n = {n}");
+            assert!(b.next_request().unwrap().is_none(), "stays at the end");
+        }
+    }
 }

@@ -255,7 +255,7 @@ fn replay_one(
         ),
         None => None,
     };
-    let mut reader = trace::open(&args.input.trace, format, options)?;
+    let mut reader = trace::Batched::new(trace::open(&args.input.trace, format, options)?);
     Ok(sim::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn sim::Controller),

@@ -205,7 +205,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         None => None,
     };
-    let mut reader = open()?;
+    let mut reader = trace::Batched::new(open()?);
     let report = sim::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn sim::Controller),
