@@ -40,8 +40,9 @@ pub struct Fallback {
 /// The result of one tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TickOutcome {
-    /// The version that ran, `None` when no policy is active.
-    pub policy: Option<PolicyId>,
+    /// The version that ran, `None` when no policy is active. Shared with the engine, so a
+    /// tick does not copy the name.
+    pub policy: Option<Arc<PolicyId>>,
     /// What to do; no action when the tick failed.
     pub decision: Decision,
     pub error: Option<PolicyError>,
@@ -59,6 +60,9 @@ pub struct PolicyEngine {
     consecutive_failures: u32,
     last_logged_error: Option<String>,
     stats: EngineStats,
+    /// The active version's state may differ from the host's map (a version became active or
+    /// the host set a state): the next tick loads it from the map first.
+    state_stale: bool,
 }
 
 impl PolicyEngine {
@@ -72,6 +76,7 @@ impl PolicyEngine {
             consecutive_failures: 0,
             last_logged_error: None,
             stats: EngineStats::default(),
+            state_stale: false,
         }
     }
 
@@ -118,6 +123,8 @@ impl PolicyEngine {
         chunk: &str,
         source: &str,
     ) -> Result<PolicyId, LoadError> {
+        // The new version's top level reads the state as the running one left it.
+        self.save_active_state();
         let version = self.versions.get(name).copied().unwrap_or(0) + 1;
         let id = PolicyId {
             name: name.to_string(),
@@ -128,6 +135,7 @@ impl PolicyEngine {
                 self.versions.insert(name.to_string(), version);
                 self.previous = self.active.take();
                 self.active = Some(program);
+                self.state_stale = true;
                 self.consecutive_failures = 0;
                 self.last_logged_error = None;
                 Ok(id)
@@ -152,6 +160,7 @@ impl PolicyEngine {
 
     /// Stops managing the cache (the state is kept).
     pub fn unload(&mut self) {
+        self.save_active_state();
         self.previous = self.active.take();
     }
 
@@ -203,7 +212,11 @@ impl PolicyEngine {
                 fallback: None,
             };
         };
-        let id = program.id().clone();
+        if self.state_stale {
+            program.sync_state(&self.host);
+            self.state_stale = false;
+        }
+        let id = Arc::clone(program.shared_id());
         self.stats.ticks += 1;
         match program.tick(input) {
             Ok(decision) => {
@@ -261,8 +274,10 @@ impl PolicyEngine {
         self.stats.fallbacks += 1;
         self.consecutive_failures = 0;
         self.last_logged_error = None;
+        self.save_active_state();
         let failed = self.active.take().map(|p| p.id().clone());
         self.active = self.previous.take();
+        self.state_stale = true;
         let from = failed.unwrap_or(PolicyId {
             name: String::new(),
             version: 0,
@@ -288,21 +303,34 @@ impl PolicyEngine {
 
     /// The `WRstate` value of policy `name`.
     pub fn state(&self, name: &str) -> Option<StateValue> {
+        self.save_active_state();
         self.host().states.get(name).cloned()
     }
 
-    /// Sets (e.g. restores from durable storage) the state of policy `name`.
+    /// Sets (e.g. restores from durable storage) the state of policy `name`; the next
+    /// `RDstate` sees it.
     pub fn set_state(&mut self, name: &str, value: StateValue) {
+        self.save_active_state();
         self.host().states.insert(name.to_string(), value);
+        self.state_stale = true;
     }
 
     /// Every policy's state, for persisting.
     pub fn states(&self) -> BTreeMap<String, StateValue> {
+        self.save_active_state();
         self.host()
             .states
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// Moves a state the active version keeps in Lua (see `program::STATE_CELL`) to the
+    /// host's map, which is then the whole truth.
+    fn save_active_state(&self) {
+        if let Some(program) = &self.active {
+            program.push_state(&self.host);
+        }
     }
 
     fn host(&self) -> MutexGuard<'_, HostShared> {
@@ -321,5 +349,94 @@ mod tests {
     #[test]
     fn the_engine_can_move_to_another_thread() {
         assert_send::<PolicyEngine>();
+    }
+
+    use crate::metrics::Metrics;
+    use crate::series::NoSeries;
+    use crate::value::{Params, Scalar};
+
+    fn run(e: &mut PolicyEngine, tick: u64) -> TickOutcome {
+        let servers = [Metrics::default()];
+        let out = e.tick(&TickInput {
+            now: tick as f64,
+            tick,
+            whoami: 0,
+            servers: &servers,
+            params: &Params::new(),
+            timeseries: &NoSeries,
+        });
+        assert!(out.error.is_none(), "tick {tick}: {:?}", out.error);
+        out
+    }
+
+    fn number(n: f64) -> Option<StateValue> {
+        Some(StateValue::Scalar(Scalar::Number(n)))
+    }
+
+    #[test]
+    fn a_state_kept_in_lua_is_what_the_host_reads_and_sets() {
+        let src = "function howmuch() local s = RDstate() WRstate(s + 1) return 0 end";
+        let mut e = PolicyEngine::new(Limits::default());
+        e.load("p", src).unwrap();
+        run(&mut e, 1);
+        run(&mut e, 2);
+        assert_eq!(e.state("p"), number(2.0));
+        assert_eq!(e.states().get("p").cloned(), number(2.0));
+        e.set_state("p", StateValue::Scalar(Scalar::Number(40.0)));
+        run(&mut e, 3);
+        assert_eq!(e.state("p"), number(41.0), "RDstate saw the host's value");
+        e.load("p", src).unwrap();
+        run(&mut e, 4);
+        assert_eq!(e.state("p"), number(42.0), "a reload keeps the state");
+        e.unload();
+        assert_eq!(e.state("p"), number(42.0));
+    }
+
+    #[test]
+    fn numbers_in_state_read_back_as_through_the_host() {
+        let src = r#"
+function when()
+  WRstate(2.0) assert(math.type(RDstate()) == "integer" and RDstate() == 2)
+  WRstate(2.5) assert(RDstate() == 2.5)
+  WRstate(1 << 60) assert(math.type(RDstate()) == "float")
+  WRstate(true) assert(RDstate() == true)
+  WRstate({a = 1}) assert(RDstate().a == 1)
+  assert(not pcall(WRstate, {{}}), "nested tables are refused")
+  assert(RDstate().a == 1, "a refused write keeps the state")
+  WRstate(7)
+  return false
+end
+"#;
+        let mut e = PolicyEngine::new(Limits::default());
+        e.load("q", src).unwrap();
+        run(&mut e, 1);
+        assert_eq!(e.state("q"), number(7.0));
+    }
+
+    #[test]
+    fn a_fallback_version_reads_what_the_failing_one_wrote() {
+        let mut e = PolicyEngine::new(Limits::default());
+        e.load(
+            "f",
+            "function when() WRstate(RDstate() + 1) return false end",
+        )
+        .unwrap();
+        run(&mut e, 1);
+        e.load("f", "function when() WRstate(100) error('boom') end")
+            .unwrap();
+        let servers = [Metrics::default()];
+        for tick in 2..2 + u64::from(e.limits().max_consecutive_failures) {
+            e.tick(&TickInput {
+                now: tick as f64,
+                tick,
+                whoami: 0,
+                servers: &servers,
+                params: &Params::new(),
+                timeseries: &NoSeries,
+            });
+        }
+        assert_eq!(e.active().map(|id| id.version), Some(1), "fell back");
+        run(&mut e, 10);
+        assert_eq!(e.state("f"), number(101.0));
     }
 }

@@ -353,7 +353,7 @@ fn metric_values(m: &Metrics) -> [f64; 16] {
 
 /// The error a failed `lua_pcall` left: the host's own error when a host function (such as
 /// the budget hook) raised it, else the message.
-fn error_from(value: Value) -> mlua::Error {
+pub(crate) fn error_from(value: Value) -> mlua::Error {
     match value {
         Value::Error(e) => *e,
         Value::String(s) => mlua::Error::runtime(s.to_string_lossy()),

@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use mlua::{ChunkMode, Function, Lua, Value};
+use mlua::{ffi, ChunkMode, Function, Lua, RegistryKey, Value};
 
 use crate::decision::{self, Action, Decision};
-use crate::env::TickEnv;
+use crate::env::{error_from, TickEnv};
 use crate::error::PolicyId;
 use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError, PolicyError};
 use crate::host::{HostShared, LogLevel};
@@ -15,7 +15,7 @@ use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::sandbox::{self, Budget};
 use crate::series::{build_series_object, NoSeries, SeriesSlot, TimeSeries};
-use crate::value::{Params, StateValue};
+use crate::value::{number_to_lua, Params, Scalar, StateValue};
 
 /// Everything the host tells a policy at one tick.
 pub struct TickInput<'a> {
@@ -34,24 +34,29 @@ pub struct TickInput<'a> {
 }
 
 /// The callbacks a libmantle-style policy defines, or the chunk of a Ceph balancer.
+/// Each callback is kept as a registry slot: a tick pushes it with one `lua_rawgeti` and calls
+/// it directly, which costs a fraction of mlua's generic call path (a message handler, a
+/// reference thread, conversions of arguments and results).
 enum Dialect {
     Callbacks {
-        load: Option<Function>,
-        when: Option<Function>,
-        howmuch: Option<Function>,
-        where_: Option<Function>,
+        load: Option<RegistryKey>,
+        when: Option<RegistryKey>,
+        howmuch: Option<RegistryKey>,
+        where_: Option<RegistryKey>,
     },
     /// Re-run every tick; its returned table is the `where` result.
-    Ceph { chunk: Function },
+    Ceph { chunk: RegistryKey },
 }
 
 pub(crate) struct Program {
-    id: PolicyId,
+    /// Shared so each tick's outcome can name the version without copying the name.
+    id: Arc<PolicyId>,
     lua: Lua,
     budget: Arc<Budget>,
     limits: Limits,
     dialect: Dialect,
     env: TickEnv,
+    state: StateCell,
     // Declared last: the Lua state holds its address and must be dropped first.
     slot: Box<SeriesSlot>,
 }
@@ -74,7 +79,7 @@ impl Program {
         };
         let (lua, budget) = sandbox::new_state(limits).map_err(setup)?;
         let slot = SeriesSlot::new();
-        install_host_functions(&lua, &id, host, &slot).map_err(setup)?;
+        let cell = install_host_functions(&lua, &id, host, &slot).map_err(setup)?;
 
         let chunk = lua
             .load(source)
@@ -106,8 +111,13 @@ impl Program {
             let _series = slot.publish(probe.timeseries);
             env.set(&lua, &probe).map_err(setup)?;
             budget.refill();
-            chunk.call::<Value>(()).map_err(|e| {
-                let message = describe(&e, &budget, limits);
+            let run = chunk.call::<Value>(());
+            // What the top level wrote is the policy's state, even if the run then failed.
+            let failed = run.as_ref().err().map(|e| describe(e, &budget, limits));
+            budget.refill();
+            cell.push(host, &id.name);
+            run.map_err(|_| {
+                let message = failed.unwrap_or_default();
                 LoadError::Run {
                     line: line_of(&message),
                     message: format!("{chunk_name}: {message}"),
@@ -131,34 +141,57 @@ impl Program {
             callback("howmuch"),
             callback("where"),
         );
+        let key = |f: Option<Function>| f.map(|f| lua.create_registry_value(f)).transpose();
         let dialect = if load.is_some() || when.is_some() || howmuch.is_some() || where_.is_some() {
             Dialect::Callbacks {
-                load,
-                when,
-                howmuch,
-                where_,
+                load: key(load).map_err(setup)?,
+                when: key(when).map_err(setup)?,
+                howmuch: key(howmuch).map_err(setup)?,
+                where_: key(where_).map_err(setup)?,
             }
         } else if matches!(returned, Value::Table(_)) {
             restore_state(host, &id.name, state_before);
-            Dialect::Ceph { chunk }
+            cell.pull(host, &id.name);
+            Dialect::Ceph {
+                chunk: lua.create_registry_value(chunk).map_err(setup)?,
+            }
         } else {
             return Err(LoadError::NoCallbacks {
                 chunk: chunk_name.trim_start_matches(['@', '=']).to_string(),
             });
         };
         Ok(Program {
-            id,
+            id: Arc::new(id),
             lua,
             budget,
             limits: *limits,
             dialect,
             env,
+            state: cell,
             slot,
         })
     }
 
     pub(crate) fn id(&self) -> &PolicyId {
         &self.id
+    }
+
+    pub(crate) fn shared_id(&self) -> &Arc<PolicyId> {
+        &self.id
+    }
+
+    /// Moves a state the policy wrote and kept in Lua to the host's map.
+    pub(crate) fn push_state(&self, host: &Arc<Mutex<HostShared>>) {
+        // A callback may have spent the budget the count hook checks.
+        self.budget.refill();
+        self.state.push(host, &self.id.name);
+    }
+
+    /// Moves the host's state into Lua after the map changed (or a version became active),
+    /// first saving any value still pending in Lua.
+    pub(crate) fn sync_state(&self, host: &Arc<Mutex<HostShared>>) {
+        self.push_state(host);
+        self.state.pull(host, &self.id.name);
     }
 
     /// The callbacks this version defines (`chunk` for a Ceph balancer).
@@ -186,7 +219,7 @@ impl Program {
     /// Runs one tick. On error nothing is decided.
     pub(crate) fn tick(&self, input: &TickInput) -> Result<Decision, PolicyError> {
         let fail = |callback: &str, kind: ErrorKind, message: String| PolicyError {
-            policy: self.id.clone(),
+            policy: PolicyId::clone(&self.id),
             callback: callback.to_string(),
             kind,
             line: line_of(&message),
@@ -214,9 +247,9 @@ impl Program {
             load: own.load,
             ..Decision::default()
         };
-        let call = |name: &str, f: &Function| -> Result<Value, PolicyError> {
+        let call = |name: &str, f: &RegistryKey| -> Result<Value, PolicyError> {
             self.budget.refill();
-            f.call::<Value>(()).map_err(|e| {
+            call_registered(&self.lua, f).map_err(|e| {
                 let kind = if self.budget.is_exhausted() {
                     ErrorKind::InstructionBudget
                 } else if is_memory_error(&e) {
@@ -275,6 +308,28 @@ impl Program {
     }
 }
 
+/// Calls the function in registry slot `key` with no arguments and returns its first result.
+fn call_registered(lua: &Lua, key: &RegistryKey) -> mlua::Result<Value> {
+    lua.exec_raw_lua(|raw| {
+        let l = raw.state();
+        // SAFETY: one push within the space checked for, a protected call that pops it and
+        // leaves one value (catching every Lua error), and the stack restored on every path.
+        unsafe {
+            if ffi::lua_checkstack(l, 2) == 0 {
+                return Err(mlua::Error::runtime("Lua stack exhausted"));
+            }
+            let top = ffi::lua_gettop(l);
+            ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, key.id().into());
+            let result = match ffi::lua_pcall(l, 0, 1, 0) {
+                ffi::LUA_OK => Ok(raw.pop_value()),
+                _ => Err(error_from(raw.pop_value())),
+            };
+            ffi::lua_settop(l, top);
+            result
+        }
+    })
+}
+
 /// A readable message for a failed call, naming the limit that stopped it.
 fn describe(err: &mlua::Error, budget: &Budget, limits: &Limits) -> String {
     let message = root_message(err);
@@ -294,6 +349,33 @@ fn describe(err: &mlua::Error, budget: &Budget, limits: &Limits) -> String {
     message
 }
 
+impl StateCell {
+    /// Writes a pending value to the host's map. Failures (memory, budget) cannot lose a
+    /// value the host has: the map keeps the previous one.
+    fn push(&self, host: &Arc<Mutex<HostShared>>, name: &str) {
+        let Ok((dirty, value)) = self.export.call::<(bool, Value)>(()) else {
+            return;
+        };
+        if !dirty {
+            return;
+        }
+        if let (Ok(state), Ok(mut host)) = (StateValue::from_lua(&value), host.lock()) {
+            host.states.insert(name.to_string(), state);
+        }
+    }
+
+    /// Keeps a number or boolean state of the host's map in Lua; anything else is read from
+    /// the map at each `RDstate`.
+    fn pull(&self, host: &Arc<Mutex<HostShared>>, name: &str) {
+        let value = match host_state(host, name) {
+            Some(StateValue::Scalar(Scalar::Number(n))) => number_to_lua(n),
+            Some(StateValue::Scalar(Scalar::Bool(b))) => Value::Boolean(b),
+            _ => Value::Nil,
+        };
+        let _ = self.import.call::<()>(value);
+    }
+}
+
 fn host_state(host: &Arc<Mutex<HostShared>>, name: &str) -> Option<StateValue> {
     host.lock().ok()?.states.get(name).cloned()
 }
@@ -307,13 +389,75 @@ fn restore_state(host: &Arc<Mutex<HostShared>>, name: &str, state: Option<StateV
     }
 }
 
-/// `WRstate`/`RDstate` (both spellings), `log`/`BAL_LOG`/`print` and `timeseries`.
+/// Keeps a number or boolean state inside Lua, so `RDstate`/`WRstate` of such a state (the
+/// common case: a flag or a counter read every tick) never leave Lua. Anything else goes to
+/// the host's map through the Rust functions it wraps, as does a missing state. Numbers are
+/// normalised as a round trip through the host would (`StateValue` keeps an `f64`; integral
+/// values come back as integers), so a policy cannot tell where its state was kept. The
+/// engine moves a pending value to the host map with `export` and sets it from the map with
+/// `import`.
+const STATE_CELL: &str = r#"
+local host_write, host_read = ...
+local mtype, tointeger = math.type, math.tointeger
+local HOST = {}
+local value, dirty = HOST, false
+local function write(v)
+  local t = mtype(v)
+  if t == "integer" then
+    if v <= -9e15 or v >= 9e15 then v = v + 0.0 end
+  elseif t == "float" then
+    if v > -9e15 and v < 9e15 and v == v // 1 then v = tointeger(v) end
+  elseif v ~= true and v ~= false then
+    host_write(v)
+    value, dirty = HOST, false
+    return
+  end
+  value, dirty = v, true
+end
+local function read()
+  local v = value
+  if v == HOST then return host_read() end
+  return v
+end
+local function export()
+  local d = dirty
+  dirty = false
+  if d then return true, value end
+  return false
+end
+local function import(v)
+  if v == nil then value = HOST else value = v end
+  dirty = false
+end
+return write, read, {export, import}
+"#;
+
+/// The engine's side of [`STATE_CELL`].
+pub(crate) struct StateCell {
+    export: Function,
+    import: Function,
+}
+
+impl mlua::FromLua for StateCell {
+    fn from_lua(value: Value, _: &Lua) -> mlua::Result<StateCell> {
+        let Value::Table(t) = value else {
+            return Err(mlua::Error::runtime("state cell: expected a table"));
+        };
+        Ok(StateCell {
+            export: t.raw_get(1)?,
+            import: t.raw_get(2)?,
+        })
+    }
+}
+
+/// `WRstate`/`RDstate` (both spellings), `log`/`BAL_LOG`/`print` and `timeseries`. Returns
+/// the engine's handle on the state kept in Lua.
 fn install_host_functions(
     lua: &Lua,
     id: &PolicyId,
     host: &Arc<Mutex<HostShared>>,
     slot: &SeriesSlot,
-) -> mlua::Result<()> {
+) -> mlua::Result<StateCell> {
     let g = lua.globals();
 
     let (h, name) = (Arc::clone(host), id.name.clone());
@@ -337,6 +481,8 @@ fn install_host_functions(
             None => Ok(Value::Integer(0)),
         }
     })?;
+    let (wr, rd, cell): (Function, Function, StateCell) =
+        lua.load(STATE_CELL).set_name("=state").call((wr, rd))?;
     g.raw_set("WRstate", &wr)?;
     g.raw_set("WRState", wr)?;
     g.raw_set("RDstate", &rd)?;
@@ -369,7 +515,8 @@ fn install_host_functions(
         .load("local o = ... return function() return o end")
         .set_name("=timeseries")
         .call(object)?;
-    g.raw_set("timeseries", timeseries)
+    g.raw_set("timeseries", timeseries)?;
+    Ok(cell)
 }
 
 fn join(values: impl Iterator<Item = Value>) -> mlua::Result<String> {
