@@ -123,6 +123,7 @@ fn restart_with_last_k_loads_k_and_converges_before_on_demand() {
         strategy: Strategy::LastK,
         k: 400,
         period: None,
+        share_ppm: None,
     };
     let r = run(&base(Some(last_k)), &reqs);
     let w = r.warmup.as_ref().unwrap();
@@ -152,7 +153,17 @@ fn restart_with_last_k_loads_k_and_converges_before_on_demand() {
         strategy: Strategy::TopK,
         k: 123,
         period: None,
+        share_ppm: None,
     };
     let r = run(&base(Some(top)), &reqs);
     assert_eq!(r.warmup.as_ref().unwrap().loaded_objects, 123);
+
+    // K as a share of the cache: `lastk:100%` loads all 400 recent keys (they fit the 500
+    // slots); `lastk:50%` stops at half the cache, 250 objects.
+    for (spec, loaded) in [("lastk:100%", 400), ("lastk:50%", 250), ("topk:10%", 50)] {
+        let r = run(&base(Some(spec.parse().unwrap())), &reqs);
+        let w = r.warmup.as_ref().unwrap();
+        assert_eq!(w.loaded_objects, loaded, "{spec}");
+        assert_eq!((w.k, w.k_share.is_some()), (None, true), "{spec}");
+    }
 }

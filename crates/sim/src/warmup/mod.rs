@@ -1,7 +1,7 @@
 //! Bonfire-style cache warm-up in replay (seed 001): a monitor records accesses; at the
 //! restart point the cache is emptied and, with a strategy, bulk-loaded with the chosen set
-//! (read from the store in sorted key order, counted as back-end reads); then the hit ratio
-//! is compared window by window with an always-warm cache and an on-demand (cold) cache fed
+//! (read from the store in sorted key order, counted as back-end reads); then its misses are
+//! compared, lookup by lookup, with an always-warm cache and an on-demand (cold) cache fed
 //! the same requests alongside, to measure warm-up time and back-end load as Bonfire defines
 //! them. `docs/warmup.md` states every definition and the measured numbers.
 
@@ -64,11 +64,12 @@ pub struct WarmupConfig {
     pub granularity: Granularity,
     /// Most units the monitor keeps.
     pub monitor_limit: usize,
-    /// Lookups per convergence window.
+    /// Lookups per row of `warmup.windows` (the chart's resolution); also the fewest lookups
+    /// that must follow a convergence point for it to count as sustained.
     pub window_lookups: u64,
     /// Random-K's seed.
     pub seed: u64,
-    /// Hit-ratio gaps (absolute) to the always-warm cache that count as converged.
+    /// How far (absolute hit ratio) below the always-warm cache still counts as converged.
     pub strict_band: f64,
     pub loose_band: f64,
 }
@@ -109,7 +110,10 @@ pub struct WindowRow {
 pub struct WarmupReport {
     /// `lastk`, `firstk`, `topk`, `randomk`, or null for on-demand refill.
     pub strategy: Option<String>,
+    /// K as a count of units; null when K was a share of the cache (`k_share`).
     pub k: Option<u64>,
+    /// K as a share of the cache (1.0 for `lastk:100%`).
+    pub k_share: Option<f64>,
     /// `keys` or `regions`; region size in bytes.
     pub granularity: String,
     pub region_bytes: Option<u64>,
@@ -125,8 +129,9 @@ pub struct WarmupReport {
     pub window_lookups: u64,
     pub strict_band: f64,
     pub loose_band: f64,
-    /// Requests after the restart until the hit ratio stays within the strict (loose) band of
-    /// the always-warm cache's; null if it never does.
+    /// Requests (and trace seconds) after the restart until the hit ratio, from then on over
+    /// every stretch of lookups, is at least the always-warm cache's minus the strict (loose)
+    /// band; null if that point is not followed by `window_lookups` lookups. See `Converging`.
     pub convergence_requests: Option<u64>,
     pub convergence_requests_loose: Option<u64>,
     pub convergence_seconds: Option<f64>,
@@ -134,6 +139,10 @@ pub struct WarmupReport {
     pub ondemand_convergence_requests: Option<u64>,
     pub ondemand_convergence_requests_loose: Option<u64>,
     pub ondemand_convergence_seconds: Option<f64>,
+    pub ondemand_convergence_seconds_loose: Option<f64>,
+    /// Read misses after the restart beyond the always-warm cache's (negative: fewer).
+    pub excess_misses: i64,
+    pub ondemand_excess_misses: i64,
     /// Back-end reads from the restart until on-demand converges (strict; to the end if it
     /// never does), bulk load included; and on-demand's over the same requests.
     pub backend_reads_during_warmup: u64,
@@ -143,9 +152,10 @@ pub struct WarmupReport {
     pub lookups_during_warmup: u64,
     pub load_reduction: Option<f64>,
     pub ondemand_load_reduction: Option<f64>,
-    /// `1 - convergence / on-demand convergence` (strict), and
+    /// `1 - convergence / on-demand convergence` in requests (strict; loose), and
     /// `load_reduction / ondemand_load_reduction - 1`.
     pub warmup_time_improvement: Option<f64>,
+    pub warmup_time_improvement_loose: Option<f64>,
     pub load_reduction_improvement: Option<f64>,
     /// Hit ratios over everything after the restart.
     pub hit_ratio_after_restart: Option<f64>,
@@ -154,10 +164,9 @@ pub struct WarmupReport {
     pub windows: Vec<WindowRow>,
 }
 
+/// Running counts since the restart, for a row of `warmup.windows` or the whole span.
 #[derive(Clone, Copy, Default)]
 struct Window {
-    start_requests: u64,
-    start_time: f64,
     end_requests: u64,
     end_time: f64,
     lookups: u64,
@@ -194,6 +203,12 @@ pub(crate) struct WarmupRun<C: ReplayCache> {
     last_time: f64,
     current: Window,
     windows: Vec<Window>,
+    /// Everything since the restart.
+    total: Totals,
+    strict: Converging,
+    loose: Converging,
+    ondemand_strict: Converging,
+    ondemand_loose: Converging,
 }
 
 impl<C: ReplayCache> WarmupRun<C> {
@@ -220,6 +235,11 @@ impl<C: ReplayCache> WarmupRun<C> {
             last_time: 0.0,
             current: Window::default(),
             windows: Vec::new(),
+            total: Totals::default(),
+            strict: Converging::new(config.strict_band),
+            loose: Converging::new(config.loose_band),
+            ondemand_strict: Converging::new(config.strict_band),
+            ondemand_loose: Converging::new(config.loose_band),
             config,
         }
     }
@@ -235,10 +255,15 @@ impl<C: ReplayCache> WarmupRun<C> {
         self.restarted = true;
         self.restart_time = now;
         self.last_time = now;
-        self.current = Window {
-            start_time: now,
-            ..Window::default()
+        self.current = Window::default();
+        self.total = Totals {
+            time: now,
+            ..Totals::default()
         };
+        let start = self.total;
+        for c in self.trackers() {
+            c.at = start;
+        }
         main.empty();
         let (Some(spec), Some(monitor)) = (self.config.spec, self.monitor.take()) else {
             return 0;
@@ -250,9 +275,10 @@ impl<C: ReplayCache> WarmupRun<C> {
         self.selected_units = chosen.len() as u64;
         let mut objects = monitor.objects_of(&chosen);
         drop(monitor);
-        // Take objects in rank order while they fit, then read them in key order (Bonfire
-        // sorts the warm-up set by address so the store reads it sequentially).
-        let capacity = main.capacity();
+        // Take objects in rank order while they fit (the share of the cache, when K is one),
+        // then read them in key order (Bonfire sorts the warm-up set by address so the store
+        // reads it sequentially).
+        let capacity = spec.load_budget(main.capacity());
         let (mut count, mut bytes) = (0u64, 0u64);
         let fitting = objects
             .iter()
@@ -298,16 +324,40 @@ impl<C: ReplayCache> WarmupRun<C> {
         if req.time > self.last_time {
             self.last_time = req.time;
         }
+        self.total.requests = self.requests_since;
+        self.total.time = self.last_time;
+        let Some(hit) = main_hit else {
+            return;
+        };
+        let warm_hit = warm_hit.unwrap_or(false);
+        let ondemand_hit = ondemand_hit.flatten().unwrap_or(hit);
         let w = &mut self.current;
-        if let Some(hit) = main_hit {
-            w.lookups += 1;
-            w.hits += u64::from(hit);
-            w.warm_hits += u64::from(warm_hit.unwrap_or(false));
-            w.ondemand_hits += u64::from(ondemand_hit.flatten().unwrap_or(hit));
-        }
-        if w.lookups >= self.config.window_lookups {
+        w.lookups += 1;
+        w.hits += u64::from(hit);
+        w.warm_hits += u64::from(warm_hit);
+        w.ondemand_hits += u64::from(ondemand_hit);
+        let t = &mut self.total;
+        t.lookups += 1;
+        t.misses += u64::from(!hit);
+        t.warm_misses += u64::from(!warm_hit);
+        t.ondemand_misses += u64::from(!ondemand_hit);
+        let t = self.total;
+        self.strict.observe(&t, t.misses);
+        self.loose.observe(&t, t.misses);
+        self.ondemand_strict.observe(&t, t.ondemand_misses);
+        self.ondemand_loose.observe(&t, t.ondemand_misses);
+        if self.current.lookups >= self.config.window_lookups {
             self.close_window();
         }
+    }
+
+    fn trackers(&mut self) -> [&mut Converging; 4] {
+        [
+            &mut self.strict,
+            &mut self.loose,
+            &mut self.ondemand_strict,
+            &mut self.ondemand_loose,
+        ]
     }
 
     fn close_window(&mut self) {
@@ -315,11 +365,7 @@ impl<C: ReplayCache> WarmupRun<C> {
         w.end_requests = self.requests_since;
         w.end_time = self.last_time;
         self.windows.push(w);
-        self.current = Window {
-            start_requests: self.requests_since,
-            start_time: self.last_time,
-            ..Window::default()
-        };
+        self.current = Window::default();
     }
 
     /// Applies a policy's eviction to the shadows too, so they stay comparable.
@@ -350,23 +396,19 @@ impl<C: ReplayCache> WarmupRun<C> {
         let cfg = &self.config;
         let main = |w: &Window| Window::ratio(w.hits, w.lookups);
         let od = |w: &Window| Window::ratio(w.ondemand_hits, w.lookups);
-        let strict = converged_from(windows, cfg.strict_band, main);
-        let loose = converged_from(windows, cfg.loose_band, main);
-        let od_strict = converged_from(windows, cfg.strict_band, od);
-        let od_loose = converged_from(windows, cfg.loose_band, od);
-        let at = |i: Option<usize>| i.map(|i| window_start(windows, i).0);
-        let secs = |i: Option<usize>| {
-            i.filter(|_| timed)
-                .map(|i| window_start(windows, i).1 - self.restart_time)
-        };
+        let all = self.total;
+        let evidence = cfg.window_lookups;
+        let strict = self.strict.converged(&all, evidence);
+        let loose = self.loose.converged(&all, evidence);
+        let od_strict = self.ondemand_strict.converged(&all, evidence);
+        let od_loose = self.ondemand_loose.converged(&all, evidence);
+        let at = |c: Option<Totals>| c.map(|t| t.requests);
+        let secs = |c: Option<Totals>| c.filter(|_| timed).map(|t| t.time - self.restart_time);
         // Bonfire's load reduction over the on-demand warm-up period (the longer one).
-        let span = od_strict.unwrap_or(windows.len());
-        let lookups: u64 = windows[..span].iter().map(|w| w.lookups).sum();
-        let misses: u64 = windows[..span].iter().map(|w| w.lookups - w.hits).sum();
-        let od_misses: u64 = windows[..span]
-            .iter()
-            .map(|w| w.lookups - w.ondemand_hits)
-            .sum();
+        let span = od_strict.unwrap_or(all);
+        let lookups = span.lookups;
+        let misses = span.misses;
+        let od_misses = span.ondemand_misses;
         let reads = misses + self.bulk_reads;
         // Bonfire's load reduction is over foreground I/O: the share of lookups the cache
         // served. The bulk load is reported separately (and counted in the reads above).
@@ -382,11 +424,15 @@ impl<C: ReplayCache> WarmupRun<C> {
                 (Some(region_bytes), "regions".to_string())
             }
         };
-        let conv = at(strict);
-        let od_conv = at(od_strict);
+        let improvement = |c: Option<Totals>, o: Option<Totals>| match (at(c), at(o)) {
+            (Some(c), Some(o)) if o > 0 => Some(1.0 - c as f64 / o as f64),
+            _ => None,
+        };
+        let excess = |misses: u64| misses as i64 - all.warm_misses as i64;
         WarmupReport {
             strategy: cfg.spec.map(|s| s.strategy.name().to_string()),
-            k: cfg.spec.map(|s| s.k),
+            k: cfg.spec.filter(|s| s.share().is_none()).map(|s| s.k),
+            k_share: cfg.spec.and_then(|s| s.share()),
             granularity,
             region_bytes,
             restart_at_request: cfg.restart_at,
@@ -400,22 +446,23 @@ impl<C: ReplayCache> WarmupRun<C> {
             window_lookups: cfg.window_lookups,
             strict_band: cfg.strict_band,
             loose_band: cfg.loose_band,
-            convergence_requests: conv,
+            convergence_requests: at(strict),
             convergence_requests_loose: at(loose),
             convergence_seconds: secs(strict),
             convergence_seconds_loose: secs(loose),
-            ondemand_convergence_requests: od_conv,
+            ondemand_convergence_requests: at(od_strict),
             ondemand_convergence_requests_loose: at(od_loose),
             ondemand_convergence_seconds: secs(od_strict),
+            ondemand_convergence_seconds_loose: secs(od_loose),
+            excess_misses: excess(all.misses),
+            ondemand_excess_misses: excess(all.ondemand_misses),
             backend_reads_during_warmup: reads,
             ondemand_backend_reads_during_warmup: od_misses,
             lookups_during_warmup: lookups,
             load_reduction,
             ondemand_load_reduction,
-            warmup_time_improvement: match (conv, od_conv) {
-                (Some(c), Some(o)) if o > 0 => Some(1.0 - c as f64 / o as f64),
-                _ => None,
-            },
+            warmup_time_improvement: improvement(strict, od_strict),
+            warmup_time_improvement_loose: improvement(loose, od_loose),
             load_reduction_improvement: match (load_reduction, ondemand_load_reduction) {
                 (Some(a), Some(b)) if b > 0.0 => Some(a / b - 1.0),
                 _ => None,
@@ -442,20 +489,60 @@ impl<C: ReplayCache> WarmupRun<C> {
     }
 }
 
-/// `(requests, time)` since the restart at the start of window `i`.
-fn window_start(windows: &[Window], i: usize) -> (u64, f64) {
-    (windows[i].start_requests, windows[i].start_time)
+/// Counts since the restart, at one request.
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+struct Totals {
+    requests: u64,
+    /// Trace time of the last request counted.
+    time: f64,
+    lookups: u64,
+    misses: u64,
+    warm_misses: u64,
+    ondemand_misses: u64,
 }
 
-/// Index of the first window of the longest suffix whose hit ratio is within `band` of the
-/// always-warm cache's; `None` if the last window is not.
-fn converged_from(windows: &[Window], band: f64, ratio: impl Fn(&Window) -> f64) -> Option<usize> {
-    let within = |w: &Window| (ratio(w) - Window::ratio(w.warm_hits, w.lookups)).abs() <= band;
-    let mut i = windows.len();
-    while i > 0 && within(&windows[i - 1]) {
-        i -= 1;
+/// Where one cache converges to the always-warm one, found online at request resolution.
+///
+/// With `D(n)` the cache's read misses beyond the always-warm cache's over the first `n`
+/// lookups after the restart, the cache has converged at `n` when from there on it never
+/// falls more than `band` below the always-warm hit ratio over any stretch:
+/// `D(m) - D(n) <= band * (m - n)` for every later `m`. The earliest such `n` is the first
+/// maximum of `D(n) - band * n`, so one running maximum finds it. The test is one-sided (a
+/// cache that does better than the always-warm one has converged) and needs no windows, so
+/// neither a window's noise nor its width decides the figure.
+#[derive(Clone, Copy, Debug)]
+struct Converging {
+    band: f64,
+    /// `max D(n) - band * n` so far (0 at the restart), and the counts where it was reached.
+    best: f64,
+    at: Totals,
+}
+
+impl Converging {
+    fn new(band: f64) -> Converging {
+        Converging {
+            band,
+            best: 0.0,
+            at: Totals::default(),
+        }
     }
-    (i < windows.len()).then_some(i)
+
+    /// After a lookup, with `misses` this cache's misses since the restart.
+    #[inline]
+    fn observe(&mut self, now: &Totals, misses: u64) {
+        let excess = misses as f64 - now.warm_misses as f64 - self.band * now.lookups as f64;
+        if excess > self.best {
+            self.best = excess;
+            self.at = *now;
+        }
+    }
+
+    /// The counts at convergence, if at least `evidence` lookups (or all there were) followed
+    /// it: a point reached only at the very end is not yet shown to be sustained.
+    fn converged(&self, end: &Totals, evidence: u64) -> Option<Totals> {
+        let after = end.lookups - self.at.lookups;
+        (end.lookups > 0 && after >= evidence.min(end.lookups)).then_some(self.at)
+    }
 }
 
 /// One request through a shadow cache with the replay's semantics; `Some(hit)` for lookups.
@@ -499,30 +586,102 @@ mod tests {
         assert!("x".parse::<RestartAt>().is_err());
     }
 
-    fn window(hits: u64, warm: u64) -> Window {
-        Window {
-            lookups: 100,
-            hits,
-            warm_hits: warm,
-            ..Window::default()
+    /// Convergence (in lookups) of a cache whose lookups hit as `hits` says, against an
+    /// always-warm cache hitting as `warm` says.
+    fn convergence(hits: &[bool], warm: &[bool], band: f64, evidence: u64) -> Option<u64> {
+        let mut c = Converging::new(band);
+        let mut t = Totals::default();
+        for (&hit, &warm_hit) in hits.iter().zip(warm) {
+            t.requests += 1;
+            t.lookups += 1;
+            t.misses += u64::from(!hit);
+            t.warm_misses += u64::from(!warm_hit);
+            c.observe(&t, t.misses);
         }
+        c.converged(&t, evidence).map(|t| t.lookups)
+    }
+
+    /// `n` lookups hitting with probability about `p` (a fixed pseudo-random pattern).
+    fn pattern(n: usize, p: f64, seed: u64) -> Vec<bool> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 10_000) as f64 / 10_000.0 < p
+            })
+            .collect()
     }
 
     #[test]
-    fn convergence_is_the_start_of_the_in_band_tail() {
-        let ws = [
-            window(10, 50),
-            window(49, 50),
-            window(45, 50),
-            window(49, 49),
-            window(50, 50),
-        ];
-        let r = |w: &Window| Window::ratio(w.hits, w.lookups);
-        assert_eq!(converged_from(&ws, 0.01, r), Some(3));
-        assert_eq!(converged_from(&ws, 0.10, r), Some(1));
-        assert_eq!(converged_from(&ws, 0.5, r), Some(0));
-        assert_eq!(converged_from(&ws[..3], 0.01, r), None);
-        assert_eq!(converged_from(&[], 0.01, r), None);
+    fn a_cache_never_worse_than_the_always_warm_one_has_converged_at_once() {
+        // The warmed cache hits more than the always-warm one everywhere (a bulk load can
+        // hold what the always-warm cache evicted): one-sided, that is converged, not slower.
+        let warm = pattern(20_000, 0.5, 7);
+        let better: Vec<bool> = warm
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| h || i % 3 == 0)
+            .collect();
+        assert_eq!(convergence(&better, &warm, 0.01, 100), Some(0));
+        assert_eq!(convergence(&warm, &warm, 0.01, 100), Some(0), "identical");
+    }
+
+    #[test]
+    fn convergence_is_found_at_lookup_resolution() {
+        // Cold for the first `cold` lookups (all misses), then as good as the always-warm
+        // cache: converged exactly there, whatever the chart's window width.
+        let warm = vec![true; 10_000];
+        for cold in [0usize, 1, 30, 80, 999, 4_321] {
+            let hits: Vec<bool> = (0..10_000).map(|i| i >= cold).collect();
+            assert_eq!(convergence(&hits, &warm, 0.01, 100), Some(cold as u64));
+            assert_eq!(convergence(&hits, &warm, 0.05, 100), Some(cold as u64));
+        }
+        // Two caches warming 30 and 80 lookups in, which windows of 100 lookups lumped
+        // together, now differ.
+        let w30: Vec<bool> = (0..10_000).map(|i| i >= 30).collect();
+        let w80: Vec<bool> = (0..10_000).map(|i| i >= 80).collect();
+        assert!(convergence(&w30, &warm, 0.01, 100) < convergence(&w80, &warm, 0.01, 100));
+    }
+
+    #[test]
+    fn convergence_is_sustained_and_tolerates_the_band() {
+        let warm = pattern(50_000, 0.6, 3);
+        // Half the always-warm hits for 5,000 lookups, then the same: converged at 5,000
+        // by either band (a deficit of 30 points ends there).
+        let hits: Vec<bool> = warm
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| h && (i >= 5_000 || i % 2 == 0))
+            .collect();
+        for band in [0.01, 0.05] {
+            let at = convergence(&hits, &warm, band, 100).unwrap();
+            assert!((4_990..=5_000).contains(&at), "{band}: {at}");
+        }
+        // 2.4 points below the always-warm cache for good: within the loose band from the
+        // start, never within the strict one.
+        let lower: Vec<bool> = warm
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| h && i % 25 != 0)
+            .collect();
+        assert_eq!(convergence(&lower, &warm, 0.05, 100), Some(0));
+        assert_eq!(convergence(&lower, &warm, 0.01, 100), None);
+        // A relapse after a good stretch moves convergence past it.
+        let relapse: Vec<bool> = warm
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| h && !(20_000..22_000).contains(&i))
+            .collect();
+        let at = convergence(&relapse, &warm, 0.05, 100).unwrap();
+        assert!((21_900..=22_000).contains(&at), "{at}");
+        // A deficit that lasts to the end is not convergence, and neither is a point with too
+        // few lookups after it to show it lasts.
+        let late: Vec<bool> = (0..1_000).map(|i| i >= 950).collect();
+        assert_eq!(convergence(&late, &[true; 1_000], 0.01, 100), None);
+        assert_eq!(convergence(&late, &[true; 1_000], 0.01, 50), Some(950));
+        assert_eq!(convergence(&[], &[], 0.01, 100), None);
     }
 
     /// A cache that records what is inserted, in order.
@@ -584,6 +743,7 @@ mod tests {
                 strategy,
                 k,
                 period: None,
+                share_ppm: None,
             }),
             ..WarmupConfig::default()
         };
