@@ -214,6 +214,18 @@ fn parsplice_replay_agrees_with_the_server_and_the_simulator() {
     for key in ["requests", "gets", "puts", "deletes", "accesses"] {
         assert_eq!(live[key], sim[key], "{key}");
     }
+    // Every key of the simulator's JSON is in the live one (docs/replay.md, "Output").
+    for key in sim.as_object().unwrap().keys() {
+        assert!(live.get(key).is_some(), "the live JSON lacks `{key}`");
+    }
+    for key in [
+        "algorithm",
+        "cache_size",
+        "capacity_objects",
+        "capacity_bytes",
+    ] {
+        assert_eq!(live[key], sim[key], "{key}");
+    }
     assert!(
         u(&sim, "misses") > 0,
         "the test wants a cache under pressure"

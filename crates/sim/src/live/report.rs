@@ -106,7 +106,7 @@ impl Report {
         };
         let max_ms = |h: &Histogram<u64>| (!h.is_empty()).then(|| h.max() as f64 / 1000.0);
         let duration = t.first_time.map(|first| t.last_time - first);
-        json!({
+        let mut value = json!({
             "mode": "live",
             "server": self.server,
             "speed": self.speed,
@@ -156,7 +156,33 @@ impl Report {
             "policy": self.policy.as_ref().map(PolicyRun::to_json),
             "wall_seconds": wall,
             "requests_per_second": if wall > 0.0 { t.requests as f64 / wall } else { 0.0 },
-        })
+        });
+        let after = &self.after;
+        let cache = json!({
+            // The cache as the server has it at the end of the run (a policy may have resized
+            // it); `cache_size` is written the way `--cache-size` takes it.
+            "algorithm": after.algorithm.map(|a| format!("{a:?}").to_lowercase()),
+            "cache_size": cache_size(after),
+            "capacity_objects": after.capacity_objects,
+            "capacity_bytes": after.capacity_bytes,
+            // The replay does not pre-read the trace, has no class file and no restart.
+            "working_set": null,
+            "classes": null,
+            "warmup": null,
+        });
+        if let (Value::Object(map), Value::Object(extra)) = (&mut value, cache) {
+            map.extend(extra);
+        }
+        value
+    }
+}
+
+/// The server's capacity as `--cache-size` takes it: objects, bytes (`NB`) or `unlimited`.
+fn cache_size(c: &Counters) -> String {
+    match (c.capacity_objects, c.capacity_bytes) {
+        (Some(n), _) => n.to_string(),
+        (None, Some(b)) => format!("{b}B"),
+        (None, None) => "unlimited".to_string(),
     }
 }
 
@@ -222,6 +248,18 @@ pub fn print_summary(r: &Report, trace: &str, format: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_size_reads_like_the_flag() {
+        let c = |objects, bytes| Counters {
+            capacity_objects: objects,
+            capacity_bytes: bytes,
+            ..Counters::default()
+        };
+        assert_eq!(cache_size(&c(Some(10), None)), "10");
+        assert_eq!(cache_size(&c(None, Some(4096))), "4096B");
+        assert_eq!(cache_size(&c(None, None)), "unlimited");
+    }
 
     fn data(text: &str) -> Reply {
         Reply::Data(text.as_bytes().to_vec())

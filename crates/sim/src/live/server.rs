@@ -152,6 +152,10 @@ pub(super) struct Counters {
     pub(super) store_reads: u64,
     pub(super) store_writes: u64,
     pub(super) store_errors: u64,
+    /// The server's algorithm and capacity (`None`: not in the reply, or no limit).
+    pub(super) algorithm: Option<cache::Algorithm>,
+    pub(super) capacity_objects: Option<u64>,
+    pub(super) capacity_bytes: Option<u64>,
 }
 
 impl Counters {
@@ -173,6 +177,14 @@ impl Counters {
             store_reads: get("store_reads")?,
             store_writes: get("store_writes")?,
             store_errors: get("store_errors")?,
+            algorithm: pairs
+                .iter()
+                .find(|(n, _)| n == "algorithm")
+                .and_then(|(_, v)| text(v))
+                .and_then(|name| name.parse().ok()),
+            // CACHE STATS says 0 for "no limit".
+            capacity_objects: get("capacity_objects").ok().filter(|&n| n > 0),
+            capacity_bytes: get("capacity_bytes").ok().filter(|&n| n > 0),
         })
     }
 
@@ -189,6 +201,7 @@ impl Counters {
             store_reads: d(self.store_reads, before.store_reads),
             store_writes: d(self.store_writes, before.store_writes),
             store_errors: d(self.store_errors, before.store_errors),
+            ..*self
         }
     }
 
@@ -209,6 +222,8 @@ mod tests {
         let mut items = vec![data("algorithm"), data("lru")];
         for (name, value) in [
             ("objects", 10),
+            ("capacity_objects", 20),
+            ("capacity_bytes", 0),
             ("bytes", 1000),
             ("hits", hits),
             ("misses", misses),
@@ -234,6 +249,8 @@ mod tests {
         let c = Counters::from_reply(&cache_stats(5, 4)).unwrap();
         assert_eq!((c.objects, c.bytes, c.hits, c.misses), (10, 1000, 5, 4));
         assert_eq!((c.evictions, c.store_reads, c.store_writes), (3, 4, 7));
+        assert_eq!(c.algorithm, Some(cache::Algorithm::Lru));
+        assert_eq!((c.capacity_objects, c.capacity_bytes), (Some(20), None));
         let err =
             Counters::from_reply(&Reply::Bulk(vec![data("objects"), Reply::Int(1)])).unwrap_err();
         assert!(err.contains("`bytes`"), "{err}");
