@@ -1,4 +1,5 @@
-"""Draws docs/img/warmup-hit-ratio.svg from warmup_eval.py results (matplotlib)."""
+"""Draws docs/img/warmup-hit-ratio.svg from warmup_eval.py results. Needs matplotlib
+(Debian: apt-get install python3-matplotlib; or pip install matplotlib)."""
 import json, sys
 import matplotlib
 matplotlib.use("Agg")
@@ -21,7 +22,7 @@ for ax, name in zip(axes.flat, names):
         ws = keep(runs[s]["warmup"]["windows"])
         ax.plot([w["requests"] for w in ws], [w["hit_ratio"] for w in ws], ls, label=s)
     w = runs["on-demand"]["warmup"]
-    ax.set_title(f"{name}: K={d['k']} regions, restart at request {w['restart_at_request']:,}, {w['window_lookups']} lookups/window", fontsize=9)
+    ax.set_title(f"{name}: K={d['k']} of the cache, restart at request {w['restart_at_request']:,}, {w['window_lookups']} lookups/window", fontsize=9)
     ax.set_xlabel("requests since the restart")
     ax.set_ylabel("hit ratio per window")
     ax.grid(alpha=0.3)
