@@ -164,7 +164,7 @@ pub struct WarmupReport {
     pub windows: Vec<WindowRow>,
 }
 
-/// Running counts since the restart, for a row of `warmup.windows` or the whole span.
+/// The counts of one row of `warmup.windows`.
 #[derive(Clone, Copy, Default)]
 struct Window {
     end_requests: u64,
@@ -404,7 +404,7 @@ impl<C: ReplayCache> WarmupRun<C> {
         let od_loose = self.ondemand_loose.converged(&all, evidence);
         let at = |c: Option<Totals>| c.map(|t| t.requests);
         let secs = |c: Option<Totals>| c.filter(|_| timed).map(|t| t.time - self.restart_time);
-        // Bonfire's load reduction over the on-demand warm-up period (the longer one).
+        // Both runs are measured over the on-demand warm-up period, the same requests.
         let span = od_strict.unwrap_or(all);
         let lookups = span.lookups;
         let misses = span.misses;
