@@ -325,8 +325,8 @@ fn every_documented_command_runs_and_prints_what_the_docs_show() {
                     if !ok {
                         let line = out
                             .lines()
-                            .filter_map(|l| l.strip_prefix("@@line "))
-                            .last()
+                            .rev()
+                            .find_map(|l| l.strip_prefix("@@line "))
                             .and_then(|n| n.parse::<usize>().ok());
                         let cmd = lines
                             .iter()
