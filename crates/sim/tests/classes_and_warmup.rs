@@ -167,3 +167,48 @@ fn restart_with_last_k_loads_k_and_converges_before_on_demand() {
         assert_eq!((w.k, w.k_share.is_some()), (None, true), "{spec}");
     }
 }
+
+#[test]
+fn a_warm_up_better_than_the_always_warm_cache_has_converged_at_the_restart() {
+    // A hot set of 50 keys, then a scan of 100 cold keys just before the restart that flushes
+    // it from the always-warm 100-object LRU cache; after the restart only the hot set is
+    // read. Top-K reloads the hot set and hits from the first lookup, *better* than the
+    // always-warm cache, which misses each hot key once, as on-demand does. One-sided, that is
+    // converged at once: the warm-up is 100% shorter, not slower nor a tie.
+    let at = |i: usize, key: u64| Request {
+        time: i as f64,
+        key,
+        size: 1,
+        op: Op::Get,
+        offset: 0,
+    };
+    let mut reqs: Vec<Request> = (0..5_000).map(|i| at(i, (i % 50) as u64)).collect();
+    reqs.extend((0..100).map(|i| at(5_000 + i, 1_000 + i as u64)));
+    let restart = reqs.len() as u64;
+    reqs.extend((0..5_000).map(|i| at(5_100 + i, (i % 50) as u64)));
+    let config = ReplayConfig {
+        capacity: Capacity::objects(100),
+        backend: BackendSpec::None,
+        warmup: Some(WarmupConfig {
+            restart_at: restart,
+            spec: Some("topk:50".parse().unwrap()),
+            window_lookups: 100,
+            ..WarmupConfig::default()
+        }),
+        ..ReplayConfig::default()
+    };
+    let r = run(&config, &reqs);
+    let w = r.warmup.as_ref().unwrap();
+    assert_eq!(w.loaded_objects, 50);
+    assert_eq!(
+        w.excess_misses, -50,
+        "the always-warm cache misses the hot set once"
+    );
+    assert_eq!(w.ondemand_excess_misses, 0);
+    // (Judged two-sided per window, the first window, 100% against 50%, was "not converged".)
+    assert_eq!(w.convergence_requests, Some(0));
+    assert_eq!(w.convergence_requests_loose, Some(0));
+    // On-demand misses as often as the always-warm cache: converged at once as well.
+    assert_eq!(w.ondemand_convergence_requests, Some(0));
+    assert_eq!(w.ondemand_convergence_seconds_loose, Some(0.0));
+}
