@@ -122,7 +122,8 @@ impl TickGrid {
     /// (`now >= self.at(self.next)`); `None` when it is beyond exact indices.
     fn last_due(&self, now: f64) -> Option<u64> {
         let k = ((now - self.origin) / self.step).floor();
-        if !(k < Self::MAX_INDEX) {
+        // NaN (an infinite time) fails this test too.
+        if k.is_nan() || k >= Self::MAX_INDEX {
             return None;
         }
         // Rounding may put `k` one short of a boundary `at` says has passed.

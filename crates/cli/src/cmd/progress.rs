@@ -90,7 +90,7 @@ impl ReplayProgress {
     #[inline]
     pub fn request(&mut self, size: impl FnOnce() -> Option<(u64, u64)>) {
         self.requests += 1;
-        if self.requests % EVERY == 0 {
+        if self.requests.is_multiple_of(EVERY) {
             self.update(size());
         }
     }
