@@ -376,3 +376,28 @@ fn object_sizes_that_overflow_are_rejected_not_wrapped() {
         "{text}"
     );
 }
+
+#[test]
+fn an_lcs_object_of_4_gib_or_more_is_an_error_not_clamped() {
+    let s = Scratch::new();
+    let mut bytes = vec![0u8; 8192];
+    let magic = 0x1234_5678_9abc_def0u64.to_le_bytes();
+    bytes[..8].copy_from_slice(&magic);
+    bytes[8..16].copy_from_slice(&3u64.to_le_bytes());
+    bytes[8184..].copy_from_slice(&magic);
+    // Two v3 records (36 bytes: time u32, key u64, size u64, op, ...): 10 bytes, then 2^32.
+    for (key, size) in [(1u64, 10u64), (2, 1 << 32)] {
+        let mut rec = vec![0u8; 36];
+        rec[4..12].copy_from_slice(&key.to_le_bytes());
+        rec[12..20].copy_from_slice(&size.to_le_bytes());
+        bytes.extend_from_slice(&rec);
+    }
+    let path = s.file("big.lcs", &bytes);
+    let (n, e) = first_error(&path, Some(Format::Lcs), &ReadOptions::default());
+    assert_eq!(n, 1);
+    let text = one_line(&e, &path);
+    assert!(
+        text.contains("byte offset 8228: object size 4294967296 is 4 GiB or more"),
+        "{text}"
+    );
+}
