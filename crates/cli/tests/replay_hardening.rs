@@ -310,6 +310,30 @@ fn a_param_without_a_policy_is_refused() {
         "n=5",
     ]);
     assert_one_line(&out, 2, &["--policy"]);
+    // The same class: every flag that only means something with another is refused alone.
+    for (flag, value, needs) in [
+        ("--policy-instructions", "1000", "--policy"),
+        ("--policy-memory", "1MiB", "--policy"),
+        ("--timeseries", "10", "--policy"),
+        ("--region", "keys", "--restart-at"),
+        ("--warmup-window", "100", "--restart-at"),
+        ("--monitor-limit", "100", "--restart-at"),
+        ("--warmup-seed", "3", "--warmup"),
+    ] {
+        let out = mantle(&[
+            "replay",
+            "--trace",
+            &trace,
+            "--cache-size",
+            "10",
+            flag,
+            value,
+        ]);
+        assert_one_line(&out, 2, &[needs]);
+    }
+    // Their defaults alone do not count as given.
+    let out = mantle(&["replay", "--trace", &trace, "--cache-size", "10", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]

@@ -46,13 +46,18 @@ pub struct Args {
     #[arg(long = "param", value_name = "K=V", value_parser = policy::parse_param, requires = "policy")]
     pub params: Vec<(String, policy::Scalar)>,
     /// Instruction budget of one policy callback.
-    #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions)]
+    #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions, requires = "policy")]
     pub policy_instructions: u64,
     /// Memory limit of the policy's Lua state (bytes, or with a unit: 64MiB).
-    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = sim::parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = sim::parse_bytes, requires = "policy")]
     pub policy_memory: u64,
     /// Most access events kept for the policy's timeseries().
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        requires = "policy"
+    )]
     pub timeseries: usize,
     /// Write the per-tick metrics time series to this CSV file.
     #[arg(long, value_name = "FILE.csv")]
@@ -77,17 +82,17 @@ pub struct Args {
     pub warmup: Option<WarmupSpec>,
     /// What the warm-up monitor records: regions of this size (block traces; default 1MiB),
     /// or `keys`. Default: regions for block formats, keys otherwise.
-    #[arg(long, value_name = "1MiB|keys")]
+    #[arg(long, value_name = "1MiB|keys", requires = "restart_at")]
     pub region: Option<String>,
     /// Lookups per warm-up convergence window (default: about 1/200 of the lookups after
     /// the restart, at least 100).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", requires = "restart_at")]
     pub warmup_window: Option<u64>,
     /// Most units (keys or regions) the warm-up monitor keeps.
-    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    #[arg(long, value_name = "N", default_value_t = 1 << 20, requires = "restart_at")]
     pub monitor_limit: usize,
     /// Seed of randomk.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "warmup")]
     pub warmup_seed: u64,
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
