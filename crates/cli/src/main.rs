@@ -3,7 +3,7 @@
 
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -33,7 +33,10 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => usage_error(err),
+    };
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
@@ -45,5 +48,99 @@ fn main() {
     if let Err(err) = result {
         eprintln!("mantle: {err:#}");
         std::process::exit(1);
+    }
+}
+
+/// A bad flag or value ends like every other error: one line on stderr (what clap found,
+/// its suggestion if it has one, and where to look), exit status 2. Help and version
+/// requests print as clap renders them.
+fn usage_error(err: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        err.exit();
+    }
+    let subcommand = std::env::args()
+        .nth(1)
+        .filter(|a| Cli::command().find_subcommand(a).is_some());
+    eprintln!(
+        "{}",
+        one_line(&err.render().to_string(), subcommand.as_deref())
+    );
+    std::process::exit(2);
+}
+
+/// clap's multi-line rendering squeezed into one line: the `error:` paragraph (with the
+/// arguments it lists), a `tip:` if there is one, and the help command for the subcommand.
+fn one_line(rendered: &str, subcommand: Option<&str>) -> String {
+    let message: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let message = message.join(" ");
+    let mut out = format!(
+        "mantle: {}",
+        message.strip_prefix("error: ").unwrap_or(&message)
+    );
+    for tip in rendered
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("tip: "))
+    {
+        out.push_str(&format!("; {tip}"));
+    }
+    let help = match subcommand {
+        Some(sub) => format!("mantle {sub} --help"),
+        None => "mantle --help".to_string(),
+    };
+    out.push_str(&format!(" (see '{help}')"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_usage_error_renders_as_one_line() {
+        for args in [
+            &["mantle", "replay", "--bogus"][..],
+            &["mantle", "replay", "--trace", "t", "--cache-size", "10x"],
+            &[
+                "mantle",
+                "replay",
+                "--trace",
+                "t",
+                "--server",
+                "h:1",
+                "--eviction",
+                "lru",
+            ],
+            &[
+                "mantle",
+                "replay",
+                "--trace",
+                "t",
+                "--cache-size",
+                "1",
+                "--param",
+                "a=1",
+            ],
+            &["mantle", "replay", "--trace", "t", "--cahce-size", "1"],
+            &["mantle", "compare", "--trace"],
+            &["mantle", "frobnicate"],
+        ] {
+            let err = Cli::try_parse_from(args).err().expect("a usage error");
+            let line = one_line(&err.render().to_string(), args.get(1).copied());
+            assert!(!line.contains('\n'), "{line}");
+            assert!(line.starts_with("mantle: "), "{line}");
+            assert!(!line.contains("error:"), "{line}");
+            assert!(line.ends_with("--help')"), "{line}");
+            assert!(!line.contains(":  ") && !line.ends_with(": (see"), "{line}");
+        }
     }
 }

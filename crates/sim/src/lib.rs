@@ -15,8 +15,8 @@ pub mod working_set;
 
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
-pub use replay::{replay, ReplayConfig, ReplayReport, Tick, TickRow};
+pub use replay::{replay, ReplayConfig, ReplayError, ReplayReport, Tick, TickRow, MAX_EMPTY_TICKS};
 pub use replay_cache::ClassReport;
-pub use size::CacheSize;
+pub use size::{parse_bytes, CacheSize};
 pub use warmup::{Granularity, RestartAt, Strategy, WarmupConfig, WarmupReport, WarmupSpec};
 pub use working_set::WorkingSet;

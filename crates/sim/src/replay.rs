@@ -47,6 +47,97 @@ impl std::str::FromStr for Tick {
     }
 }
 
+/// Why a replay stopped early.
+#[derive(Debug)]
+pub enum ReplayError<E> {
+    /// The request source failed; its error is kept as it was (a trace reader's error
+    /// already names the file and line).
+    Source(E),
+    /// A request's time the tick schedule cannot use: not finite, or so large that
+    /// consecutive tick boundaries merge at the float resolution of the time.
+    Clock {
+        /// The request's position in the trace, from 1.
+        request: u64,
+        time: f64,
+        reason: String,
+    },
+}
+
+impl<E> ReplayError<E> {
+    /// The same error with the source's error turned by `f` (e.g. into a message).
+    pub fn map_source<F>(self, f: impl FnOnce(E) -> F) -> ReplayError<F> {
+        match self {
+            ReplayError::Source(e) => ReplayError::Source(f(e)),
+            ReplayError::Clock {
+                request,
+                time,
+                reason,
+            } => ReplayError::Clock {
+                request,
+                time,
+                reason,
+            },
+        }
+    }
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for ReplayError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayError::Source(e) => e.fmt(f),
+            ReplayError::Clock {
+                request,
+                time,
+                reason,
+            } => write!(f, "request {request} (time {time} s): {reason}"),
+        }
+    }
+}
+
+// No `source()`: the source's message is already this error's message, and a chain
+// printer would repeat it.
+impl<E: std::fmt::Debug + std::fmt::Display> std::error::Error for ReplayError<E> {}
+
+/// Where time ticks fall: boundaries `origin + k * step` for whole `k`. A boundary is
+/// computed from its index, never by adding `step` to the previous one, because repeated
+/// addition stops moving once `step` is below the float resolution of the time (a trace at
+/// 1e20 s with 1 s ticks looped forever that way).
+#[derive(Clone, Copy)]
+struct TickGrid {
+    origin: f64,
+    step: f64,
+    /// Index of the next boundary not yet ticked.
+    next: u64,
+}
+
+impl TickGrid {
+    /// Indices are kept below 2^53 so that every index is an exact `f64`.
+    const MAX_INDEX: f64 = 9_007_199_254_740_992.0;
+
+    fn at(&self, k: u64) -> f64 {
+        self.origin + k as f64 * self.step
+    }
+
+    /// The index of the last boundary at or before `now`, which the caller knows is due
+    /// (`now >= self.at(self.next)`); `None` when it is beyond exact indices.
+    fn last_due(&self, now: f64) -> Option<u64> {
+        let k = ((now - self.origin) / self.step).floor();
+        // NaN (an infinite time) fails this test too.
+        if k.is_nan() || k >= Self::MAX_INDEX {
+            return None;
+        }
+        // Rounding may put `k` one short of a boundary `at` says has passed.
+        Some((k.max(0.0) as u64).max(self.next))
+    }
+}
+
+fn too_fine(step: f64) -> String {
+    format!(
+        "a {step} s tick is finer than the float resolution of the trace clock at this time; \
+         use a coarser tick or a request-count tick (Nops)"
+    )
+}
+
 /// Everything the loop needs besides the requests.
 #[derive(Clone)]
 pub struct ReplayConfig {
@@ -58,8 +149,6 @@ pub struct ReplayConfig {
     pub record_ticks: bool,
     /// Bound of the access log handed to policies.
     pub timeseries_limit: usize,
-    /// Print a progress line on stderr when the run takes more than a couple of seconds.
-    pub progress: bool,
     /// Cache hints by class (`--classes`): one queue per class; `None` = the plain cache.
     pub classes: Option<ClassSet>,
     /// Restart (and optionally warm up) the cache part-way (`--restart-at`, `--warmup`).
@@ -75,7 +164,6 @@ impl Default for ReplayConfig {
             tick: Tick::Seconds(1.0),
             record_ticks: false,
             timeseries_limit: 1_000_000,
-            progress: false,
             classes: None,
             warmup: None,
         }
@@ -159,7 +247,6 @@ struct Counters {
 }
 
 struct Loop<'c, C: ReplayCache> {
-    tick_every: Tick,
     record_ticks: bool,
     cache: C,
     warmup: Option<WarmupRun<C>>,
@@ -187,11 +274,14 @@ struct Loop<'c, C: ReplayCache> {
 }
 
 /// Replays every request `next` yields. `next` returns `Ok(None)` at the end of the trace.
+///
+/// Every request costs O(1) tick work however far apart the timestamps are: at most
+/// [`MAX_EMPTY_TICKS`] empty ticks run one by one, the rest of a gap is one tick.
 pub fn replay<E>(
     config: &ReplayConfig,
     controller: Option<&mut dyn Controller>,
     next: impl FnMut() -> Result<Option<Request>, E>,
-) -> Result<ReplayReport, E> {
+) -> Result<ReplayReport, ReplayError<E>> {
     match &config.classes {
         None => run(
             config,
@@ -208,16 +298,19 @@ pub fn replay<E>(
     }
 }
 
+/// Empty ticks a gap between two requests runs one by one before the rest of it is
+/// collapsed into one tick, so a trace with a day-long pause does not run 86,400 ticks.
+pub const MAX_EMPTY_TICKS: u64 = 1000;
+
 fn run<E, C: ReplayCache>(
     config: &ReplayConfig,
     mut controller: Option<&mut dyn Controller>,
     mut next: impl FnMut() -> Result<Option<Request>, E>,
     cache: C,
-) -> Result<ReplayReport, E> {
+) -> Result<ReplayReport, ReplayError<E>> {
     let started = Instant::now();
     let needs_log = controller.as_ref().is_some_and(|c| c.needs_access_log());
     let mut lp = Loop {
-        tick_every: config.tick,
         record_ticks: config.record_ticks,
         warmup: config.warmup.clone().map(|w| WarmupRun::new(w, &cache)),
         cache,
@@ -250,7 +343,7 @@ fn run<E, C: ReplayCache>(
         policy_actions: 0,
         policy_errors: 0,
     };
-    let mut progress = Progress::new(config.progress, started);
+    let mut grid = None;
     let mut next_tick_time = f64::INFINITY;
     let ops_per_tick = match config.tick {
         Tick::Ops(n) => n,
@@ -258,17 +351,44 @@ fn run<E, C: ReplayCache>(
     };
     let mut ops_until_tick = ops_per_tick;
 
-    while let Some(req) = next()? {
+    while let Some(req) = next().map_err(ReplayError::Source)? {
+        if !req.time.is_finite() {
+            return Err(ReplayError::Clock {
+                request: lp.c.requests + 1,
+                time: req.time,
+                reason: "a request time must be a finite number of seconds".to_string(),
+            });
+        }
         if lp.first_time.is_none() {
             lp.first_time = Some(req.time);
             lp.last_time = req.time;
             lp.last_tick_time = req.time;
-            if let Tick::Seconds(s) = config.tick {
-                next_tick_time = req.time + s;
+            if let Tick::Seconds(step) = config.tick {
+                let g = TickGrid {
+                    origin: req.time,
+                    step,
+                    next: 1,
+                };
+                next_tick_time = g.at(1);
+                if next_tick_time <= req.time {
+                    return Err(ReplayError::Clock {
+                        request: 1,
+                        time: req.time,
+                        reason: too_fine(step),
+                    });
+                }
+                grid = Some(g);
             }
         }
         if req.time >= next_tick_time {
-            next_tick_time = lp.ticks_until(req.time, next_tick_time);
+            let g = grid.as_mut().expect("time ticks have a grid");
+            next_tick_time = lp
+                .ticks_until(req.time, g)
+                .map_err(|reason| ReplayError::Clock {
+                    request: lp.c.requests + 1,
+                    time: req.time,
+                    reason,
+                })?;
         }
         if lp.warmup.as_ref().is_some_and(|w| w.due(lp.c.requests)) {
             lp.restart(req.time);
@@ -280,11 +400,7 @@ fn run<E, C: ReplayCache>(
             let now = lp.last_time;
             lp.tick(now);
         }
-        if lp.c.requests & 0xffff == 0 {
-            progress.update(lp.c.requests);
-        }
     }
-    progress.finish(lp.c.requests);
     // A final tick closes the last partial interval so the metrics series covers the trace.
     if lp.c.requests > lp.at_last_tick.requests && (config.record_ticks || lp.controller.is_some())
     {
@@ -304,24 +420,24 @@ impl<C: ReplayCache> Loop<'_, C> {
         }
     }
 
-    /// Runs every tick due before `now`; returns the next tick time. Long idle gaps are
-    /// collapsed into one tick so a trace with a day-long pause does not run 86,400 ticks.
-    fn ticks_until(&mut self, now: f64, mut next_tick_time: f64) -> f64 {
-        let Tick::Seconds(step) = self.tick_every else {
-            return f64::INFINITY;
-        };
-        const MAX_EMPTY_TICKS: u32 = 1000;
-        let mut done = 0;
-        while now >= next_tick_time {
-            self.tick(next_tick_time);
-            next_tick_time += step;
-            done += 1;
-            if done == MAX_EMPTY_TICKS && now >= next_tick_time {
-                let skipped = ((now - next_tick_time) / step).floor();
-                next_tick_time += skipped * step;
-            }
+    /// Runs every tick due at `now` (at most [`MAX_EMPTY_TICKS`] + 1 of them); returns the
+    /// time of the next one, or why the grid cannot go on at `now`.
+    fn ticks_until(&mut self, now: f64, grid: &mut TickGrid) -> Result<f64, String> {
+        let step = grid.step;
+        let last = grid.last_due(now).ok_or_else(|| too_fine(step))?;
+        let due = last - grid.next + 1;
+        for k in grid.next..grid.next + due.min(MAX_EMPTY_TICKS) {
+            self.tick(grid.at(k));
         }
-        next_tick_time
+        if due > MAX_EMPTY_TICKS {
+            self.tick(grid.at(last));
+        }
+        grid.next = last + 1;
+        let next = grid.at(grid.next);
+        if next <= now {
+            return Err(too_fine(step));
+        }
+        Ok(next)
     }
 
     #[inline]
@@ -559,50 +675,5 @@ fn mean(sum: u128, n: u64) -> f64 {
         0.0
     } else {
         sum as f64 / n as f64
-    }
-}
-
-/// A single updating line on stderr, shown only once a run has lasted two seconds.
-struct Progress {
-    enabled: bool,
-    started: Instant,
-    last_print: Option<Instant>,
-}
-
-impl Progress {
-    fn new(enabled: bool, started: Instant) -> Progress {
-        Progress {
-            enabled,
-            started,
-            last_print: None,
-        }
-    }
-
-    fn update(&mut self, requests: u64) {
-        if !self.enabled {
-            return;
-        }
-        let now = Instant::now();
-        let elapsed = now - self.started;
-        let due = match self.last_print {
-            None => elapsed >= Duration::from_secs(2),
-            Some(t) => now - t >= Duration::from_secs(1),
-        };
-        if due {
-            self.last_print = Some(now);
-            let rate = requests as f64 / elapsed.as_secs_f64();
-            eprint!(
-                "\rreplay: {requests} requests, {:.2} M req/s, {:.0}s elapsed   ",
-                rate / 1e6,
-                elapsed.as_secs_f64()
-            );
-        }
-    }
-
-    fn finish(&mut self, requests: u64) {
-        if self.last_print.is_some() {
-            let elapsed = self.started.elapsed().as_secs_f64();
-            eprintln!("\rreplay: {requests} requests in {elapsed:.1}s                         ");
-        }
     }
 }

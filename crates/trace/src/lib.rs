@@ -45,6 +45,13 @@ pub trait TraceReader: Send {
         None
     }
 
+    /// Whether requests carry the trace's own clock. Formats without one (txt, arc, lirs, raw
+    /// key arrays, csv without a time column) report every request at time 0, so time-based
+    /// ticks can never fire on them.
+    fn has_timestamps(&self) -> bool {
+        true
+    }
+
     /// Appends up to `max` requests to `out`; fewer only at the end of the trace. One call
     /// through `dyn TraceReader` then reads a whole batch with static calls, which is what
     /// [`Batched`] uses to take the per-request indirection off the replay's hot loop.
@@ -70,6 +77,10 @@ impl<R: TraceReader + ?Sized> TraceReader for Box<R> {
 
     fn progress(&self) -> Option<(u64, u64)> {
         (**self).progress()
+    }
+
+    fn has_timestamps(&self) -> bool {
+        (**self).has_timestamps()
     }
 }
 
@@ -106,6 +117,16 @@ impl<R: TraceReader> Batched<R> {
         let r = self.buf[self.pos];
         self.pos += 1;
         Ok(Some(r))
+    }
+
+    /// The wrapped reader's [`TraceReader::progress`] (it runs up to one batch ahead).
+    pub fn progress(&self) -> Option<(u64, u64)> {
+        self.reader.progress()
+    }
+
+    /// The wrapped reader's [`TraceReader::has_timestamps`].
+    pub fn has_timestamps(&self) -> bool {
+        self.reader.has_timestamps()
     }
 }
 

@@ -68,6 +68,27 @@ pub(crate) fn parse_f64(b: &[u8]) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// The largest trace time accepted, in seconds: 2^53, beyond which an `f64` no longer holds
+/// every whole second, so consecutive timestamps (and tick boundaries) would merge.
+pub const MAX_TIME: f64 = 9_007_199_254_740_992.0;
+
+/// What every reader says it expected when a time field is rejected.
+pub(crate) const TIME_EXPECTED: &str = "a time in seconds from 0 to 2^53";
+
+/// A time field: a finite decimal number of seconds in `0..MAX_TIME`. Negative, infinite and
+/// larger values are rejected rather than clamped, so a unit mistake (nanoseconds read as
+/// seconds) or a corrupt field stops the read at its line.
+#[inline]
+pub(crate) fn parse_time(b: &[u8]) -> Option<f64> {
+    parse_f64(b).filter(|t| is_valid_time(*t))
+}
+
+/// Whether `t` is a time every consumer can schedule ticks on (see [`MAX_TIME`]).
+#[inline]
+pub fn is_valid_time(t: f64) -> bool {
+    (0.0..MAX_TIME).contains(&t)
+}
+
 /// A key field as a 64-bit id: decimal numbers are kept, anything else is hashed.
 #[inline]
 pub(crate) fn key_of(field: &[u8]) -> u64 {
@@ -192,6 +213,25 @@ mod tests {
         assert_eq!(parse_f64(b"7"), Some(7.0));
         assert_eq!(parse_f64(b"inf"), None);
         assert_eq!(parse_f64(b"abc"), None);
+    }
+
+    #[test]
+    fn times_are_bounded_and_never_negative() {
+        assert_eq!(parse_time(b"0"), Some(0.0));
+        assert_eq!(parse_time(b" 1456095145.25 "), Some(1456095145.25));
+        assert_eq!(parse_time(b"9007199254740991"), Some(9007199254740991.0));
+        for bad in [
+            &b"-5"[..],
+            b"-0.5",
+            b"9007199254740992",
+            b"100000000000000000000",
+            b"1e300",
+            b"inf",
+            b"NaN",
+            b"",
+        ] {
+            assert_eq!(parse_time(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

@@ -279,3 +279,125 @@ fn bad_options() {
         .expect("csv without spec");
     assert!(one_line(&e, &path).contains("csv needs a column spec"));
 }
+
+/// Every text format with a time field rejects negative, non-finite and unrepresentable
+/// times (at or above 2^53 s, where whole seconds merge) at their line, rather than handing
+/// the replay a clock it cannot tick on.
+#[test]
+fn out_of_range_times_are_rejected_in_every_timed_text_format() {
+    let s = Scratch::new();
+    let csv = ReadOptions {
+        csv: Some("time-col=1,obj-id-col=2,obj-size-col=3".parse().unwrap()),
+        ..ReadOptions::default()
+    };
+    let plain = ReadOptions::default();
+    // (file name, format, options, a good line, the line template with TIME in it)
+    let cases: [(&str, Format, &ReadOptions, &str, &str); 6] = [
+        ("t.csv", Format::Csv, &csv, "0,1,10", "TIME,2,10"),
+        ("p.csv", Format::Parsplice, &plain, "0,GET,1", "TIME,GET,2"),
+        (
+            "tw.csv",
+            Format::Twitter,
+            &plain,
+            "0,k,1,2,c,get,0",
+            "TIME,k,1,2,c,get,0",
+        ),
+        (
+            "sy.csv",
+            Format::Systor,
+            &plain,
+            "0,0.1,R,1,4096,512",
+            "TIME,0.1,R,1,4096,512",
+        ),
+        (
+            "cbs.csv",
+            Format::TencentCbs,
+            &plain,
+            "0,8,1,0,1",
+            "TIME,8,1,0,1",
+        ),
+        (
+            "kv.csv",
+            Format::Cachelib,
+            &plain,
+            "0,k,1,GET,1,10,0,u,s,0",
+            "TIME,k,1,GET,1,10,0,u,s,0",
+        ),
+    ];
+    for (name, format, opts, good, template) in cases {
+        for time in ["100000000000000000000", "9007199254740992", "-5", "1e300"] {
+            let header = match format {
+                Format::Cachelib => {
+                    "op_time,key,key_size,op,op_count,size,cache_hits,usecase,sub_usecase,ttl\n"
+                }
+                _ => "",
+            };
+            let body = format!("{header}{good}\n{}\n", template.replace("TIME", time));
+            let path = s.file(name, body.as_bytes());
+            let (n, e) = first_error(&path, Some(format), opts);
+            assert_eq!(n, 1, "{name} {time}: {e}");
+            let text = one_line(&e, &path);
+            let line = if header.is_empty() { 2 } else { 3 };
+            assert!(
+                text.contains(&format!("{name}:{line}:"))
+                    && text.contains("a time in seconds from 0 to 2^53")
+                    && text.contains(time),
+                "{name} {time}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_txt_line_with_several_fields_is_not_one_key() {
+    let s = Scratch::new();
+    let path = s.file("keys.txt", b"1\nabc\n1 2 -5\n");
+    let (n, e) = first_error(&path, Some(Format::Txt), &ReadOptions::default());
+    assert_eq!(n, 2);
+    let text = one_line(&e, &path);
+    assert!(
+        text.contains("keys.txt:3: expected one key per line, found 3 fields in `1 2 -5`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn object_sizes_that_overflow_are_rejected_not_wrapped() {
+    let s = Scratch::new();
+    let path = s.file(
+        "tw.csv",
+        b"0,k,1,2,c,get,0\n1,k,18446744073709551615,2,c,get,0\n",
+    );
+    let (n, e) = first_error(&path, Some(Format::Twitter), &ReadOptions::default());
+    assert_eq!(n, 1);
+    let text = one_line(&e, &path);
+    assert!(
+        text.contains("tw.csv:2: expected a value size below 4 GiB"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_lcs_object_of_4_gib_or_more_is_an_error_not_clamped() {
+    let s = Scratch::new();
+    let mut bytes = vec![0u8; 8192];
+    let magic = 0x1234_5678_9abc_def0u64.to_le_bytes();
+    bytes[..8].copy_from_slice(&magic);
+    bytes[8..16].copy_from_slice(&3u64.to_le_bytes());
+    bytes[8184..].copy_from_slice(&magic);
+    // Two v3 records (36 bytes: time u32, key u64, size u64, op, ...): 10 bytes, then 2^32.
+    for (key, size) in [(1u64, 10u64), (2, 1 << 32)] {
+        let mut rec = vec![0u8; 36];
+        rec[4..12].copy_from_slice(&key.to_le_bytes());
+        rec[12..20].copy_from_slice(&size.to_le_bytes());
+        bytes.extend_from_slice(&rec);
+    }
+    let path = s.file("big.lcs", &bytes);
+    let (n, e) = first_error(&path, Some(Format::Lcs), &ReadOptions::default());
+    assert_eq!(n, 1);
+    let text = one_line(&e, &path);
+    assert!(
+        text.contains("byte offset 8228: object size 4294967296 is 4 GiB or more"),
+        "{text}"
+    );
+}

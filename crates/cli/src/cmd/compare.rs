@@ -2,6 +2,7 @@
 //! fixed LRU sizes, Lua policies) in parallel across cores and writes one comparison report.
 
 use super::runs::policy_run;
+use super::ticks;
 use super::trace_args::TraceArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use cache::{Algorithm, Capacity};
@@ -32,9 +33,10 @@ pub struct Args {
     /// Back-end model (see mantle replay).
     #[arg(long, default_value = "lsm")]
     pub backend: BackendSpec,
-    /// Decision tick for the policies and the metrics series.
-    #[arg(long, default_value = "1s")]
-    pub tick: Tick,
+    /// Decision tick for the policies and the metrics series. Default: 1s, or 1000ops on a
+    /// trace without timestamps (where a time tick would never fire).
+    #[arg(long, value_name = "1s|Nops")]
+    pub tick: Option<Tick>,
     /// Replays run at once (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
@@ -64,7 +66,13 @@ pub fn run(args: Args) -> Result<()> {
     let format = args.input.format()?;
     let options = args.input.options()?;
     // Fail on an unreadable trace once, before starting every run.
-    trace::open(&args.input.trace, format, &options)?;
+    let timed = trace::open(&args.input.trace, format, &options)?.has_timestamps();
+    let (tick, notice) = ticks::resolve(args.tick, timed, &args.input.trace)?;
+    let ticks_matter =
+        runs.iter().any(|r| r.policy.is_some()) || args.report.is_some() || args.charts.is_some();
+    if let (Some(notice), true) = (notice, ticks_matter) {
+        eprintln!("{notice}");
+    }
     // Load every policy once up front so a broken one is reported before any replay runs.
     for run in &runs {
         if let Some((path, params)) = &run.policy {
@@ -85,7 +93,7 @@ pub fn run(args: Args) -> Result<()> {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(run) = runs.get(i) else { break };
-                let outcome = replay_one(&args, format, &options, run);
+                let outcome = replay_one(&args, tick, format, &options, run);
                 if !args.json {
                     match &outcome {
                         Ok(r) => eprintln!(
@@ -94,6 +102,13 @@ pub fn run(args: Args) -> Result<()> {
                         ),
                         Err(e) => eprintln!("compare: {} failed: {e:#}", run.label),
                     }
+                }
+                if let Some(warning) = outcome
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| ticks::never_ran(r, tick))
+                {
+                    eprintln!("{warning}");
                 }
                 results.lock().expect("no replay thread panics")[i] = Some(outcome);
             });
@@ -118,12 +133,12 @@ pub fn run(args: Args) -> Result<()> {
         let html = report::comparison_report(
             &format!("mantle compare: {}", args.input.trace.display()),
             &format!(
-                "{} requests replayed under {} setups ({} eviction, back-end model {}, tick {:?}).",
+                "{} requests replayed under {} setups ({} eviction, back-end model {}, tick {}).",
                 reports[0].1.requests,
                 reports.len(),
                 args.eviction,
                 args.backend,
-                args.tick
+                ticks::show(tick)
             ),
             &policy_runs,
         )?;
@@ -235,6 +250,7 @@ fn parse_policy_spec(spec: &str) -> Result<(PathBuf, policy::Params), String> {
 
 fn replay_one(
     args: &Args,
+    tick: Tick,
     format: Option<trace::Format>,
     options: &trace::ReadOptions,
     run: &Run,
@@ -243,9 +259,8 @@ fn replay_one(
         algorithm: args.eviction,
         capacity: run.capacity,
         backend: args.backend,
-        tick: args.tick,
+        tick,
         record_ticks: args.report.is_some() || args.charts.is_some(),
-        progress: false,
         ..ReplayConfig::default()
     };
     let mut controller = match &run.policy {
@@ -256,11 +271,12 @@ fn replay_one(
         None => None,
     };
     let mut reader = trace::Batched::new(trace::open(&args.input.trace, format, options)?);
-    Ok(sim::replay(
+    sim::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn sim::Controller),
         || reader.next_request(),
-    )?)
+    )
+    .map_err(|e| ticks::replay_error(e, &args.input.trace))
 }
 
 fn print_table(reports: &[(String, ReplayReport)]) {

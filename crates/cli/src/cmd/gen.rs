@@ -45,7 +45,7 @@ pub struct MixedArgs {
 }
 
 fn parse_bytes(text: &str) -> Result<u64, String> {
-    parse_size::parse_size(text).map_err(|e| format!("'{text}': {e}"))
+    sim::parse_bytes(text)
 }
 
 #[derive(clap::Args)]

@@ -1,6 +1,8 @@
 //! `mantle replay`: replays a trace through a cache (optionally managed by a policy) and
 //! prints the report.
 
+use super::progress::{ReplayProgress, Show};
+use super::ticks;
 use super::trace_args::TraceArgs;
 use anyhow::{bail, Context, Result};
 use cache::{Algorithm, Capacity};
@@ -33,23 +35,29 @@ pub struct Args {
     /// Model of the store behind the cache: lsm (default), lsm:rate=N,compact_every=N,stall=S, or none.
     #[arg(long, default_value = "lsm", value_name = "MODEL|none")]
     pub backend: BackendSpec,
-    /// Decision tick: trace time (1s, 500ms) or requests (1000ops).
-    #[arg(long, default_value = "1s", value_name = "1s|Nops")]
-    pub tick: Tick,
+    /// Decision tick: trace time (1s, 500ms) or requests (1000ops). Default: 1s, or 1000ops
+    /// on a trace without timestamps (where a time tick would never fire).
+    #[arg(long, value_name = "1s|Nops")]
+    pub tick: Option<Tick>,
     /// Lua policy that manages the cache at every tick (see docs/policy-language.md).
     #[arg(long, value_name = "FILE.lua")]
     pub policy: Option<PathBuf>,
     /// Policy parameter, visible as params.K (numbers are converted); repeatable.
-    #[arg(long = "param", value_name = "K=V", value_parser = policy::parse_param)]
+    #[arg(long = "param", value_name = "K=V", value_parser = policy::parse_param, requires = "policy")]
     pub params: Vec<(String, policy::Scalar)>,
     /// Instruction budget of one policy callback.
-    #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions)]
+    #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions, requires = "policy")]
     pub policy_instructions: u64,
     /// Memory limit of the policy's Lua state (bytes, or with a unit: 64MiB).
-    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = sim::parse_bytes, requires = "policy")]
     pub policy_memory: u64,
     /// Most access events kept for the policy's timeseries().
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        requires = "policy"
+    )]
     pub timeseries: usize,
     /// Write the per-tick metrics time series to this CSV file.
     #[arg(long, value_name = "FILE.csv")]
@@ -74,24 +82,27 @@ pub struct Args {
     pub warmup: Option<WarmupSpec>,
     /// What the warm-up monitor records: regions of this size (block traces; default 1MiB),
     /// or `keys`. Default: regions for block formats, keys otherwise.
-    #[arg(long, value_name = "1MiB|keys")]
+    #[arg(long, value_name = "1MiB|keys", requires = "restart_at")]
     pub region: Option<String>,
     /// Lookups per warm-up convergence window (default: about 1/200 of the lookups after
     /// the restart, at least 100).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", requires = "restart_at")]
     pub warmup_window: Option<u64>,
     /// Most units (keys or regions) the warm-up monitor keeps.
-    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    #[arg(long, value_name = "N", default_value_t = 1 << 20, requires = "restart_at")]
     pub monitor_limit: usize,
     /// Seed of randomk.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "warmup")]
     pub warmup_seed: u64,
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
-    /// Do not print the progress line on stderr.
-    #[arg(long)]
+    /// Print nothing on stderr but errors: no progress bar, notices or warnings.
+    #[arg(long, conflicts_with = "progress")]
     pub quiet: bool,
+    /// Show the progress bar even when stderr is not a terminal (one line per update).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// The flags of a replay against a running server (see docs/replay.md).
@@ -183,10 +194,9 @@ pub fn run(args: Args) -> Result<()> {
         algorithm: args.eviction,
         capacity,
         backend: args.backend,
-        tick: args.tick,
+        tick: Tick::Seconds(1.0),
         record_ticks: args.metrics_out.is_some() || args.report.is_some(),
         timeseries_limit: args.timeseries,
-        progress: !args.quiet,
         classes,
         warmup,
     };
@@ -206,11 +216,34 @@ pub fn run(args: Args) -> Result<()> {
         None => None,
     };
     let mut reader = trace::Batched::new(open()?);
+    let (tick, notice) = ticks::resolve(args.tick, reader.has_timestamps(), &args.input.trace)?;
+    let ticks_matter = controller.is_some() || config.record_ticks;
+    if let (Some(notice), true, false) = (notice, ticks_matter, args.quiet) {
+        eprintln!("{notice}");
+    }
+    let config = ReplayConfig { tick, ..config };
+    let label = format!("replay {}", file_label(&args.input.trace));
+    let mut progress = ReplayProgress::new(
+        Show::from_flags(args.quiet, args.progress),
+        &label,
+        reader.progress(),
+    );
     let report = sim::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn sim::Controller),
-        || reader.next_request(),
-    )?;
+        || {
+            let next = reader.next_request();
+            if let Ok(Some(_)) = next {
+                progress.request(|| reader.progress());
+            }
+            next
+        },
+    )
+    .map_err(|e| ticks::replay_error(e, &args.input.trace))?;
+    progress.finish(reader.progress());
+    if let (Some(warning), false) = (ticks::never_ran(&report, tick), args.quiet) {
+        eprintln!("{warning}");
+    }
 
     if let Some(path) = &args.metrics_out {
         let file = std::fs::File::create(path)
@@ -320,7 +353,7 @@ fn granularity(
     match region {
         Some(r) if r.eq_ignore_ascii_case("keys") => Ok(Granularity::Keys),
         Some(r) => {
-            let bytes = parse_bytes(r).map_err(|e| anyhow::anyhow!("--region {e}"))?;
+            let bytes = sim::parse_bytes(r).map_err(|e| anyhow::anyhow!("--region: {e}"))?;
             if bytes == 0 {
                 bail!("--region must be > 0 bytes (or `keys`)");
             }
@@ -561,8 +594,12 @@ fn opt(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |x| format!("{x:.1}"))
 }
 
-fn parse_bytes(text: &str) -> Result<u64, String> {
-    parse_size::parse_size(text).map_err(|e| format!("'{text}': {e}"))
+/// The trace's file name, for the progress bar.
+fn file_label(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// `--server`: replays against a running `mantle serve` and prints its report.

@@ -81,4 +81,8 @@ impl TraceReader for ArcReader {
     fn progress(&self) -> Option<(u64, u64)> {
         Some(self.input.progress())
     }
+
+    fn has_timestamps(&self) -> bool {
+        false
+    }
 }

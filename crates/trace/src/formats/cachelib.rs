@@ -12,7 +12,7 @@
 //! (decimal keys kept as numbers).
 
 use crate::input::Input;
-use crate::parse::{fields_array, key_of, parse_f64, parse_u64, snippet, trim};
+use crate::parse::{fields_array, key_of, parse_time, parse_u64, snippet, trim, TIME_EXPECTED};
 use crate::source::Source;
 use crate::{Op, Request, TraceError, TraceReader};
 
@@ -156,15 +156,21 @@ fn parse_line(line: &[u8], c: &Columns) -> Result<(Request, u64), String> {
         Some(i) => parse_u64(f[i]).ok_or_else(|| bad(i, what)),
         None => Ok(default),
     };
-    let time = parse_f64(f[c.time]).ok_or_else(|| bad(c.time, "a time in seconds"))?;
+    let time = parse_time(f[c.time]).ok_or_else(|| bad(c.time, TIME_EXPECTED))?;
     let op = if c.block {
         block_op(f[c.op]).ok_or_else(|| bad(c.op, "an op name starting with get, put or delete"))?
     } else {
         kv_op(f[c.op]).ok_or_else(|| bad(c.op, "an op (GET, GET_LEASE, SET, SET_LEASE, DELETE)"))?
     };
     let count = number(c.count, "an op count", 1)?;
-    let size = number(c.key_size, "a key size", 0)? + number(c.size, "a size", 1)?;
-    let size = u32::try_from(size).map_err(|_| format!("object size {size} is 4 GiB or more"))?;
+    let (key_size, value_size) = (
+        number(c.key_size, "a key size", 0)?,
+        number(c.size, "a size", 1)?,
+    );
+    let size = key_size
+        .checked_add(value_size)
+        .and_then(|s| u32::try_from(s).ok())
+        .ok_or_else(|| format!("object size {key_size} + {value_size} is 4 GiB or more"))?;
     let offset = number(c.offset, "an offset", 0)?;
     let key = key_of(f[c.key]);
     Ok((

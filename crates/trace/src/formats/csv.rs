@@ -6,7 +6,10 @@
 //! `Access` unless an op column is given.
 
 use crate::input::Input;
-use crate::parse::{hash_key, parse_f64, parse_u64, parse_u64_auto, snippet, trim, Fields};
+use crate::parse::{
+    hash_key, parse_f64, parse_time, parse_u64, parse_u64_auto, snippet, trim, Fields,
+    TIME_EXPECTED,
+};
 use crate::source::Source;
 use crate::{CsvSpec, Op, ReadOptions, Request, TraceError, TraceReader};
 
@@ -142,7 +145,7 @@ fn parse_line(line: &[u8], spec: &CsvSpec, last_col: usize) -> Result<Request, S
         }
     };
     let time = match spec.time_col {
-        Some(c) => parse_f64(time).ok_or_else(|| bad("a time in seconds", c, time))?,
+        Some(c) => parse_time(time).ok_or_else(|| bad(TIME_EXPECTED, c, time))?,
         None => 0.0,
     };
     let size = match spec.obj_size_col {
@@ -193,6 +196,10 @@ impl TraceReader for CsvReader {
 
     fn progress(&self) -> Option<(u64, u64)> {
         Some(self.input.progress())
+    }
+
+    fn has_timestamps(&self) -> bool {
+        self.spec.time_col.is_some()
     }
 }
 

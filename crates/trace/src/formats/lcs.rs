@@ -95,11 +95,18 @@ impl TraceReader for LcsReader {
                 } else {
                     (le::u64_at(rec, 12), 20)
                 };
-                let code = rec[op_at];
+                let (time, key, code) = (le::u32_at(rec, 0), le::u64_at(rec, 4), rec[op_at]);
+                // Objects are below 4 GiB here; clamping a larger one would change the
+                // byte figures silently.
+                let Ok(size) = u32::try_from(size) else {
+                    return Err(self.input.record_error(format!(
+                        "object size {size} is 4 GiB or more (expected below 2^32 bytes)"
+                    )));
+                };
                 Request {
-                    time: f64::from(le::u32_at(rec, 0)),
-                    key: le::u64_at(rec, 4),
-                    size: u32::try_from(size).unwrap_or(u32::MAX),
+                    time: f64::from(time),
+                    key,
+                    size,
                     op: self.op(code),
                     offset: 0,
                 }

@@ -45,4 +45,8 @@ impl TraceReader for LirsReader {
     fn progress(&self) -> Option<(u64, u64)> {
         Some(self.input.progress())
     }
+
+    fn has_timestamps(&self) -> bool {
+        false
+    }
 }

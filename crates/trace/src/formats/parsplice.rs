@@ -19,7 +19,9 @@
 
 use crate::block::volume_key;
 use crate::input::Input;
-use crate::parse::{fields_array, parse_f64, parse_u64, snippet, trim};
+use crate::parse::{
+    fields_array, is_valid_time, parse_f64, parse_u64, snippet, trim, TIME_EXPECTED,
+};
 use crate::source::Source;
 use crate::{Op, Request, TraceError, TraceReader};
 
@@ -62,6 +64,12 @@ fn parse_line(line: &[u8]) -> Result<(f64, Event), String> {
             snippet(line)
         )
     })?;
+    if !is_valid_time(time) {
+        return Err(format!(
+            "expected {TIME_EXPECTED} in field 1, found `{}`",
+            snippet(trim(f[0]))
+        ));
+    }
     let name = trim(f[1]);
     let numeric = |i: usize, what: &str| {
         parse_u64(f[i]).ok_or_else(|| {
@@ -120,6 +128,10 @@ const PUT_LOWER: u32 = u32::from_le_bytes(*b"put,");
 fn parse_fast(b: &[u8]) -> Option<(f64, Event, usize)> {
     let (time, n) = leading_u64(b)?;
     let time = time as f64;
+    // Out-of-range times take the general parser, which says why the line is rejected.
+    if !is_valid_time(time) {
+        return None;
+    }
     if b.get(n) != Some(&b',') {
         return None;
     }

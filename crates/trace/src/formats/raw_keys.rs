@@ -57,4 +57,8 @@ impl TraceReader for RawKeysReader {
     fn progress(&self) -> Option<(u64, u64)> {
         Some(self.input.progress())
     }
+
+    fn has_timestamps(&self) -> bool {
+        false
+    }
 }

@@ -7,7 +7,7 @@
 
 use crate::block::{BlockEmitter, BlockIo};
 use crate::input::Input;
-use crate::parse::{fields_array, parse_f64, parse_u64, snippet, trim};
+use crate::parse::{fields_array, parse_time, parse_u64, snippet, trim, TIME_EXPECTED};
 use crate::source::Source;
 use crate::{ReadOptions, Request, TraceError, TraceReader};
 
@@ -42,7 +42,7 @@ fn parse_line(line: &[u8]) -> Result<BlockIo, String> {
             snippet(trim(f[i]))
         )
     };
-    let time = parse_f64(f[0]).ok_or_else(|| bad(0, "a Unix timestamp"))?;
+    let time = parse_time(f[0]).ok_or_else(|| bad(0, TIME_EXPECTED))?;
     let sectors = |i: usize, what: &str| {
         parse_u64(f[i])
             .and_then(|s| s.checked_mul(SECTOR))

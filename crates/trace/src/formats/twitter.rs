@@ -7,7 +7,7 @@
 //! reader, gets of zero-size values are kept: every line is a request.
 
 use crate::input::Input;
-use crate::parse::{fields_array, key_of, parse_f64, parse_u64, snippet, trim};
+use crate::parse::{fields_array, key_of, parse_time, parse_u64, snippet, trim, TIME_EXPECTED};
 use crate::source::Source;
 use crate::{Op, Request, TraceError, TraceReader};
 
@@ -50,7 +50,7 @@ fn parse_line(line: &[u8]) -> Result<Request, String> {
             snippet(trim(f[i]))
         )
     };
-    let time = parse_f64(f[0]).ok_or_else(|| bad(0, "a timestamp"))?;
+    let time = parse_time(f[0]).ok_or_else(|| bad(0, TIME_EXPECTED))?;
     let key_size = parse_u64(f[2]).ok_or_else(|| bad(2, "a key size"))?;
     let value_size = parse_u64(f[3]).ok_or_else(|| bad(3, "a value size"))?;
     let op = twitter_op(f[5]).ok_or_else(|| {
@@ -59,8 +59,10 @@ fn parse_line(line: &[u8]) -> Result<Request, String> {
             "an op (get, gets, set, add, cas, replace, append, prepend, incr, decr, delete)",
         )
     })?;
-    let size =
-        u32::try_from(key_size + value_size).map_err(|_| bad(3, "a value size below 4 GiB"))?;
+    let size = key_size
+        .checked_add(value_size)
+        .and_then(|s| u32::try_from(s).ok())
+        .ok_or_else(|| bad(3, "a value size below 4 GiB"))?;
     Ok(Request {
         time,
         key: key_of(f[1]),
