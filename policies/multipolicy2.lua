@@ -7,8 +7,9 @@
 -- * The switch point is seed 002 §6's: k-means (k = 4, time and read rate scaled to [0, 1]
 --   and weighted equally, initial centroids at evenly spaced points in time order, as in
 --   `mantle analyze`) over the read rate of each minute seen so far. The burst is absorbed
---   once the newest minute falls in a later regime than the first and that regime reads
---   more slowly than the first: the flash crowd of redundant reads has passed.
+--   once the newest minute falls in the third regime or later, the regimes' read rates
+--   never rise from one to the next, and the newest reads more slowly than the first: the
+--   flash crowd of redundant reads has passed (seed 002 switches at the third regime).
 -- * The size after the switch is fixed within a regime and re-derived when k-means puts the
 --   newest minute in a new regime: n = the largest working set measured during the regime
 --   that ended (at the switch: during the burst), never less than the working set now.
@@ -86,6 +87,8 @@ end
 
 function when()
   local d = timeseries()
+  -- Without an access log (a host that keeps none) there is no working set to size from.
+  if d:size() == 0 then return false end
   local state = RDstate()
   if type(state) ~= "table" then state = {absorbed = 0, n = 0} end
   local gets = servers[whoami].gets
@@ -100,14 +103,14 @@ function when()
       local r, rate_by_rank = newest_regime()
       -- Seed 002: switch from the third regime on, once the rate has come down regime by
       -- regime (plateau, decline, lower plateau), i.e. the burst has been absorbed.
-      local declined = r >= 3
+      local declined = r >= 3 and rate_by_rank[r] < rate_by_rank[1]
       for i = 2, r do
-        if rate_by_rank[i] >= rate_by_rank[i - 1] then declined = false end
+        if rate_by_rank[i] > rate_by_rank[i - 1] then declined = false end
       end
       if declined then state = {absorbed = 1, n = 0} end
     end
   end
-  if state.absorbed == 1 and ws > state.n then
+  if state.absorbed == 1 and ws > state.n and ws >= 1 then
     state = {absorbed = 1, n = ws}
   end
   WRstate(state)
