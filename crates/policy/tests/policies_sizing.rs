@@ -63,9 +63,17 @@ fn dscache2_follows_an_open_fan_up_and_a_closed_one_down() {
     let events = two_superbasins();
     let caps = capacities("dscache2", &events, 1200);
     // While A is open the cache holds its keys.
-    assert!(caps[299] >= 390.0, "capacity at the end of A: {}", caps[299]);
+    assert!(
+        caps[299] >= 390.0,
+        "capacity at the end of A: {}",
+        caps[299]
+    );
     // Long after A closed, only B's keys and the allowance are kept.
-    assert!(caps[1199] <= 60.0, "capacity at the end of B: {}", caps[1199]);
+    assert!(
+        caps[1199] <= 60.0,
+        "capacity at the end of B: {}",
+        caps[1199]
+    );
     // The paper's version keeps room for A's fan as long as it is in the series.
     let old = capacities("dscache", &events, 1200);
     assert!(old[1199] >= 390.0, "dscache at the end: {}", old[1199]);
@@ -161,5 +169,8 @@ fn multipolicy2_is_unlimited_until_the_read_rate_has_come_down() {
     let at = switched_at.expect("multipolicy2 never constrained the cache");
     assert!(at > 600, "switched during the burst, at {at} s");
     // After the switch the size covers the working set of the slow phase (30 keys).
-    assert!((30.0..=200.0).contains(&capacity), "final capacity {capacity}");
+    assert!(
+        (30.0..=200.0).contains(&capacity),
+        "final capacity {capacity}"
+    );
 }
