@@ -18,6 +18,7 @@ pub mod kmeans;
 pub mod mrc;
 pub mod popularity;
 pub mod regimes;
+pub mod reuse;
 pub mod scatter;
 pub mod series;
 pub mod window;
@@ -29,6 +30,7 @@ pub use fans::{FanOut, FanReport};
 pub use mrc::{MrcPoint, MrcResult};
 pub use popularity::Popularity;
 pub use regimes::{Regime, Regimes};
+pub use reuse::ReuseReport;
 pub use series::SeriesColumns;
 
 /// Knobs of an analysis. `Default` matches `mantle analyze` without flags.
@@ -88,6 +90,8 @@ pub struct Analysis {
     pub popularity: Popularity,
     pub mrc: MrcResult,
     pub fans: FanReport,
+    /// Reuse ages, returns to older basins and new keys per second (what dscache2 sizes from).
+    pub reuse: ReuseReport,
     pub regimes: Regimes,
     pub series: SeriesColumns,
     /// Sampled (time, dense key id) points for the key-activity chart.
@@ -104,6 +108,7 @@ pub struct Analyzer {
     series: series::TimeSeries,
     mrc: mrc::MissRatioCurve,
     fans: fans::FanDetector,
+    reuse: reuse::ReuseAges,
     scatter: scatter::ScatterSample,
     first_time: Option<f64>,
     last_t: f64,
@@ -128,6 +133,7 @@ impl Analyzer {
             series: series::TimeSeries::default(),
             mrc: mrc::MissRatioCurve::new(options.mrc_max_keys),
             fans: fans::FanDetector::new(options.max_fans),
+            reuse: reuse::ReuseAges::default(),
             scatter: scatter::ScatterSample::new(options.scatter_points),
             first_time: None,
             last_t: 0.0,
@@ -185,6 +191,7 @@ impl Analyzer {
         self.window.access(t, id);
         self.peak_window_keys = self.peak_window_keys.max(self.window.active());
         self.fans.access(t, id);
+        self.reuse.access(t, id, read);
         self.scatter.access(t, id);
         self.series
             .record(t, read, write, self.ids.len() as u64, self.window.active());
@@ -214,6 +221,19 @@ impl Analyzer {
             .options
             .min_fan_accesses
             .unwrap_or_else(|| (requests / 10_000).max(100));
+        let fans = self.fans.report(min_fan);
+        let fan_s: f64 = fans.fans.iter().map(|f| f.end - f.start).sum();
+        let fan_keys: u64 = fans.fans.iter().map(|f| f.keys).sum();
+        let reuse = self.reuse.report(
+            self.last_t,
+            self.ids.len() as u64,
+            fans.mean_duration_s,
+            if fan_s > 0.0 {
+                fan_keys as f64 / fan_s
+            } else {
+                0.0
+            },
+        );
         Analysis {
             requests,
             gets,
@@ -231,7 +251,8 @@ impl Analyzer {
             peak_sliding_window_keys: self.peak_window_keys,
             popularity: popularity::popularity(&self.reads_per_key),
             mrc: self.mrc.result(),
-            fans: self.fans.report(min_fan),
+            fans,
+            reuse,
             regimes: regimes::detect(&series, self.options.regimes),
             series,
             scatter: self.scatter.points().to_vec(),

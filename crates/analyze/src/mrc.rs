@@ -83,6 +83,8 @@ pub struct MissRatioCurve {
     histogram: Vec<f64>,
     cold: f64,
     lookups: f64,
+    /// Largest stack distance of a lookup (scaled when sampled).
+    max_distance: Option<f64>,
 }
 
 /// One point of the curve.
@@ -100,6 +102,9 @@ pub struct MrcResult {
     /// Fraction of keys tracked (1.0 when exact).
     pub sample_rate: f64,
     pub points: Vec<MrcPoint>,
+    /// Smallest LRU cache (objects) that misses only on first accesses: the largest stack
+    /// distance plus one (an estimate when sampled). Null without reuses.
+    pub no_miss_size: Option<u64>,
 }
 
 impl MissRatioCurve {
@@ -117,6 +122,7 @@ impl MissRatioCurve {
             histogram: Vec::new(),
             cold: 0.0,
             lookups: 0.0,
+            max_distance: None,
         }
     }
 
@@ -137,6 +143,7 @@ impl MissRatioCurve {
         match self.touch(key) {
             Some(distance) => {
                 let scaled = distance as f64 / self.rate();
+                self.max_distance = Some(self.max_distance.map_or(scaled, |m| m.max(scaled)));
                 let bin = bin_of(scaled);
                 if bin >= self.histogram.len() {
                     self.histogram.resize(bin + 1, 0.0);
@@ -263,6 +270,7 @@ impl MissRatioCurve {
             method: method.to_string(),
             sample_rate: self.rate(),
             points,
+            no_miss_size: self.max_distance.map(|d| d.round() as u64 + 1),
         }
     }
 }
@@ -310,6 +318,24 @@ mod tests {
                 (i % 11 != 0, key)
             })
             .collect()
+    }
+
+    #[test]
+    fn no_miss_size_is_the_smallest_lru_with_only_cold_misses() {
+        let trace = small_trace();
+        let mut mrc = MissRatioCurve::new(1 << 20);
+        for &(is_lookup, key) in &trace {
+            if is_lookup {
+                mrc.lookup(key);
+            } else {
+                mrc.insert(key);
+            }
+        }
+        let size = mrc.result().no_miss_size.unwrap() as usize;
+        let cold = brute_force(&trace, usize::MAX).0;
+        assert_eq!(brute_force(&trace, size).0, cold);
+        assert!(brute_force(&trace, size - 1).0 > cold);
+        assert_eq!(MissRatioCurve::new(16).result().no_miss_size, None);
     }
 
     #[test]

@@ -146,6 +146,231 @@ impl FanIndex {
     }
 }
 
+/// What `series:openfans(hold)` reports: how far back the fans still being read reach.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpenFans {
+    /// Earliest previous-access time still held open by a read (see [`ReuseIndex`]); `None`
+    /// when no held read reaches back at all.
+    pub since: Option<f64>,
+    /// Longest reuse age seen so far: the largest gap, in seconds, between two accesses to
+    /// one key (a return to an older basin sets it).
+    pub record: f64,
+    /// Keys seen for the first time in the events processed by this call (0 after a rescan,
+    /// when what is new since the previous call is unknown).
+    pub new_keys: u64,
+    /// Distinct keys whose latest access is retained.
+    pub keys: u64,
+    /// Reads in the hold queue (each reaches back to an open fan; expired ones below the
+    /// oldest held one are dropped lazily).
+    pub held: u64,
+}
+
+/// A held read: the key's previous access at `from`, read again at `at`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Held {
+    from: f64,
+    at: f64,
+}
+
+impl Eq for Held {}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Min-heap on `from` inside std's max-heap.
+        other.from.total_cmp(&self.from)
+    }
+}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Counts of latest accesses by absolute position, to answer "how many distinct keys were
+/// accessed since position p" in O(log n). Covers positions `origin..origin + len`.
+#[derive(Debug, Default)]
+struct Marks {
+    origin: u64,
+    tree: Vec<u32>,
+}
+
+impl Marks {
+    fn covers(&self, pos: u64) -> bool {
+        pos >= self.origin && pos - self.origin < self.tree.len() as u64
+    }
+
+    fn add(&mut self, pos: u64, delta: i32) {
+        if !self.covers(pos) {
+            return;
+        }
+        let mut i = (pos - self.origin) as usize + 1;
+        while i <= self.tree.len() {
+            self.tree[i - 1] = self.tree[i - 1].wrapping_add_signed(delta);
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Marks at positions `origin..pos` (exclusive).
+    fn before(&self, pos: u64) -> u64 {
+        let mut i = (pos.saturating_sub(self.origin) as usize).min(self.tree.len());
+        let mut sum = 0u64;
+        while i > 0 {
+            sum += u64::from(self.tree[i - 1]);
+            i -= i & i.wrapping_neg();
+        }
+        sum
+    }
+}
+
+/// Which access fans are still open, for the second-generation dynamically sized cache.
+///
+/// Seed 000's fans are groups of keys a superbasin keeps reading. A fan is *open* while its
+/// keys are still read; the evidence is a reuse: a read at time `at` of a key last accessed at
+/// `from` shows that what was read at `from` is still wanted. Each reuse holds `from` open for
+/// `hold * (at - from)` seconds after `at` (a fan shown alive for A seconds is trusted for a
+/// share of A more), then it is forgotten: fans close by themselves once no read reaches back
+/// into them. `since` is the earliest `from` still held; an LRU cache that keeps every key
+/// accessed since then serves every open fan. The index also keeps, per key, the position of
+/// its latest access, so `distinct_since` counts the keys such a cache must hold.
+///
+/// Work per event is O(log n) (one hash lookup, one tree update, at most one heap push); a
+/// tick only processes the events recorded since the previous one when the host reports
+/// [`TimeSeries::recorded`], and otherwise rebuilds from the retained series. Memory: one map
+/// entry per key whose latest access is retained, a tree of 2-4 `u32`s per retained event, and
+/// one heap entry per held read (expired entries are purged once there are more than four per
+/// retained event; on the real ParSplice log at most 2,540 are queued).
+#[derive(Debug, Default)]
+pub(crate) struct ReuseIndex {
+    /// Key id → (absolute position, time) of its latest access.
+    latest: std::collections::HashMap<u64, (u64, f64)>,
+    marks: Marks,
+    held: std::collections::BinaryHeap<Held>,
+    record: f64,
+    processed: u64,
+    newest: Option<(f64, u64)>,
+    hold: f64,
+}
+
+impl ReuseIndex {
+    /// Brings the index up to date with `series` and reports the open fans; `hold` is the
+    /// share of a reuse's age for which it keeps its fan open (a change rebuilds the index).
+    pub(crate) fn open_fans(&mut self, series: &dyn TimeSeries, hold: f64) -> OpenFans {
+        if hold != self.hold {
+            *self = ReuseIndex {
+                hold,
+                ..ReuseIndex::default()
+            };
+        }
+        let (new_keys, end) = self.sync(series);
+        let now = self.newest.map_or(0.0, |(t, _)| t);
+        let expired = |h: &Held, hold: f64| h.at + hold * (h.at - h.from) < now;
+        while self.held.peek().is_some_and(|h| expired(h, self.hold)) {
+            self.held.pop();
+        }
+        // Expired reads below the top are dropped lazily; bound them by the series length.
+        if self.held.len() > 4 * series.len().max(1024) {
+            let hold = self.hold;
+            self.held.retain(|h| !expired(h, hold));
+        }
+        OpenFans {
+            since: self.held.peek().map(|h| h.from),
+            record: self.record,
+            new_keys,
+            keys: self.marks.before(end) - self.marks.before(end - series.len() as u64),
+            held: self.held.len() as u64,
+        }
+    }
+
+    /// Processes the events recorded since the previous call (or the whole retained series
+    /// when it cannot resume); returns the keys first seen in them (0 after a rebuild) and
+    /// the absolute position one past the newest event.
+    fn sync(&mut self, series: &dyn TimeSeries) -> (u64, u64) {
+        let len = series.len();
+        let recorded = series.recorded().filter(|&r| r >= len as u64);
+        let base = recorded.map_or(0, |r| r - len as u64);
+        let end = base + len as u64;
+        let resumed = self.can_resume(series, recorded, base);
+        if !resumed {
+            *self = ReuseIndex {
+                hold: self.hold,
+                processed: base,
+                ..ReuseIndex::default()
+            };
+        }
+        if len > 0 && !self.marks.covers(end - 1) {
+            self.remark(base, end);
+        }
+        let keys_before = self.latest.len() as u64;
+        for pos in self.processed..end {
+            let (time, id) = series.get((pos - base) as usize);
+            self.push(pos, time, id);
+        }
+        let new_keys = if resumed {
+            self.latest.len() as u64 - keys_before
+        } else {
+            0
+        };
+        self.processed = end;
+        self.newest = (len > 0).then(|| series.get(len - 1));
+        (new_keys, end)
+    }
+
+    fn can_resume(&self, series: &dyn TimeSeries, recorded: Option<u64>, base: u64) -> bool {
+        let (Some(recorded), Some(newest)) = (recorded, self.newest) else {
+            return false;
+        };
+        if self.processed > recorded || self.processed <= base {
+            return false;
+        }
+        series.get((self.processed - 1 - base) as usize) == newest
+    }
+
+    /// Re-anchors the position tree on the retained series (amortised: it doubles), and
+    /// forgets keys whose latest access left the series, so memory follows the series bound.
+    fn remark(&mut self, base: u64, end: u64) {
+        let span = (2 * (end - base)).max(1024) as usize;
+        self.marks = Marks {
+            origin: base,
+            tree: vec![0; span.next_power_of_two()],
+        };
+        self.latest.retain(|_, (pos, _)| *pos >= base);
+        let positions: Vec<u64> = self.latest.values().map(|&(pos, _)| pos).collect();
+        for pos in positions {
+            self.marks.add(pos, 1);
+        }
+    }
+
+    fn push(&mut self, pos: u64, time: f64, id: u64) {
+        debug_assert!(self.marks.covers(pos), "sync re-anchors before pushing");
+        if let Some((before, from)) = self.latest.insert(id, (pos, time)) {
+            self.marks.add(before, -1);
+            let age = time - from;
+            if age > 0.0 {
+                self.record = self.record.max(age);
+                self.held.push(Held { from, at: time });
+            }
+        }
+        self.marks.add(pos, 1);
+    }
+
+    /// Distinct keys whose latest access is at or after `time` (binary search on the
+    /// retained series, whose times the hosts keep non-decreasing).
+    pub(crate) fn distinct_since(&mut self, series: &dyn TimeSeries, time: f64) -> u64 {
+        let (_, end) = self.sync(series);
+        let len = series.len();
+        let (mut lo, mut hi) = (0usize, len);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if series.get(mid).0 < time {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let base = end - len as u64;
+        self.marks.before(end) - self.marks.before(base + lo as u64)
+    }
+}
+
 /// The Lua function behind `series:fans()`: a table of fans, newest first, each a table with
 /// `first`, `last`, `start`, `finish`, `bottom`, `top`.
 pub(crate) fn fans_function(lua: &mlua::Lua, slot: &SeriesSlot) -> mlua::Result<mlua::Function> {
@@ -168,6 +393,52 @@ pub(crate) fn fans_function(lua: &mlua::Lua, slot: &SeriesSlot) -> mlua::Result<
             out.raw_set(i + 1, t)?;
         }
         Ok(out)
+    })
+}
+
+/// The Lua function behind `series:openfans(hold)`: a table `{since, record, new_keys, keys,
+/// held}` (`since` is nil when no read is held). `hold` defaults to 1.
+pub(crate) fn openfans_function(
+    lua: &mlua::Lua,
+    slot: &SeriesSlot,
+) -> mlua::Result<mlua::Function> {
+    let addr = slot as *const SeriesSlot as usize;
+    lua.create_function(move |lua, (_, hold): (mlua::Value, Option<f64>)| {
+        let hold = hold.unwrap_or(1.0);
+        if !(hold.is_finite() && hold >= 0.0) {
+            return Err(mlua::Error::runtime(format!(
+                "timeseries:openfans(hold) expects a finite hold >= 0, got {hold}"
+            )));
+        }
+        // SAFETY: the slot is boxed by the program that owns this Lua state and outlives it.
+        let slot = unsafe { &*(addr as *const SeriesSlot) };
+        let open = slot
+            .with_series(|series| slot.reuse.borrow_mut().open_fans(series, hold))
+            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))?;
+        let t = lua.create_table_with_capacity(0, 5)?;
+        if let Some(since) = open.since {
+            t.raw_set("since", since)?;
+        }
+        t.raw_set("record", open.record)?;
+        t.raw_set("new_keys", open.new_keys)?;
+        t.raw_set("keys", open.keys)?;
+        t.raw_set("held", open.held)?;
+        Ok(t)
+    })
+}
+
+/// The Lua function behind `series:distinct(time)`: distinct keys whose latest retained access
+/// is at or after `time`, i.e. the LRU capacity that keeps every key read since then.
+pub(crate) fn distinct_function(
+    lua: &mlua::Lua,
+    slot: &SeriesSlot,
+) -> mlua::Result<mlua::Function> {
+    let addr = slot as *const SeriesSlot as usize;
+    lua.create_function(move |_, (_, time): (mlua::Value, f64)| {
+        // SAFETY: as in `openfans_function`.
+        let slot = unsafe { &*(addr as *const SeriesSlot) };
+        slot.with_series(|series| slot.reuse.borrow_mut().distinct_since(series, time))
+            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))
     })
 }
 
@@ -259,6 +530,111 @@ mod tests {
         let b = VecSeries::new(pseudo_random_events(800, 2));
         assert_eq!(index.fans(&b), fig9(b.events()));
         assert!(index.fans(&VecSeries::default()).is_empty());
+    }
+
+    /// The open-fans report computed naively from the retained events.
+    fn naive_open(events: &[(f64, u64)], hold: f64) -> (Option<f64>, f64, u64) {
+        let now = events.last().map_or(0.0, |e| e.0);
+        let mut latest: std::collections::HashMap<u64, f64> = Default::default();
+        let (mut since, mut record) = (None::<f64>, 0.0f64);
+        for &(t, id) in events {
+            if let Some(from) = latest.insert(id, t) {
+                let age = t - from;
+                if age > 0.0 {
+                    record = record.max(age);
+                    if t + hold * age >= now {
+                        since = Some(since.map_or(from, |s| s.min(from)));
+                    }
+                }
+            }
+        }
+        (since, record, latest.len() as u64)
+    }
+
+    fn naive_distinct(events: &[(f64, u64)], time: f64) -> u64 {
+        let mut latest: std::collections::HashMap<u64, f64> = Default::default();
+        for &(t, id) in events {
+            latest.insert(id, t);
+        }
+        latest.values().filter(|&&t| t >= time).count() as u64
+    }
+
+    #[test]
+    fn open_fans_and_distinct_match_a_naive_scan_while_the_window_slides() {
+        let events = pseudo_random_events(20_000, 11);
+        let mut series = VecSeries::new(Vec::new());
+        let mut index = ReuseIndex::default();
+        let window = 4000;
+        let mut keys_seen = std::collections::HashSet::new();
+        for (n, chunk) in events.chunks(613).enumerate() {
+            let mut fresh = 0;
+            for &(t, id) in chunk {
+                series.push(t, id);
+                fresh += u64::from(keys_seen.insert(id));
+            }
+            if series.len() > window {
+                series.drop_oldest(series.len() - window);
+            }
+            let open = index.open_fans(&series, 0.5);
+            // The record and the held reads span every event processed, not only the
+            // retained ones; compare on the first window, where they coincide.
+            if (n + 1) * 613 <= window {
+                let (since, record, keys) = naive_open(series.events(), 0.5);
+                assert_eq!((open.since, open.record, open.keys), (since, record, keys));
+                if n > 0 {
+                    assert_eq!(open.new_keys, fresh);
+                }
+            }
+            let (newest, _) = *series.events().last().unwrap();
+            for back in [0.0, 3.0, 50.0, 400.0, 1e9] {
+                assert_eq!(
+                    index.distinct_since(&series, newest - back),
+                    naive_distinct(series.events(), newest - back),
+                    "chunk {n} back {back}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_closed_fan_is_forgotten_after_its_hold() {
+        // Keys 0..10 read for 100 s, then only keys 100.. (a new superbasin).
+        let mut events = Vec::new();
+        for t in 0..100 {
+            events.push((t as f64, t % 10));
+        }
+        for t in 100..400 {
+            events.push((t as f64, 100 + t % 5));
+        }
+        let mut index = ReuseIndex::default();
+        let mut series = VecSeries::new(events[..100].to_vec());
+        let open = index.open_fans(&series, 1.0);
+        // Reads at t of keys last read at t - 10 are held until t + 10: those from t = 89 on.
+        assert_eq!(open.since, Some(79.0));
+        for &(t, id) in &events[100..] {
+            series.push(t, id);
+        }
+        let open = index.open_fans(&series, 1.0);
+        // The old fan's reads were held until 109 at most; the new fan's reads reach back
+        // 5 s and are held 5 s.
+        assert_eq!(open.since, Some(389.0));
+        assert_eq!(open.record, 10.0);
+        assert_eq!(index.distinct_since(&series, 395.0), 5);
+    }
+
+    #[test]
+    fn a_changed_hold_or_a_replaced_series_rebuilds() {
+        let a = VecSeries::new(pseudo_random_events(500, 1));
+        let mut index = ReuseIndex::default();
+        let first = index.open_fans(&a, 0.5);
+        let b = VecSeries::new(pseudo_random_events(800, 2));
+        let (since, record, keys) = naive_open(b.events(), 2.0);
+        let open = index.open_fans(&b, 2.0);
+        assert_eq!((open.since, open.record, open.keys), (since, record, keys));
+        assert_eq!(open.new_keys, 0);
+        assert_eq!(first.new_keys, 0);
+        let empty = index.open_fans(&VecSeries::default(), 2.0);
+        assert_eq!((empty.since, empty.keys), (None, 0));
     }
 
     #[test]

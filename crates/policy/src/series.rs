@@ -11,7 +11,7 @@ use std::ffi::c_int;
 
 use mlua::ffi;
 
-use crate::fans::FanIndex;
+use crate::fans::{FanIndex, ReuseIndex};
 
 /// The recent accesses of the cache, oldest first, as `(timestamp, keyid)` pairs where `keyid`
 /// is a dense id given to each key in order of first appearance.
@@ -93,6 +93,7 @@ type SeriesPtr = *const (dyn TimeSeries + 'static);
 pub(crate) struct SeriesSlot {
     current: Cell<Option<SeriesPtr>>,
     pub(crate) fans: RefCell<FanIndex>,
+    pub(crate) reuse: RefCell<ReuseIndex>,
 }
 
 // SAFETY: the slot is only touched from the thread that runs the tick which owns it (the Lua
@@ -104,6 +105,7 @@ impl SeriesSlot {
         Box::new(SeriesSlot {
             current: Cell::new(None),
             fans: RefCell::new(FanIndex::default()),
+            reuse: RefCell::new(ReuseIndex::default()),
         })
     }
 
@@ -204,6 +206,8 @@ pub(crate) fn build_series_object(lua: &mlua::Lua, slot: &SeriesSlot) -> mlua::R
     object.raw_set("size", slot_closure(lua, slot, series_size)?)?;
     object.raw_set("get", slot_closure(lua, slot, series_get)?)?;
     object.raw_set("fans", crate::fans::fans_function(lua, slot)?)?;
+    object.raw_set("openfans", crate::fans::openfans_function(lua, slot)?)?;
+    object.raw_set("distinct", crate::fans::distinct_function(lua, slot)?)?;
     Ok(object)
 }
 

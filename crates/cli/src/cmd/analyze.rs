@@ -120,6 +120,9 @@ fn print_summary(a: &Analysis) {
         mrc.sample_rate,
         sizes.join(" ")
     );
+    if let Some(size) = mrc.no_miss_size {
+        println!("LRU without reuse misses  {size} objects ({})", mrc.method);
+    }
     println!(
         "fans              {} (raw {}), keys mean {:.0} median {} max {}, mean {:.0} s",
         a.fans.count,
@@ -128,6 +131,19 @@ fn print_summary(a: &Analysis) {
         a.fans.median_keys,
         a.fans.max_keys,
         a.fans.mean_duration_s
+    );
+    let u = &a.reuse;
+    println!(
+        "reuse age         p50 {:.1} s, p99 {:.0} s, p99.9 {:.0} s, p99.99 {:.0} s, max {:.0} s",
+        u.p50_s, u.p99_s, u.p999_s, u.p9999_s, u.max_s
+    );
+    println!(
+        "returns           {} reads older than {:.0} s (mean fan), {:.1}/h",
+        u.returns, u.return_after_s, u.returns_per_hour
+    );
+    println!(
+        "new keys          {:.2}/s overall, {:.2}/s while a fan is open",
+        u.new_keys_per_s, u.new_keys_per_fan_s
     );
     for (i, r) in a.regimes.regimes.iter().enumerate() {
         println!(
