@@ -104,10 +104,16 @@ impl<'a> Command<'a> {
         })
     }
 
-    /// Runs the command and returns its reply.
+    /// Runs the command and returns its reply, or an error instead of a reply larger than
+    /// `--client-output-limit`.
     pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        let reply = self.run(instance, session).await;
+        instance.bound_reply(reply, session.protocol)
+    }
+
+    async fn run(self, instance: &Instance, session: &mut Session) -> Frame {
         match self {
-            Command::Auth(cmd) => cmd.apply(instance, session),
+            Command::Auth(cmd) => cmd.apply(instance, session).await,
             Command::Cache(cmd) => cmd.apply(instance),
             Command::Client(cmd) => cmd.apply(session),
             Command::Command(cmd) => cmd.apply(),
@@ -120,7 +126,7 @@ impl<'a> Command<'a> {
             Command::Echo(cmd) => cmd.apply(),
             Command::Exists(cmd) => cmd.apply(instance).await,
             Command::Get(cmd) => cmd.apply(instance).await,
-            Command::Hello(cmd) => cmd.apply(instance, session),
+            Command::Hello(cmd) => cmd.apply(instance, session).await,
             Command::Info(cmd) => cmd.apply(instance).await,
             Command::MGet(cmd) => cmd.apply(instance).await,
             Command::MSet(cmd) => {
