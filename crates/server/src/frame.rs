@@ -217,7 +217,11 @@ mod tests {
             Frame::Bulk(Bytes::from(vec![7u8; 12345])),
             Frame::Verbatim(Bytes::from_static(b"a:1\r\n")),
             Frame::Null,
-            Frame::Array(vec![Frame::Null, Frame::static_bulk("x"), Frame::Array(vec![])]),
+            Frame::Array(vec![
+                Frame::Null,
+                Frame::static_bulk("x"),
+                Frame::Array(vec![]),
+            ]),
             Frame::Map(vec![(Frame::static_bulk("k"), Frame::Integer(10))]),
         ];
         for frame in &frames {

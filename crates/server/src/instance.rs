@@ -77,7 +77,9 @@ impl Instance {
 
     /// The error for a reply of at least `size` bytes (counted).
     pub fn output_limit_error(&self, size: u64) -> Frame {
-        self.guards.output_rejections.fetch_add(1, Ordering::Relaxed);
+        self.guards
+            .output_rejections
+            .fetch_add(1, Ordering::Relaxed);
         Frame::err(format!(
             "reply of {size} bytes or more exceeds client-output-limit ({} bytes); ask for \
              fewer keys at a time",

@@ -22,7 +22,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most scrape connections served at once; more are answered 503 and closed at once, so
 /// idle connections cannot pile up tasks and sockets (a scraper needs one).
 pub const MAX_CONNECTIONS: usize = 16;
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+const BUSY: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// Upper bounds, in microseconds, of the store read latency histogram's buckets: from a
 /// memtable hit (a few microseconds) to a read stuck behind a compaction stall.

@@ -105,8 +105,18 @@ fn hello_is_all_or_nothing() {
     let mut raw = server.raw();
     // A bad option after a good AUTH: nothing is applied, the connection stays a stranger.
     for bad in [
-        &[&b"HELLO"[..], b"3", b"AUTH", b"default", b"pw", b"SETNAME", b"a b"][..],
-        &[b"HELLO", b"3", b"AUTH", b"default", b"pw", b"SETNAME", b"x\n"],
+        &[
+            &b"HELLO"[..],
+            b"3",
+            b"AUTH",
+            b"default",
+            b"pw",
+            b"SETNAME",
+            b"a b",
+        ][..],
+        &[
+            b"HELLO", b"3", b"AUTH", b"default", b"pw", b"SETNAME", b"x\n",
+        ],
         &[b"HELLO", b"4", b"AUTH", b"default", b"pw"],
         &[b"HELLO", b"3", b"AUTH", b"default", b"pw", b"BOGUS"],
     ] {
@@ -116,7 +126,9 @@ fn hello_is_all_or_nothing() {
         raw.send(&request(&[b"GET", b"k"]));
         assert_eq!(raw.line(), "-NOAUTH Authentication required.\r\n");
     }
-    raw.send(&request(&[b"HELLO", b"2", b"AUTH", b"default", b"pw", b"SETNAME", b"ok"]));
+    raw.send(&request(&[
+        b"HELLO", b"2", b"AUTH", b"default", b"pw", b"SETNAME", b"ok",
+    ]));
     assert_eq!(raw.line(), "*14\r\n");
 }
 
@@ -136,7 +148,11 @@ fn password_guessing_is_slowed_and_then_disconnected() {
     }
     assert!(raw.is_closed(), "closed after the tenth wrong password");
     // Not a performance assert: the delays are the feature (0.1 s per failure and growing).
-    assert!(started.elapsed() >= Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     // A HELLO with a wrong password counts the same way; the right one still works.
     let mut raw = server.raw();
     raw.send(&request(&[b"HELLO", b"3", b"AUTH", b"default", b"nope"]));
@@ -173,14 +189,18 @@ fn idle_scrapers_cannot_take_the_metrics_endpoint() {
     loop {
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut answer = String::new();
         let _ = s.read_to_string(&mut answer);
         if answer.starts_with("HTTP/1.1 200") {
             assert!(answer.contains("mantle_auth_failures_total 0"), "{answer}");
             break;
         }
-        assert!(Instant::now() < deadline, "metrics never came back: {answer:?}");
+        assert!(
+            Instant::now() < deadline,
+            "metrics never came back: {answer:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

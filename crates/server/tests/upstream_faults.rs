@@ -203,7 +203,10 @@ fn a_frozen_upstream_costs_a_bounded_wait_then_fails_fast_and_recovers() {
     let mut fast = 0;
     for args in attempts {
         let (line, _) = call(&mut raw, args);
-        assert!(line.starts_with("-ERR store error: upstream"), "{args:?}: {line}");
+        assert!(
+            line.starts_with("-ERR store error: upstream"),
+            "{args:?}: {line}"
+        );
         fast += usize::from(line.contains("failing fast"));
     }
     assert!(fast >= 1, "the breaker opened after five failures");
@@ -239,7 +242,11 @@ fn an_announced_huge_bulk_is_refused_not_awaited() {
     let (_dir, _upper, proxy, lower) = proxied_tiers();
     let mut raw = lower.raw();
     proxy.set(POISON);
-    for args in [&[&b"GET"[..], b"a"][..], &[b"SET", b"a", b"1"], &[b"DBSIZE"]] {
+    for args in [
+        &[&b"GET"[..], b"a"][..],
+        &[b"SET", b"a", b"1"],
+        &[b"DBSIZE"],
+    ] {
         let (line, _) = call(&mut raw, args);
         assert!(
             line.contains("2000000000") || line.contains("failing fast"),
@@ -279,7 +286,10 @@ fn mset_through_a_broken_upstream_is_all_or_nothing() {
         &[b"MSET", b"m1", &value, b"m2", &value, b"m3", &value],
     );
     assert_eq!(line, "+OK\r\n");
-    assert_eq!(call(&mut far, &[b"EXISTS", b"m1", b"m2", b"m3"]).0, ":3\r\n");
+    assert_eq!(
+        call(&mut far, &[b"EXISTS", b"m1", b"m2", b"m3"]).0,
+        ":3\r\n"
+    );
 }
 
 #[test]

@@ -67,7 +67,10 @@ pub async fn attempt(
         return Err(reply);
     }
     session.auth_failures += 1;
-    instance.guards.auth_failures.fetch_add(1, Ordering::Relaxed);
+    instance
+        .guards
+        .auth_failures
+        .fetch_add(1, Ordering::Relaxed);
     tokio::time::sleep(FAILURE_DELAY * session.auth_failures.min(MAX_FAILURES)).await;
     if session.auth_failures >= MAX_FAILURES {
         instance

@@ -168,10 +168,16 @@ fn upstream_fields(instance: &Instance) -> Vec<(String, String)> {
     let counters = upstream.counters();
     vec![
         field("upstream_state", upstream.state()),
-        field("upstream_consecutive_failures", upstream.consecutive_failures()),
+        field(
+            "upstream_consecutive_failures",
+            upstream.consecutive_failures(),
+        ),
         field("upstream_failures", Stats::read(&counters.failures)),
         field("upstream_timeouts", Stats::read(&counters.timeouts)),
-        field("upstream_fast_failures", Stats::read(&counters.fast_failures)),
+        field(
+            "upstream_fast_failures",
+            Stats::read(&counters.fast_failures),
+        ),
     ]
 }
 

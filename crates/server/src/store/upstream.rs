@@ -94,7 +94,8 @@ impl UpstreamStore {
                 "cannot reach upstream {url}: PING answered {}",
                 describe(&other)
             ))),
-            Err(StoreError(e)) => Err(StoreError(format!("cannot reach upstream {e}"))),
+            // `e` already starts with "upstream URL: ".
+            Err(StoreError(e)) => Err(StoreError(format!("cannot reach {e}"))),
         }
     }
 
@@ -176,7 +177,11 @@ impl UpstreamStore {
 
     /// One `MSET`, which the upstream applies atomically: either every pair is written or
     /// none (a pipeline of `SET`s could stop half-way when the connection breaks).
-    pub async fn set_many(&self, pairs: &[(Bytes, Record)], _now_ms: u64) -> Result<(), StoreError> {
+    pub async fn set_many(
+        &self,
+        pairs: &[(Bytes, Record)],
+        _now_ms: u64,
+    ) -> Result<(), StoreError> {
         if pairs.iter().any(|(_, record)| record.expires_at_ms != 0) {
             // MSET carries no expiry, and MULTI is not part of the protocol every tier speaks.
             return Err(StoreError(format!(
@@ -221,7 +226,8 @@ impl UpstreamStore {
     /// The upstream's key count as last seen, without waiting (INFO must answer while the
     /// upstream does not); starts a refresh in the background when it is stale.
     pub fn key_count_without_waiting(&self) -> Option<u64> {
-        let stale = lock(&self.inner.key_count_at).is_none_or(|at| at.elapsed() > KEY_COUNT_REFRESH);
+        let stale =
+            lock(&self.inner.key_count_at).is_none_or(|at| at.elapsed() > KEY_COUNT_REFRESH);
         if stale
             && !self.inner.refreshing.swap(true, Ordering::AcqRel)
             && tokio::runtime::Handle::try_current().is_ok()
@@ -343,7 +349,9 @@ impl UpstreamStore {
         if let Reply::Error(e) = reply {
             return self.refused(e);
         }
-        let second = second.map(|r| format!(", {}", describe(r))).unwrap_or_default();
+        let second = second
+            .map(|r| format!(", {}", describe(r)))
+            .unwrap_or_default();
         StoreError(format!(
             "upstream {}: unexpected reply to {what}: {}{second}",
             self.inner.url,
@@ -390,5 +398,7 @@ fn describe(reply: &Reply) -> String {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -133,7 +133,11 @@ mod tests {
         assert_eq!(breaker.admit(), Admission::Probe);
         assert_eq!(breaker.admit(), Admission::Refused(Duration::ZERO));
         breaker.abandon();
-        assert_eq!(breaker.admit(), Admission::Probe, "a cancelled probe is replaced");
+        assert_eq!(
+            breaker.admit(),
+            Admission::Probe,
+            "a cancelled probe is replaced"
+        );
         // The probe failed: open again for a full cool-down.
         assert_eq!(breaker.failure(), Change::None);
         assert!(matches!(breaker.admit(), Admission::Refused(d) if d > Duration::ZERO));

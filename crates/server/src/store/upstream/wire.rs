@@ -65,7 +65,9 @@ impl Target {
         }
         let port = match port {
             None | Some("") => 6379,
-            Some(p) => p.parse().map_err(|_| format!("port '{p}' is not a number"))?,
+            Some(p) => p
+                .parse()
+                .map_err(|_| format!("port '{p}' is not a number"))?,
         };
         Ok(Target {
             host: host.to_string(),
@@ -184,7 +186,9 @@ impl Conn {
         match self.read_reply().await? {
             Reply::Status(_) => Ok(()),
             Reply::Error(e) => Err(Failure::Protocol(format!("{what} refused: {e}"))),
-            other => Err(Failure::Protocol(format!("unexpected {what} reply {other:?}"))),
+            other => Err(Failure::Protocol(format!(
+                "unexpected {what} reply {other:?}"
+            ))),
         }
     }
 
@@ -345,10 +349,7 @@ mod tests {
             parse_all(b"+OK\r\n", 10).unwrap(),
             Some(Reply::Status(Bytes::from_static(b"OK")))
         );
-        assert_eq!(
-            parse_all(b":-2\r\n", 10).unwrap(),
-            Some(Reply::Integer(-2))
-        );
+        assert_eq!(parse_all(b":-2\r\n", 10).unwrap(), Some(Reply::Integer(-2)));
         assert_eq!(parse_all(b"$-1\r\n", 10).unwrap(), Some(Reply::Bulk(None)));
         assert_eq!(
             parse_all(b"$3\r\nabc\r\n", 10).unwrap(),
