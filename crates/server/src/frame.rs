@@ -61,7 +61,7 @@ impl Frame {
             Frame::Bulk(data) => bulk_len(data.len() as u64),
             Frame::Verbatim(text) => match protocol {
                 Protocol::Resp2 => bulk_len(text.len() as u64),
-                Protocol::Resp3 => bulk_len(text.len() as u64 + 4) + 4,
+                Protocol::Resp3 => bulk_len(text.len() as u64 + 4), // `txt:` is in the length
             },
             Frame::Null => match protocol {
                 Protocol::Resp2 => 5,

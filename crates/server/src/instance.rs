@@ -18,6 +18,8 @@ pub struct Instance {
     pub started: Instant,
     /// `proto-max-bulk-len`, changeable by CONFIG SET; new requests see the new value.
     pub proto_max_bulk_len: AtomicU64,
+    /// `--client-output-limit`, with 0 (unlimited) as `u64::MAX`.
+    pub output_limit: u64,
     /// What the per-client bounds turned away.
     pub guards: Guards,
     next_client_id: AtomicU64,
@@ -45,6 +47,10 @@ impl Instance {
             db,
             live,
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
+            output_limit: match config.client_output_limit {
+                0 => u64::MAX,
+                limit => limit,
+            },
             guards: Guards::default(),
             config,
             local_addr,
@@ -61,18 +67,30 @@ impl Instance {
         self.proto_max_bulk_len.load(Ordering::Relaxed)
     }
 
-    /// The reply to send instead of `reply` when it is larger than `--client-output-limit`:
-    /// one command can then never make the server hold more than that for one client.
-    pub fn bound_reply(&self, reply: Frame, protocol: Protocol) -> Frame {
-        let limit = self.config.client_output_limit;
-        if limit == 0 {
-            return reply;
+    /// The error to send instead of `reply` when it is larger than `--client-output-limit`:
+    /// one command can then never make the server hold more than that for one client. Checks
+    /// by reference and, for a scalar or a bulk string, by one comparison: this runs for every
+    /// reply.
+    #[inline]
+    pub fn oversized(&self, reply: &Frame, protocol: Protocol) -> Option<Frame> {
+        // A scalar's wire form is its payload plus at most 32 bytes of framing.
+        let payload = match reply {
+            Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
+            Frame::Error(text) => text.len(),
+            Frame::Integer(_) | Frame::Null => 0,
+            Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
+        };
+        if payload as u64 + 32 <= self.output_limit {
+            None
+        } else {
+            self.oversized_aggregate(reply, protocol)
         }
+    }
+
+    #[cold]
+    fn oversized_aggregate(&self, reply: &Frame, protocol: Protocol) -> Option<Frame> {
         let size = reply.encoded_len(protocol);
-        if size <= limit {
-            return reply;
-        }
-        self.output_limit_error(size)
+        (size > self.output_limit).then(|| self.output_limit_error(size))
     }
 
     /// The error for a reply of at least `size` bytes (counted).

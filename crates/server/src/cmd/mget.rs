@@ -20,10 +20,7 @@ impl MGet {
     }
 
     pub async fn apply(self, instance: &Instance) -> Frame {
-        let limit = match instance.config.client_output_limit {
-            0 => u64::MAX,
-            limit => limit,
-        };
+        let limit = instance.output_limit;
         let mut size = bulk_len(self.keys.len() as u64);
         let mut values = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
