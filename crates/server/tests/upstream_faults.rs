@@ -122,7 +122,11 @@ fn call(raw: &mut RawClient, args: &[&[u8]]) -> (String, Duration) {
     raw.send(&request(args));
     let line = raw.line();
     let took = started.elapsed();
-    assert!(took < CALL_BOUND, "{args:?} took {took:?}: {line}");
+    let shown: Vec<_> = args
+        .iter()
+        .map(|a| String::from_utf8_lossy(&a[..a.len().min(16)]))
+        .collect();
+    assert!(took < CALL_BOUND, "{shown:?} took {took:?}: {line}");
     (line, took)
 }
 
