@@ -14,6 +14,16 @@ pub const DEFAULT_MAXCLIENTS: usize = 10_000;
 /// Cache budget when neither `--max-keys` nor `--maxmemory` is given.
 pub const DEFAULT_MAXMEMORY: u64 = 256 * 1024 * 1024;
 
+/// Largest reply one command may produce (`--client-output-limit`): a client that asks for
+/// more (`MGET` of many big values) gets an error instead of the server building it.
+pub const DEFAULT_CLIENT_OUTPUT_LIMIT: u64 = 1024 * 1024 * 1024;
+/// Most Tokio worker threads `--threads` accepts; more only cost memory and scheduling.
+pub const MAX_THREADS: usize = 1024;
+/// How long opening a connection to the upstream may take (`--upstream-connect-timeout`).
+pub const DEFAULT_UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long one upstream operation may take in all (`--upstream-timeout`).
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Policy decision period when `--tick` is not given.
 pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
 
@@ -104,8 +114,14 @@ pub struct Config {
     pub maxclients: usize,
     pub proto_max_bulk_len: u64,
     pub requirepass: Option<String>,
-    /// Tokio worker threads; 0 means one per core.
+    /// Tokio worker threads; 0 means one per core; at most [`MAX_THREADS`].
     pub threads: usize,
+    /// Largest reply to one command, in bytes; 0: unlimited (`--client-output-limit`).
+    pub client_output_limit: u64,
+    /// Bound on connecting to the upstream (`--upstream-connect-timeout`).
+    pub upstream_connect_timeout: Duration,
+    /// Bound on one upstream operation, connecting included (`--upstream-timeout`).
+    pub upstream_timeout: Duration,
     /// A Lua policy to store in the registry and activate at start (`--policy FILE`).
     pub policy: Option<PathBuf>,
     /// Wall-clock period of the policy's decision ticks (`--tick`).
@@ -137,6 +153,9 @@ impl Config {
             proto_max_bulk_len: DEFAULT_PROTO_MAX_BULK_LEN,
             requirepass: None,
             threads: 0,
+            client_output_limit: DEFAULT_CLIENT_OUTPUT_LIMIT,
+            upstream_connect_timeout: DEFAULT_UPSTREAM_CONNECT_TIMEOUT,
+            upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             policy: None,
             tick: DEFAULT_TICK,
             policy_limits: policy::Limits::default(),
@@ -146,6 +165,17 @@ impl Config {
             warmup_track: crate::warmup::monitor::DEFAULT_TRACK,
             warmup_persist: crate::warmup::DEFAULT_PERSIST,
         }
+    }
+
+    /// Refuses settings the server cannot run with, naming the flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.threads > MAX_THREADS {
+            return Err(format!(
+                "--threads {} is above the most supported, {MAX_THREADS} (0: one per core)",
+                self.threads
+            ));
+        }
+        Ok(())
     }
 
     /// The cache capacity the flags ask for; a zero limit means "unlimited" as in Redis.
@@ -224,6 +254,19 @@ mod tests {
         assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("5 fortnights").is_err());
+    }
+
+    #[test]
+    fn validation_names_the_flag() {
+        let mut config = Config::new(Backend::Upstream {
+            url: "redis://127.0.0.1:1".into(),
+        });
+        assert!(config.validate().is_ok());
+        config.threads = 100_000;
+        let err = config.validate().unwrap_err();
+        assert!(err.contains("--threads 100000"), "{err}");
+        config.threads = MAX_THREADS;
+        assert!(config.validate().is_ok());
     }
 
     #[test]

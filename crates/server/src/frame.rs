@@ -48,6 +48,46 @@ impl Frame {
         Frame::Bulk(Bytes::from_static(text.as_bytes()))
     }
 
+    /// Bytes [`Frame::encode`] would write, computed without encoding or allocating.
+    pub fn encoded_len(&self, protocol: Protocol) -> u64 {
+        // Type byte, digits and CRLF of a `<kind><n>\r\n` header.
+        fn header(n: u64) -> u64 {
+            3 + n.checked_ilog10().unwrap_or(0) as u64 + 1
+        }
+        match self {
+            Frame::Simple(text) => 3 + text.len() as u64,
+            Frame::Error(text) => 3 + text.len() as u64,
+            Frame::Integer(n) => header(n.unsigned_abs()) + u64::from(*n < 0),
+            Frame::Bulk(data) => bulk_len(data.len() as u64),
+            Frame::Verbatim(text) => match protocol {
+                Protocol::Resp2 => bulk_len(text.len() as u64),
+                Protocol::Resp3 => bulk_len(text.len() as u64 + 4), // `txt:` is in the length
+            },
+            Frame::Null => match protocol {
+                Protocol::Resp2 => 5,
+                Protocol::Resp3 => 3,
+            },
+            Frame::Array(items) => {
+                header(items.len() as u64)
+                    + items
+                        .iter()
+                        .map(|item| item.encoded_len(protocol))
+                        .sum::<u64>()
+            }
+            Frame::Map(pairs) => {
+                let count = match protocol {
+                    Protocol::Resp2 => 2 * pairs.len() as u64,
+                    Protocol::Resp3 => pairs.len() as u64,
+                };
+                header(count)
+                    + pairs
+                        .iter()
+                        .map(|(k, v)| k.encoded_len(protocol) + v.encoded_len(protocol))
+                        .sum::<u64>()
+            }
+        }
+    }
+
     /// Appends the wire form of this frame to `out`.
     pub fn encode(&self, protocol: Protocol, out: &mut BytesMut) {
         match self {
@@ -94,6 +134,11 @@ impl Frame {
             }
         }
     }
+}
+
+/// Wire size of a bulk string of `n` bytes.
+pub fn bulk_len(n: u64) -> u64 {
+    1 + n.checked_ilog10().unwrap_or(0) as u64 + 1 + 2 + n + 2
 }
 
 /// Writes a bulk string: `$<len>\r\n<data>\r\n`.
@@ -157,6 +202,37 @@ mod tests {
         let text = Frame::Verbatim(Bytes::from_static(b"x:1"));
         assert_eq!(wire(&text, Protocol::Resp3), b"=7\r\ntxt:x:1\r\n");
         assert_eq!(wire(&text, Protocol::Resp2), b"$3\r\nx:1\r\n");
+    }
+
+    #[test]
+    fn encoded_len_matches_the_encoding() {
+        let frames = [
+            Frame::ok(),
+            Frame::err("boom"),
+            Frame::Integer(0),
+            Frame::Integer(-1234),
+            Frame::Integer(i64::MIN),
+            Frame::Integer(i64::MAX),
+            Frame::static_bulk(""),
+            Frame::Bulk(Bytes::from(vec![7u8; 12345])),
+            Frame::Verbatim(Bytes::from_static(b"a:1\r\n")),
+            Frame::Null,
+            Frame::Array(vec![
+                Frame::Null,
+                Frame::static_bulk("x"),
+                Frame::Array(vec![]),
+            ]),
+            Frame::Map(vec![(Frame::static_bulk("k"), Frame::Integer(10))]),
+        ];
+        for frame in &frames {
+            for protocol in [Protocol::Resp2, Protocol::Resp3] {
+                assert_eq!(
+                    frame.encoded_len(protocol),
+                    wire(frame, protocol).len() as u64,
+                    "{frame:?} {protocol:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::db::Db;
+use crate::frame::{Frame, Protocol};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -17,7 +18,22 @@ pub struct Instance {
     pub started: Instant,
     /// `proto-max-bulk-len`, changeable by CONFIG SET; new requests see the new value.
     pub proto_max_bulk_len: AtomicU64,
+    /// `--client-output-limit`, with 0 (unlimited) as `u64::MAX`.
+    pub output_limit: u64,
+    /// What the per-client bounds turned away.
+    pub guards: Guards,
     next_client_id: AtomicU64,
+}
+
+/// Counters of the per-client bounds, for INFO and the metrics endpoint.
+#[derive(Default)]
+pub struct Guards {
+    /// Replies refused for being larger than `--client-output-limit`.
+    pub output_rejections: AtomicU64,
+    /// AUTH and HELLO ... AUTH attempts with a wrong password.
+    pub auth_failures: AtomicU64,
+    /// Connections closed for too many failed AUTH attempts.
+    pub auth_disconnects: AtomicU64,
 }
 
 impl Instance {
@@ -31,6 +47,11 @@ impl Instance {
             db,
             live,
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
+            output_limit: match config.client_output_limit {
+                0 => u64::MAX,
+                limit => limit,
+            },
+            guards: Guards::default(),
             config,
             local_addr,
             started: Instant::now(),
@@ -44,6 +65,44 @@ impl Instance {
 
     pub fn max_bulk_len(&self) -> u64 {
         self.proto_max_bulk_len.load(Ordering::Relaxed)
+    }
+
+    /// The error to send instead of `reply` when it is larger than `--client-output-limit`:
+    /// one command can then never make the server hold more than that for one client. Checks
+    /// by reference and, for a scalar or a bulk string, by one comparison: this runs for every
+    /// reply.
+    #[inline]
+    pub fn oversized(&self, reply: &Frame, protocol: Protocol) -> Option<Frame> {
+        // A scalar's wire form is its payload plus at most 32 bytes of framing.
+        let payload = match reply {
+            Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
+            Frame::Error(text) => text.len(),
+            Frame::Integer(_) | Frame::Null => 0,
+            Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
+        };
+        if payload as u64 + 32 <= self.output_limit {
+            None
+        } else {
+            self.oversized_aggregate(reply, protocol)
+        }
+    }
+
+    #[cold]
+    fn oversized_aggregate(&self, reply: &Frame, protocol: Protocol) -> Option<Frame> {
+        let size = reply.encoded_len(protocol);
+        (size > self.output_limit).then(|| self.output_limit_error(size))
+    }
+
+    /// The error for a reply of at least `size` bytes (counted).
+    pub fn output_limit_error(&self, size: u64) -> Frame {
+        self.guards
+            .output_rejections
+            .fetch_add(1, Ordering::Relaxed);
+        Frame::err(format!(
+            "reply of {size} bytes or more exceeds client-output-limit ({} bytes); ask for \
+             fewer keys at a time",
+            self.config.client_output_limit
+        ))
     }
 
     pub fn requires_auth(&self) -> bool {
@@ -76,6 +135,8 @@ pub struct Session {
     pub closing: bool,
     /// Replies queued acknowledge writes not yet committed to the store's log: commit first.
     pub uncommitted: bool,
+    /// Wrong passwords given on this connection (see `cmd::auth`).
+    pub auth_failures: u32,
 }
 
 impl Session {
@@ -88,6 +149,7 @@ impl Session {
             peer,
             closing: false,
             uncommitted: false,
+            auth_failures: 0,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `--metrics-listen ADDR`: the server's numbers in Prometheus's text exposition format at
 //! `GET /metrics`, for dashboards and alerts. A deliberately tiny HTTP/1.x responder (one
-//! request per connection, bounded request head, short timeout): scrapers need nothing more,
-//! and it keeps a web framework out of the cache tier.
+//! request per connection, bounded request head, short timeout, at most
+//! [`MAX_CONNECTIONS`] at once): scrapers need nothing more, and it keeps a web framework out
+//! of the cache tier.
 
 use crate::instance::Instance;
 use crate::live::Gauges;
@@ -12,12 +13,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 /// Largest request head read; scrapers send a few hundred bytes.
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
-/// A scraper that has not sent its request by then is dropped.
+/// A scraper that has not sent its request and read the answer by then is dropped.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most scrape connections served at once; more are answered 503 and closed at once, so
+/// idle connections cannot pile up tasks and sockets (a scraper needs one).
+pub const MAX_CONNECTIONS: usize = 16;
+const BUSY: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// Upper bounds, in microseconds, of the store read latency histogram's buckets: from a
 /// memtable hit (a few microseconds) to a read stuck behind a compaction stall.
@@ -72,13 +78,20 @@ pub async fn serve(
     instance: Arc<Instance>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((socket, _)) = accepted {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        // Never waits: a full socket buffer just loses the courtesy answer.
+                        let _ = socket.try_write(BUSY);
+                        continue;
+                    };
                     let instance = instance.clone();
                     tokio::spawn(async move {
                         let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(socket, &instance)).await;
+                        drop(slot);
                     });
                 } else {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -238,6 +251,46 @@ pub fn render(instance: &Instance) -> String {
         "Automatic rollbacks of failing versions.",
         Gauges::read(&gauges.fallbacks),
     );
+    let guards = &instance.guards;
+    metric(
+        "mantle_client_output_limit_rejections_total",
+        "counter",
+        "Replies refused for exceeding --client-output-limit.",
+        read(&guards.output_rejections),
+    );
+    metric(
+        "mantle_auth_failures_total",
+        "counter",
+        "Wrong passwords given to AUTH or HELLO.",
+        read(&guards.auth_failures),
+    );
+    if let crate::store::Store::Upstream(upstream) = instance.db.store() {
+        let counters = upstream.counters();
+        metric(
+            "mantle_upstream_up",
+            "gauge",
+            "0 while the upstream's circuit breaker is open.",
+            u64::from(upstream.state() == "ok"),
+        );
+        metric(
+            "mantle_upstream_failures_total",
+            "counter",
+            "Upstream operations that failed (timeouts, connection and protocol failures).",
+            read(&counters.failures),
+        );
+        metric(
+            "mantle_upstream_timeouts_total",
+            "counter",
+            "Upstream operations that ran out of --upstream-timeout.",
+            read(&counters.timeouts),
+        );
+        metric(
+            "mantle_upstream_fast_failures_total",
+            "counter",
+            "Requests failed at once while the upstream's breaker was open.",
+            read(&counters.fast_failures),
+        );
+    }
     let progress = &instance.db.warmup().progress;
     let read = crate::warmup::Progress::read;
     metric(

@@ -44,13 +44,14 @@ pub struct Server {
 impl Server {
     /// Opens the store (or connects to the upstream), builds the cache and binds the address.
     pub async fn bind(config: Config) -> anyhow::Result<Server> {
+        config.validate().map_err(anyhow::Error::msg)?;
         if config.proto_max_bulk_len > MAX_BULK_LEN_LIMIT {
             anyhow::bail!(
                 "--proto-max-bulk-len {} is above the largest supported, {MAX_BULK_LEN_LIMIT}",
                 config.proto_max_bulk_len
             );
         }
-        let store = Store::open(&config.backend).await?;
+        let store = Store::open(&config).await?;
         let db = Db::new(store, config.eviction, config.capacity());
         let warmup_space = crate::warmup::load::open(&db, &config)?;
         let listener = TcpListener::bind(config.listen)
@@ -210,6 +211,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
 
 /// Runs a server on its own Tokio runtime until SIGTERM or SIGINT (what `mantle serve` calls).
 pub fn serve(config: Config) -> anyhow::Result<()> {
+    // Before the runtime: Tokio panics when it cannot start the threads asked for.
+    config.validate().map_err(anyhow::Error::msg)?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if config.threads > 0 {
         builder.worker_threads(config.threads);

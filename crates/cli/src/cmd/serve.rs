@@ -41,9 +41,18 @@ pub struct Args {
     /// Password clients must give with AUTH (or HELLO ... AUTH) before anything else.
     #[arg(long)]
     pub requirepass: Option<String>,
-    /// Worker threads (0: one per core).
+    /// Worker threads (0: one per core; at most 1024).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Largest reply to one command, e.g. 1GiB (0: unlimited); a larger one is an error.
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    pub client_output_limit: u64,
+    /// Longest wait for a connection to --upstream, e.g. 1s or 500ms.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub upstream_connect_timeout: std::time::Duration,
+    /// Longest an operation on --upstream may take, connecting included, e.g. 2s.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub upstream_timeout: std::time::Duration,
     /// A Lua policy to store in the server's policy registry (as a new version of the file's
     /// name, unless unchanged) and run; the registry's active policy otherwise runs.
     #[arg(long)]
@@ -97,6 +106,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.proto_max_bulk_len = args.proto_max_bulk_len;
     config.requirepass = args.requirepass;
     config.threads = args.threads;
+    config.client_output_limit = args.client_output_limit;
+    config.upstream_connect_timeout = args.upstream_connect_timeout;
+    config.upstream_timeout = args.upstream_timeout;
     config.policy = args.policy;
     config.tick = args.tick;
     config.metrics_listen = args.metrics_listen;

@@ -1,10 +1,23 @@
 //! AUTH [username] password, against `--requirepass` (the user is always `default`).
+//!
+//! Guessing is slowed per connection: each wrong password is answered after a delay that
+//! grows with the connection's failures ([`FAILURE_DELAY`] times their number), and the
+//! connection is closed at the [`MAX_FAILURES`]th. A connection runs one command at a time, so
+//! one connection can try at most a handful of passwords per second, and all of them together
+//! at most `--maxclients` times that.
 
 use crate::decoder::Limits;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Delay before answering a wrong password, times the connection's failures so far.
+pub const FAILURE_DELAY: Duration = Duration::from_millis(100);
+/// Wrong passwords after which a connection is closed.
+pub const MAX_FAILURES: u32 = 10;
 
 pub struct Auth {
     username: Option<Bytes>,
@@ -28,8 +41,8 @@ impl Auth {
         Ok(auth)
     }
 
-    pub fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
-        match check(instance, self.username.as_deref(), &self.password) {
+    pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        match attempt(instance, session, self.username.as_deref(), &self.password).await {
             Ok(()) => {
                 session.authenticated = true;
                 Frame::ok()
@@ -37,6 +50,44 @@ impl Auth {
             Err(reply) => reply,
         }
     }
+}
+
+/// Checks credentials as [`check`] does, and makes a wrong password cost time (and, after
+/// [`MAX_FAILURES`], the connection). Changes nothing else in the session.
+pub async fn attempt(
+    instance: &Instance,
+    session: &mut Session,
+    username: Option<&[u8]>,
+    password: &[u8],
+) -> Result<(), Frame> {
+    let Err(reply) = check(instance, username, password) else {
+        return Ok(());
+    };
+    if !instance.requires_auth() {
+        return Err(reply);
+    }
+    session.auth_failures += 1;
+    instance
+        .guards
+        .auth_failures
+        .fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(FAILURE_DELAY * session.auth_failures.min(MAX_FAILURES)).await;
+    if session.auth_failures >= MAX_FAILURES {
+        instance
+            .guards
+            .auth_disconnects
+            .fetch_add(1, Ordering::Relaxed);
+        eprintln!(
+            "mantle: closing client {} ({}): {MAX_FAILURES} wrong passwords",
+            session.id,
+            session.peer.map(|p| p.to_string()).unwrap_or_default()
+        );
+        session.closing = true;
+        return Err(Frame::err(
+            "too many failed authentication attempts; closing the connection",
+        ));
+    }
+    Err(reply)
 }
 
 /// Checks credentials; the error is the reply Redis gives.

@@ -46,20 +46,32 @@ impl Hello {
         Ok(hello)
     }
 
-    pub fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+    /// All or nothing: every option is checked before any is applied, so a HELLO that
+    /// answers an error leaves the connection as it was (not authenticated, say).
+    pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
         let protocol = match self.protover {
             None => session.protocol,
             Some(2) => Protocol::Resp2,
             Some(3) => Protocol::Resp3,
             Some(_) => return Frame::Error("NOPROTO unsupported protocol version".into()),
         };
-        if let Some((user, password)) = &self.auth {
-            if let Err(reply) = auth::check(instance, Some(user), password) {
-                return reply;
+        if let Some(name) = &self.setname {
+            if !valid_name(name) {
+                return Frame::err(
+                    "Client names cannot contain spaces, newlines or special characters.",
+                );
             }
-            session.authenticated = true;
         }
-        if !session.authenticated {
+        let authenticated = match &self.auth {
+            Some((user, password)) => {
+                if let Err(reply) = auth::attempt(instance, session, Some(user), password).await {
+                    return reply;
+                }
+                true
+            }
+            None => session.authenticated,
+        };
+        if !authenticated {
             return Frame::Error(
                 "NOAUTH HELLO must be called with the client already authenticated, otherwise \
                  the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the \
@@ -67,12 +79,8 @@ impl Hello {
                     .into(),
             );
         }
+        session.authenticated = true;
         if let Some(name) = self.setname {
-            if !valid_name(&name) {
-                return Frame::err(
-                    "Client names cannot contain spaces, newlines or special characters.",
-                );
-            }
             session.name = (!name.is_empty()).then_some(name);
         }
         session.protocol = protocol;

@@ -5,6 +5,7 @@ use crate::frame::Frame;
 use crate::instance::Instance;
 use crate::parse::{Parse, ParseError};
 use crate::stats::Stats;
+use crate::store::Store;
 use bytes::Bytes;
 use std::fmt::Write;
 
@@ -31,8 +32,11 @@ impl Info {
                 .sections
                 .iter()
                 .any(|s| matches!(s.as_str(), "all" | "default" | "everything"));
-        // DBSIZE may need the upstream; ask once, outside the text building.
-        let keys = instance.db.dbsize().await.ok();
+        // INFO never waits on an upstream: it shows the key count last seen there.
+        let keys = match instance.db.store() {
+            Store::Upstream(upstream) => upstream.key_count_without_waiting(),
+            _ => instance.db.dbsize().await.ok(),
+        };
         let mut text = String::new();
         for &section in SECTIONS {
             if all || self.sections.iter().any(|s| s == section) {
@@ -90,7 +94,15 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                     field("evicted_keys", snapshot.evictions),
                     field("keyspace_hits", lookups.saturating_sub(misses)),
                     field("keyspace_misses", misses),
-                ],
+                    field(
+                        "client_output_limit_rejections",
+                        Stats::read(&instance.guards.output_rejections),
+                    ),
+                    field("auth_failures", Stats::read(&instance.guards.auth_failures)),
+                ]
+                .into_iter()
+                .chain(upstream_fields(instance))
+                .collect(),
             )
         }
         "memory" => (
@@ -145,6 +157,28 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
     for (name, value) in fields {
         let _ = write!(out, "{name}:{value}\r\n");
     }
+}
+
+/// The upstream's health, when there is one: `upstream_state` is `failing` while its circuit
+/// breaker is open.
+fn upstream_fields(instance: &Instance) -> Vec<(String, String)> {
+    let Store::Upstream(upstream) = instance.db.store() else {
+        return Vec::new();
+    };
+    let counters = upstream.counters();
+    vec![
+        field("upstream_state", upstream.state()),
+        field(
+            "upstream_consecutive_failures",
+            upstream.consecutive_failures(),
+        ),
+        field("upstream_failures", Stats::read(&counters.failures)),
+        field("upstream_timeouts", Stats::read(&counters.timeouts)),
+        field(
+            "upstream_fast_failures",
+            Stats::read(&counters.fast_failures),
+        ),
+    ]
 }
 
 /// The bulk fill's progress (`warmup_strategy:none` without `--warmup`) and the monitor.

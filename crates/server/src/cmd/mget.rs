@@ -1,7 +1,9 @@
-//! MGET key [key ...]: one reply per key, null for missing ones.
+//! MGET key [key ...]: one reply per key, null for missing ones. The one command whose reply
+//! a short request can make huge (the same big key named thousands of times), so it stops
+//! gathering values as soon as the reply would pass `--client-output-limit`.
 
 use super::store_error;
-use crate::frame::Frame;
+use crate::frame::{bulk_len, Frame};
 use crate::instance::Instance;
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
@@ -18,10 +20,18 @@ impl MGet {
     }
 
     pub async fn apply(self, instance: &Instance) -> Frame {
+        let limit = instance.output_limit;
+        let mut size = bulk_len(self.keys.len() as u64);
         let mut values = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
             match instance.db.get(key).await {
-                Ok(Some(value)) => values.push(Frame::Bulk(value)),
+                Ok(Some(value)) => {
+                    size += bulk_len(value.len() as u64);
+                    if size > limit {
+                        return instance.output_limit_error(size);
+                    }
+                    values.push(Frame::Bulk(value));
+                }
                 Ok(None) => values.push(Frame::Null),
                 Err(e) => return store_error(e),
             }

@@ -104,10 +104,12 @@ impl<'a> Command<'a> {
         })
     }
 
-    /// Runs the command and returns its reply.
+    /// Runs the command and returns its reply, or an error instead of a reply larger than
+    /// `--client-output-limit`.
     pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
-        match self {
-            Command::Auth(cmd) => cmd.apply(instance, session),
+        let mut reply = match self {
+            // Boxed: a wrong password's delay would otherwise enlarge every command's future.
+            Command::Auth(cmd) => Box::pin(cmd.apply(instance, session)).await,
             Command::Cache(cmd) => cmd.apply(instance),
             Command::Client(cmd) => cmd.apply(session),
             Command::Command(cmd) => cmd.apply(),
@@ -120,7 +122,7 @@ impl<'a> Command<'a> {
             Command::Echo(cmd) => cmd.apply(),
             Command::Exists(cmd) => cmd.apply(instance).await,
             Command::Get(cmd) => cmd.apply(instance).await,
-            Command::Hello(cmd) => cmd.apply(instance, session),
+            Command::Hello(cmd) => Box::pin(cmd.apply(instance, session)).await,
             Command::Info(cmd) => cmd.apply(instance).await,
             Command::MGet(cmd) => cmd.apply(instance).await,
             Command::MSet(cmd) => {
@@ -139,7 +141,11 @@ impl<'a> Command<'a> {
                 cmd.apply(instance).await
             }
             Command::Ttl(cmd) => cmd.apply(instance).await,
+        };
+        if let Some(error) = instance.oversized(&reply, session.protocol) {
+            reply = error;
         }
+        reply
     }
 }
 

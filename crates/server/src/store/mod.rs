@@ -5,7 +5,7 @@ pub mod record;
 pub mod rocks;
 pub mod upstream;
 
-use crate::config::Backend;
+use crate::config::{Backend, Config};
 use bytes::Bytes;
 pub use record::Record;
 use std::fmt;
@@ -35,14 +35,22 @@ pub enum Store {
     Upstream(upstream::UpstreamStore),
 }
 
+fn upstream_options(config: &Config) -> upstream::UpstreamOptions {
+    upstream::UpstreamOptions {
+        connect_timeout: config.upstream_connect_timeout,
+        timeout: config.upstream_timeout,
+        max_bulk_len: config.proto_max_bulk_len,
+    }
+}
+
 impl Store {
-    pub async fn open(backend: &Backend) -> Result<Store, StoreError> {
-        match backend {
+    pub async fn open(config: &Config) -> Result<Store, StoreError> {
+        match &config.backend {
             Backend::RocksDb { data_dir, fsync } => {
                 Ok(Store::Rocks(rocks::RocksStore::open(data_dir, *fsync)?))
             }
             Backend::Upstream { url } => Ok(Store::Upstream(
-                upstream::UpstreamStore::connect(url).await?,
+                upstream::UpstreamStore::connect(url, upstream_options(config)).await?,
             )),
         }
     }

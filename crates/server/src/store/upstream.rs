@@ -1,63 +1,142 @@
-//! An upstream tier as the store: another Mantle or any Redis-compatible server, reached with
-//! the `redis` crate's reconnecting multiplexed connection. Reads that miss this tier's cache
-//! go up; writes go through to it (it is the source of truth) before they are acknowledged.
+//! An upstream tier as the store: another Mantle or any Redis-compatible server. Reads that
+//! miss this tier's cache go up; writes go through to it (it is the source of truth) before
+//! they are acknowledged.
+//!
+//! Nothing the upstream does can stall this tier for longer than a bound: every operation
+//! (waiting for a connection, connecting, sending, reading the reply) finishes within
+//! `--upstream-timeout`, connecting within `--upstream-connect-timeout`; replies are parsed
+//! under this server's `proto-max-bulk-len` ([`wire`]); and after a run of failures a
+//! [`breaker`] fails requests at once instead of letting each wait out its timeout. A write
+//! whose outcome is unknown (it timed out) is reported as an error, and the cache forgets the
+//! keys it touched, so the next read asks the upstream.
+
+pub mod breaker;
+pub mod wire;
 
 use super::record::Record;
 use super::{Condition, StoreError};
+use breaker::{Admission, Breaker, Change};
 use bytes::Bytes;
-use redis::aio::ConnectionManager;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use wire::{Conn, Failure, Reply, Target};
 
+/// Most connections open to the upstream at once; further operations queue (within their
+/// timeout) for one.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How old INFO's cached upstream key count may get before a refresh is started.
+const KEY_COUNT_REFRESH: Duration = Duration::from_secs(1);
+
+/// The bounds an upstream is held to (from `--upstream-connect-timeout`, `--upstream-timeout`
+/// and `--proto-max-bulk-len`).
+#[derive(Clone, Copy, Debug)]
+pub struct UpstreamOptions {
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+    pub max_bulk_len: u64,
+}
+
+/// Counters for INFO and the metrics endpoint.
+#[derive(Default)]
+pub struct UpstreamCounters {
+    /// Operations that failed: timeouts, connection failures, protocol violations.
+    pub failures: AtomicU64,
+    /// Of those, the ones that ran out of time.
+    pub timeouts: AtomicU64,
+    /// Operations refused at once while the breaker was open.
+    pub fast_failures: AtomicU64,
+}
+
+#[derive(Clone)]
 pub struct UpstreamStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     url: String,
-    connection: ConnectionManager,
+    target: Target,
+    options: UpstreamOptions,
+    idle: Mutex<Vec<Conn>>,
+    slots: Semaphore,
+    breaker: Breaker,
+    counters: UpstreamCounters,
+    /// The last DBSIZE answer (`u64::MAX`: none yet), when it came, and whether a refresh runs.
+    key_count: AtomicU64,
+    key_count_at: Mutex<Option<Instant>>,
+    refreshing: AtomicBool,
 }
 
 impl UpstreamStore {
-    pub async fn connect(url: &str) -> Result<UpstreamStore, StoreError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError(format!("invalid upstream '{url}': {e}")))?;
-        let connection = ConnectionManager::new(client)
-            .await
-            .map_err(|e| StoreError(format!("cannot reach upstream {url}: {e}")))?;
-        Ok(UpstreamStore {
-            url: url.to_string(),
-            connection,
-        })
+    /// Checks the upstream answers (`PING`) within the bounds; start-up fails otherwise,
+    /// after at most the connect timeout plus the operation timeout.
+    pub async fn connect(url: &str, options: UpstreamOptions) -> Result<UpstreamStore, StoreError> {
+        let target =
+            Target::parse(url).map_err(|e| StoreError(format!("invalid upstream '{url}': {e}")))?;
+        let store = UpstreamStore {
+            inner: Arc::new(Inner {
+                url: url.to_string(),
+                target,
+                options,
+                idle: Mutex::new(Vec::new()),
+                slots: Semaphore::new(MAX_CONNECTIONS),
+                breaker: Breaker::default(),
+                counters: UpstreamCounters::default(),
+                key_count: AtomicU64::new(u64::MAX),
+                key_count_at: Mutex::new(None),
+                refreshing: AtomicBool::new(false),
+            }),
+        };
+        match store.call(true, [&[b"PING" as &[u8]]]).await {
+            Ok([Reply::Status(_)]) => Ok(store),
+            Ok([other]) => Err(StoreError(format!(
+                "cannot reach upstream {url}: PING answered {}",
+                describe(&other)
+            ))),
+            // `e` already starts with "upstream URL: ".
+            Err(StoreError(e)) => Err(StoreError(format!("cannot reach {e}"))),
+        }
     }
 
     pub fn url(&self) -> &str {
-        &self.url
+        &self.inner.url
     }
 
-    fn fail(&self, e: redis::RedisError) -> StoreError {
-        StoreError(format!("upstream {}: {e}", self.url))
+    pub fn counters(&self) -> &UpstreamCounters {
+        &self.inner.counters
+    }
+
+    /// `ok`, or `failing` when the breaker is open.
+    pub fn state(&self) -> &'static str {
+        if self.inner.breaker.is_open() {
+            "failing"
+        } else {
+            "ok"
+        }
+    }
+
+    pub fn consecutive_failures(&self) -> u32 {
+        self.inner.breaker.consecutive_failures()
     }
 
     /// The value and its expiry (from `PTTL`), fetched in one round trip.
     pub async fn get(&self, key: &[u8], now_ms: u64) -> Result<Option<Record>, StoreError> {
-        let mut connection = self.connection.clone();
-        let (value, pttl): (Option<Vec<u8>>, i64) = redis::pipe()
-            .cmd("GET")
-            .arg(key)
-            .cmd("PTTL")
-            .arg(key)
-            .query_async(&mut connection)
-            .await
-            .map_err(|e| self.fail(e))?;
-        Ok(value.map(|value| Record {
-            value: Bytes::from(value),
-            expires_at_ms: if pttl > 0 { now_ms + pttl as u64 } else { 0 },
-        }))
+        match self.call(true, [&[b"GET", key], &[b"PTTL", key]]).await? {
+            [Reply::Bulk(value), Reply::Integer(pttl)] => Ok(value.map(|value| Record {
+                value,
+                expires_at_ms: if pttl > 0 { now_ms + pttl as u64 } else { 0 },
+            })),
+            [Reply::Error(e), _] | [_, Reply::Error(e)] => Err(self.refused(&e)),
+            [value, pttl] => Err(self.unexpected("GET/PTTL", &value, Some(&pttl))),
+        }
     }
 
     pub async fn exists(&self, key: &[u8]) -> Result<bool, StoreError> {
-        let mut connection = self.connection.clone();
-        let n: u64 = redis::cmd("EXISTS")
-            .arg(key)
-            .query_async(&mut connection)
-            .await
-            .map_err(|e| self.fail(e))?;
-        Ok(n > 0)
+        match self.call(true, [&[b"EXISTS", key]]).await? {
+            [Reply::Integer(n)] => Ok(n > 0),
+            [reply] => Err(self.unexpected("EXISTS", &reply, None)),
+        }
     }
 
     /// `SET` upstream with the remaining time to live and the condition; the upstream decides
@@ -69,64 +148,257 @@ impl UpstreamStore {
         condition: Condition,
         now_ms: u64,
     ) -> Result<bool, StoreError> {
-        let mut command = redis::cmd("SET");
-        command.arg(key).arg(record.value.as_ref());
+        let mut digits = itoa::Buffer::new();
+        let mut args: [&[u8]; 6] = [b"SET", key, record.value.as_ref(), b"", b"", b""];
+        let mut len = 3;
         if record.expires_at_ms != 0 {
-            command
-                .arg("PX")
-                .arg(record.expires_at_ms.saturating_sub(now_ms).max(1));
+            let ttl = record.expires_at_ms.saturating_sub(now_ms).max(1);
+            args[3] = b"PX";
+            args[4] = digits.format(ttl).as_bytes();
+            len = 5;
         }
         match condition {
             Condition::Always => {}
             Condition::IfAbsent => {
-                command.arg("NX");
+                args[len] = b"NX";
+                len += 1;
             }
             Condition::IfPresent => {
-                command.arg("XX");
+                args[len] = b"XX";
+                len += 1;
             }
         }
-        let mut connection = self.connection.clone();
-        let reply: Option<String> = command
-            .query_async(&mut connection)
-            .await
-            .map_err(|e| self.fail(e))?;
-        Ok(reply.is_some())
+        match self.call(false, [&args[..len]]).await? {
+            [Reply::Status(_)] => Ok(true),
+            [Reply::Bulk(None)] => Ok(false),
+            [reply] => Err(self.unexpected("SET", &reply, None)),
+        }
     }
 
-    pub async fn set_many(&self, pairs: &[(Bytes, Record)], now_ms: u64) -> Result<(), StoreError> {
-        let mut pipe = redis::pipe();
-        for (key, record) in pairs {
-            let command = pipe.cmd("SET").arg(key.as_ref()).arg(record.value.as_ref());
-            if record.expires_at_ms != 0 {
-                command
-                    .arg("PX")
-                    .arg(record.expires_at_ms.saturating_sub(now_ms).max(1));
-            }
-            command.ignore();
+    /// One `MSET`, which the upstream applies atomically: either every pair is written or
+    /// none (a pipeline of `SET`s could stop half-way when the connection breaks).
+    pub async fn set_many(
+        &self,
+        pairs: &[(Bytes, Record)],
+        _now_ms: u64,
+    ) -> Result<(), StoreError> {
+        if pairs.iter().any(|(_, record)| record.expires_at_ms != 0) {
+            // MSET carries no expiry, and MULTI is not part of the protocol every tier speaks.
+            return Err(StoreError(format!(
+                "upstream {}: MSET with an expiry cannot be sent atomically",
+                self.inner.url
+            )));
         }
-        let mut connection = self.connection.clone();
-        pipe.query_async::<_, ()>(&mut connection)
-            .await
-            .map_err(|e| self.fail(e))
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 2 * pairs.len());
+        args.push(b"MSET");
+        for (key, record) in pairs {
+            args.push(key);
+            args.push(&record.value);
+        }
+        match self.call(false, [&args[..]]).await? {
+            [Reply::Status(_)] => Ok(()),
+            [reply] => Err(self.unexpected("MSET", &reply, None)),
+        }
     }
 
     pub async fn delete(&self, keys: &[Bytes]) -> Result<u64, StoreError> {
-        let mut command = redis::cmd("DEL");
-        for key in keys {
-            command.arg(key.as_ref());
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + keys.len());
+        args.push(b"DEL");
+        args.extend(keys.iter().map(|k| k.as_ref()));
+        match self.call(false, [&args[..]]).await? {
+            [Reply::Integer(n)] => Ok(n.max(0) as u64),
+            [reply] => Err(self.unexpected("DEL", &reply, None)),
         }
-        let mut connection = self.connection.clone();
-        command
-            .query_async(&mut connection)
-            .await
-            .map_err(|e| self.fail(e))
     }
 
     pub async fn key_count(&self) -> Result<u64, StoreError> {
-        let mut connection = self.connection.clone();
-        redis::cmd("DBSIZE")
-            .query_async(&mut connection)
-            .await
-            .map_err(|e| self.fail(e))
+        match self.call(true, [&[b"DBSIZE" as &[u8]]]).await? {
+            [Reply::Integer(n)] => {
+                let n = n.max(0) as u64;
+                self.inner.key_count.store(n, Ordering::Relaxed);
+                *lock(&self.inner.key_count_at) = Some(Instant::now());
+                Ok(n)
+            }
+            [reply] => Err(self.unexpected("DBSIZE", &reply, None)),
+        }
     }
+
+    /// The upstream's key count as last seen, without waiting (INFO must answer while the
+    /// upstream does not); starts a refresh in the background when it is stale.
+    pub fn key_count_without_waiting(&self) -> Option<u64> {
+        let stale =
+            lock(&self.inner.key_count_at).is_none_or(|at| at.elapsed() > KEY_COUNT_REFRESH);
+        if stale
+            && !self.inner.refreshing.swap(true, Ordering::AcqRel)
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let store = self.clone();
+            tokio::spawn(async move {
+                let _ = store.key_count().await;
+                store.inner.refreshing.store(false, Ordering::Release);
+            });
+        }
+        match self.inner.key_count.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            n => Some(n),
+        }
+    }
+
+    /// Sends `commands` in one write and reads one reply to each, within the operation
+    /// timeout and through the breaker. `idempotent` operations are retried once on a fresh
+    /// connection when a pooled one turns out to be dead.
+    async fn call<const N: usize>(
+        &self,
+        idempotent: bool,
+        commands: [&[&[u8]]; N],
+    ) -> Result<[Reply; N], StoreError> {
+        let inner = &*self.inner;
+        let admission = inner.breaker.admit();
+        if let Admission::Refused(wait) = admission {
+            inner.counters.fast_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError(format!(
+                "upstream {}: unavailable after {} consecutive failures; failing fast, next \
+                 try in {} ms",
+                inner.url,
+                inner.breaker.consecutive_failures(),
+                wait.as_millis()
+            )));
+        }
+        let mut probe = ProbeGuard((admission == Admission::Probe).then_some(&inner.breaker));
+        let outcome =
+            tokio::time::timeout(inner.options.timeout, self.exchange(idempotent, &commands)).await;
+        probe.0 = None;
+        let error = match outcome {
+            Ok(Ok(replies)) => {
+                if inner.breaker.success() == Change::Closed {
+                    eprintln!("mantle: upstream {} answers again", inner.url);
+                }
+                return Ok(replies);
+            }
+            Ok(Err(failure)) => failure.to_string(),
+            Err(_) => {
+                inner.counters.timeouts.fetch_add(1, Ordering::Relaxed);
+                format!(
+                    "no reply within {} ms (--upstream-timeout)",
+                    inner.options.timeout.as_millis()
+                )
+            }
+        };
+        inner.counters.failures.fetch_add(1, Ordering::Relaxed);
+        if inner.breaker.failure() == Change::Opened {
+            eprintln!(
+                "mantle: upstream {} failed {} times in a row (last: {error}); failing requests \
+                 at once, probing every {} ms",
+                inner.url,
+                breaker::THRESHOLD,
+                breaker::COOL_DOWN.as_millis()
+            );
+        }
+        Err(StoreError(format!("upstream {}: {error}", inner.url)))
+    }
+
+    async fn exchange<const N: usize>(
+        &self,
+        idempotent: bool,
+        commands: &[&[&[u8]]; N],
+    ) -> Result<[Reply; N], Failure> {
+        let inner = &*self.inner;
+        let _slot = inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| Failure::Io("shutting down".into()))?;
+        let mut retried = false;
+        loop {
+            let pooled = lock(&inner.idle).pop();
+            let reused = pooled.is_some();
+            let mut conn = match pooled {
+                Some(conn) if conn.is_alive() => conn,
+                _ => {
+                    Conn::open(
+                        &inner.target,
+                        inner.options.connect_timeout,
+                        inner.options.max_bulk_len,
+                    )
+                    .await?
+                }
+            };
+            match round_trip(&mut conn, commands).await {
+                Ok(replies) => {
+                    if conn.is_idle() {
+                        let mut idle = lock(&inner.idle);
+                        if idle.len() < MAX_CONNECTIONS {
+                            idle.push(conn);
+                        }
+                    }
+                    return Ok(replies);
+                }
+                Err(Failure::Io(_) | Failure::Closed) if idempotent && reused && !retried => {
+                    retried = true;
+                }
+                Err(failure) => return Err(failure),
+            }
+        }
+    }
+
+    fn refused(&self, error: &str) -> StoreError {
+        StoreError(format!("upstream {}: {error}", self.inner.url))
+    }
+
+    fn unexpected(&self, what: &str, reply: &Reply, second: Option<&Reply>) -> StoreError {
+        if let Reply::Error(e) = reply {
+            return self.refused(e);
+        }
+        let second = second
+            .map(|r| format!(", {}", describe(r)))
+            .unwrap_or_default();
+        StoreError(format!(
+            "upstream {}: unexpected reply to {what}: {}{second}",
+            self.inner.url,
+            describe(reply)
+        ))
+    }
+}
+
+/// Releases a half-open probe whose request was cancelled (its client went away), so the
+/// breaker does not wait for an outcome that will never come.
+struct ProbeGuard<'a>(Option<&'a Breaker>);
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(breaker) = self.0 {
+            breaker.abandon();
+        }
+    }
+}
+
+async fn round_trip<const N: usize>(
+    conn: &mut Conn,
+    commands: &[&[&[u8]]; N],
+) -> Result<[Reply; N], Failure> {
+    for command in commands {
+        conn.push(command);
+    }
+    conn.flush().await?;
+    let mut replies: [Reply; N] = std::array::from_fn(|_| Reply::Bulk(None));
+    for reply in &mut replies {
+        *reply = conn.read_reply().await?;
+    }
+    Ok(replies)
+}
+
+fn describe(reply: &Reply) -> String {
+    match reply {
+        Reply::Status(s) => format!("+{}", String::from_utf8_lossy(&s[..s.len().min(64)])),
+        Reply::Error(e) => format!("-{e}"),
+        Reply::Integer(n) => format!(":{n}"),
+        Reply::Bulk(None) => "null".into(),
+        Reply::Bulk(Some(b)) => format!("a bulk of {} bytes", b.len()),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -1,0 +1,229 @@
+//! Bounds a hostile or careless client runs into: replies larger than `--client-output-limit`,
+//! HELLO options that must all hold before any applies, password guessing, idle scrapers on
+//! the metrics endpoint, and start-up flags out of range. Each returns an error (or a closed
+//! connection) within a bound, and the server keeps serving.
+
+mod common;
+
+use common::{request, RawClient, TestServer};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn server_with(tweak: impl FnOnce(&mut server::Config)) -> (tempfile::TempDir, TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), tweak);
+    (dir, server)
+}
+
+fn ping(raw: &mut RawClient) {
+    raw.send(&request(&[b"PING"]));
+    assert_eq!(raw.line(), "+PONG\r\n");
+}
+
+fn info_field(raw: &mut RawClient, name: &str) -> String {
+    raw.send(&request(&[b"INFO", b"stats"]));
+    let header = raw.line();
+    let len: usize = header[1..header.len() - 2].parse().unwrap();
+    let body = String::from_utf8(raw.read_exact_len(len + 2)).unwrap();
+    body.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {body}"))
+        .to_string()
+}
+
+#[test]
+fn a_short_mget_cannot_make_a_huge_reply() {
+    // The input: 4,000 times a 1 MiB key is a 36 KB request asking for 4 GiB.
+    let (_dir, server) = server_with(|_| {});
+    let mut raw = server.raw();
+    raw.send(&request(&[b"SET", b"big", &vec![b'x'; 1 << 20]]));
+    assert_eq!(raw.line(), "+OK\r\n");
+    let mut args: Vec<&[u8]> = vec![b"MGET"];
+    args.extend(std::iter::repeat_n(&b"big"[..], 4000));
+    raw.send(&request(&args));
+    let line = raw.line();
+    assert!(
+        line.starts_with("-ERR reply of") && line.contains("client-output-limit"),
+        "{line}"
+    );
+    ping(&mut raw);
+    assert_eq!(info_field(&mut raw, "client_output_limit_rejections"), "1");
+}
+
+#[test]
+fn every_reply_is_held_to_the_output_limit() {
+    let (_dir, server) = server_with(|config| {
+        config.client_output_limit = 3 << 20;
+        config.max_keys = Some(2); // most values come from the store, not the cache
+    });
+    let mut raw = server.raw();
+    let value = vec![b'v'; 1 << 20];
+    for i in 0..8 {
+        raw.send(&request(&[b"SET", format!("k{i}").as_bytes(), &value]));
+        assert_eq!(raw.line(), "+OK\r\n");
+    }
+    // Within the limit: answered.
+    raw.send(&request(&[b"MGET", b"k0", b"k1", b"missing"]));
+    assert_eq!(raw.line(), "*3\r\n");
+    let rest = 2 * ((1 << 20) + 12) + 5;
+    assert_eq!(raw.read_exact_len(rest).len(), rest);
+    // Distinct keys read from the store, and one key repeated: refused either way.
+    for keys in [
+        (0..8).map(|i| format!("k{i}")).collect::<Vec<_>>(),
+        vec!["k7".to_string(); 50],
+    ] {
+        let mut args: Vec<&[u8]> = vec![b"MGET"];
+        args.extend(keys.iter().map(|k| k.as_bytes()));
+        raw.send(&request(&args));
+        let line = raw.line();
+        assert!(line.contains("client-output-limit"), "{line}");
+    }
+    // A single value over the limit (the limit is below proto-max-bulk-len here).
+    raw.send(&request(&[b"SET", b"huge", &vec![b'h'; 4 << 20]]));
+    assert_eq!(raw.line(), "+OK\r\n");
+    raw.send(&request(&[b"GET", b"huge"]));
+    assert!(raw.line().contains("client-output-limit"));
+    // Many big GETs pipelined are fine: each reply is within the limit, and pending replies
+    // are written out as they pile up rather than buffered whole.
+    let mut pipeline = Vec::new();
+    for _ in 0..20 {
+        pipeline.extend(request(&[b"GET", b"k1"]));
+    }
+    raw.send(&pipeline);
+    for _ in 0..20 {
+        assert_eq!(raw.line(), format!("${}\r\n", 1 << 20));
+        assert_eq!(raw.read_exact_len((1 << 20) + 2).len(), (1 << 20) + 2);
+    }
+    ping(&mut raw);
+    assert_eq!(info_field(&mut raw, "client_output_limit_rejections"), "3");
+}
+
+#[test]
+fn hello_is_all_or_nothing() {
+    let (_dir, server) = server_with(|config| config.requirepass = Some("pw".into()));
+    let mut raw = server.raw();
+    // A bad option after a good AUTH: nothing is applied, the connection stays a stranger.
+    for bad in [
+        &[
+            &b"HELLO"[..],
+            b"3",
+            b"AUTH",
+            b"default",
+            b"pw",
+            b"SETNAME",
+            b"a b",
+        ][..],
+        &[
+            b"HELLO", b"3", b"AUTH", b"default", b"pw", b"SETNAME", b"x\n",
+        ],
+        &[b"HELLO", b"4", b"AUTH", b"default", b"pw"],
+        &[b"HELLO", b"3", b"AUTH", b"default", b"pw", b"BOGUS"],
+    ] {
+        raw.send(&request(bad));
+        let line = raw.line();
+        assert!(line.starts_with('-'), "{line}");
+        raw.send(&request(&[b"GET", b"k"]));
+        assert_eq!(raw.line(), "-NOAUTH Authentication required.\r\n");
+    }
+    raw.send(&request(&[
+        b"HELLO", b"2", b"AUTH", b"default", b"pw", b"SETNAME", b"ok",
+    ]));
+    assert_eq!(raw.line(), "*14\r\n");
+}
+
+#[test]
+fn password_guessing_is_slowed_and_then_disconnected() {
+    let (_dir, server) = server_with(|config| config.requirepass = Some("pw".into()));
+    let mut raw = server.raw();
+    let started = Instant::now();
+    for attempt in 1..=10 {
+        raw.send(&request(&[b"AUTH", format!("guess{attempt}").as_bytes()]));
+        let line = raw.line();
+        if attempt < 10 {
+            assert!(line.starts_with("-WRONGPASS"), "{attempt}: {line}");
+        } else {
+            assert!(line.contains("too many failed authentication"), "{line}");
+        }
+    }
+    assert!(raw.is_closed(), "closed after the tenth wrong password");
+    // Not a performance assert: the delays are the feature (0.1 s per failure and growing).
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // A HELLO with a wrong password counts the same way; the right one still works.
+    let mut raw = server.raw();
+    raw.send(&request(&[b"HELLO", b"3", b"AUTH", b"default", b"nope"]));
+    assert!(raw.line().starts_with("-WRONGPASS"));
+    raw.send(&request(&[b"AUTH", b"pw"]));
+    assert_eq!(raw.line(), "+OK\r\n");
+    assert_eq!(info_field(&mut raw, "auth_failures"), "11");
+}
+
+#[test]
+fn idle_scrapers_cannot_take_the_metrics_endpoint() {
+    let (_dir, server) = server_with(|config| {
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    });
+    let addr = server.metrics_addr.unwrap();
+    // Connections that never send a request hold every slot...
+    let idle: Vec<TcpStream> = (0..server::metrics_http::MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // ...and further ones are turned away at once instead of piling up.
+    for _ in 0..20 {
+        let mut extra = TcpStream::connect(addr).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        let mut answer = String::new();
+        extra.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    }
+    drop(idle);
+    // Once they are gone, scraping works again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        if answer.starts_with("HTTP/1.1 200") {
+            assert!(answer.contains("mantle_auth_failures_total 0"), "{answer}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never came back: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn thread_counts_out_of_range_are_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1025, 100_000, usize::MAX] {
+        let mut config = server::Config::new(server::Backend::RocksDb {
+            data_dir: dir.path().to_path_buf(),
+            fsync: server::Fsync::No,
+        });
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.threads = threads;
+        // `serve` would run until a signal if it started; bound the wait.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(server::serve(config).map_err(|e| format!("{e:#}")));
+        });
+        let result = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("serve neither failed nor returned");
+        let err = result.unwrap_err();
+        assert!(err.contains(&format!("--threads {threads}")), "{err}");
+    }
+}
