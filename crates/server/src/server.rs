@@ -303,6 +303,8 @@ async fn serve_connection(
     );
     let mut connection = Connection::new(socket, limits_for(instance, &session));
     let query_limit = QUERY_BUFFER_LIMIT.max(instance.max_bulk_len().saturating_mul(2));
+    // Some queued reply may reveal stored data: it waits for durability (see `send`).
+    let mut revealing = false;
     loop {
         // Run every complete request buffered, then write all their replies at once.
         loop {
@@ -313,29 +315,34 @@ async fn serve_connection(
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);
                     connection.queue(&Frame::err(&error), session.protocol);
-                    let _ = send(instance, &mut session, &mut connection).await;
+                    let _ = send(instance, &mut session, &mut connection, revealing).await;
                     return;
                 }
             };
             Stats::bump(&stats.commands_processed);
             let reply = match parsed {
-                Ok(command) => command.apply(instance, &mut session).await,
+                Ok(command) => {
+                    revealing |= reveals_data(&command);
+                    command.apply(instance, &mut session).await
+                }
                 Err(reply) => reply,
             };
             connection.queue(&reply, session.protocol);
             if session.closing {
-                let _ = send(instance, &mut session, &mut connection).await;
+                let _ = send(instance, &mut session, &mut connection, revealing).await;
                 return;
             }
-            if connection.pending_output() >= crate::connection::FLUSH_AT
-                && !send(instance, &mut session, &mut connection).await
-            {
-                return;
+            if connection.pending_output() >= crate::connection::FLUSH_AT {
+                if !send(instance, &mut session, &mut connection, revealing).await {
+                    return;
+                }
+                revealing = false;
             }
         }
-        if !send(instance, &mut session, &mut connection).await {
+        if !send(instance, &mut session, &mut connection, revealing).await {
             return;
         }
+        revealing = false;
         if connection.buffered() as u64 > query_limit {
             connection.queue(
                 &Frame::err("Protocol error: query buffer limit exceeded"),
@@ -357,19 +364,39 @@ async fn serve_connection(
     }
 }
 
-/// Writes the queued replies, first committing the writes they acknowledge. Returns false
-/// when the connection must close: the client is gone, or the store could not commit (then
-/// nothing is sent, so no write that may be lost is ever acknowledged).
-async fn send(instance: &Instance, session: &mut Session, connection: &mut Connection) -> bool {
-    if session.uncommitted {
-        if let Err(e) = instance.db.commit().await {
-            eprintln!(
-                "mantle: closing client {}: store commit failed: {e}",
-                session.id
-            );
-            return false;
+/// Whether `command`'s reply can reveal stored data (a value, a key's existence or expiry,
+/// the key count). Such replies wait until every write they could have seen is durable.
+/// INFO is left out on purpose: it is how an operator looks at a failed store.
+fn reveals_data(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Get(_) | Command::MGet(_) | Command::Exists(_) | Command::Ttl(_) | Command::DbSize
+    )
+}
+
+/// Writes the queued replies, first committing the writes they acknowledge and (when
+/// `revealing`) any write of others they could have seen. Returns false when the client is
+/// gone. If the store cannot commit, every queued reply is replaced by the store's error: no
+/// write that may be lost is acknowledged or shown, and the client keeps one reply per request.
+async fn send(
+    instance: &Instance,
+    session: &mut Session,
+    connection: &mut Connection,
+    revealing: bool,
+) -> bool {
+    let committed = if session.uncommitted {
+        instance.db.commit().await
+    } else if revealing {
+        instance.db.commit_before_reveal().await
+    } else {
+        Ok(())
+    };
+    session.uncommitted = false;
+    if let Err(e) = committed {
+        let error = Frame::Error(format!("MISCONF store write failed: {e}"));
+        for _ in 0..connection.discard_queued() {
+            connection.queue(&error, session.protocol);
         }
-        session.uncommitted = false;
     }
     connection.flush().await.is_ok()
 }

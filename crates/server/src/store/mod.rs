@@ -113,6 +113,24 @@ impl Store {
         }
     }
 
+    /// Whether a write accepted by the store is not yet as durable as `--fsync` promises
+    /// (it may still be lost, or have failed): replies that could reveal it wait for
+    /// [`Store::commit`]. An upstream acknowledges each write itself.
+    pub fn has_undurable_writes(&self) -> bool {
+        match self {
+            Store::Rocks(store) => store.has_undurable_writes(),
+            Store::Upstream(_) => false,
+        }
+    }
+
+    /// Whether the store accepts writes, for INFO.
+    pub fn health(&self) -> rocks::Health {
+        match self {
+            Store::Rocks(store) => store.health(),
+            Store::Upstream(_) => rocks::Health::Ok,
+        }
+    }
+
     pub async fn key_count(&self) -> Result<u64, StoreError> {
         match self {
             Store::Rocks(store) => Ok(store.key_count()),
