@@ -4,6 +4,7 @@
 pub mod record;
 pub mod rocks;
 pub mod upstream;
+pub mod wal_scan;
 
 use crate::config::Backend;
 use bytes::Bytes;
@@ -36,11 +37,11 @@ pub enum Store {
 }
 
 impl Store {
-    pub async fn open(backend: &Backend) -> Result<Store, StoreError> {
+    pub async fn open(backend: &Backend, options: rocks::OpenOptions) -> Result<Store, StoreError> {
         match backend {
-            Backend::RocksDb { data_dir, fsync } => {
-                Ok(Store::Rocks(rocks::RocksStore::open(data_dir, *fsync)?))
-            }
+            Backend::RocksDb { data_dir, fsync } => Ok(Store::Rocks(rocks::RocksStore::open(
+                data_dir, *fsync, options,
+            )?)),
             Backend::Upstream { url } => Ok(Store::Upstream(
                 upstream::UpstreamStore::connect(url).await?,
             )),
@@ -120,6 +121,14 @@ impl Store {
         match self {
             Store::Rocks(store) => store.has_undurable_writes(),
             Store::Upstream(_) => false,
+        }
+    }
+
+    /// What recovering a damaged write-ahead log lost at start, for INFO.
+    pub fn wal_report(&self) -> Option<&str> {
+        match self {
+            Store::Rocks(store) => store.wal_report(),
+            Store::Upstream(_) => None,
         }
     }
 

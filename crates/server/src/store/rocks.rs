@@ -15,12 +15,12 @@
 //! (RocksDB recovers by itself from a full disk once there is room for a memtable flush).
 
 use super::record::{self, Record};
-use super::{Condition, StoreError};
-use crate::config::Fsync;
+use super::{wal_scan, Condition, StoreError};
+use crate::config::{Fsync, WalRecovery};
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, LogLevel, MemtableFactory, Options, ReadOptions,
-    SliceTransform, WriteBatch, DB,
+    BlockBasedOptions, ColumnFamilyDescriptor, DBRecoveryMode, LogLevel, MemtableFactory, Options,
+    ReadOptions, SliceTransform, WriteBatch, DB,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,9 +45,28 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 /// Key of the probe write (in the policy family, outside every prefix the registry scans).
 const PROBE_KEY: &[u8] = b"store/probe";
 
+/// How to open the store, beyond `--fsync`.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenOptions {
+    /// Most table files RocksDB keeps open: its share of the descriptor budget (`server.rs`).
+    pub max_open_files: i32,
+    pub wal_recovery: WalRecovery,
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions {
+            max_open_files: 256,
+            wal_recovery: WalRecovery::Strict,
+        }
+    }
+}
+
 pub struct RocksStore {
     db: Arc<DB>,
     guard: Arc<WalGuard>,
+    /// What recovering a damaged log cost at open, for INFO and the log.
+    wal_report: Option<String>,
     /// Keys physically present (expired-but-unread ones included), as Redis's DBSIZE counts.
     keys: AtomicU64,
     fsync: Fsync,
@@ -228,11 +247,34 @@ struct SyncShared {
 }
 
 impl RocksStore {
-    pub fn open(dir: &Path, fsync: Fsync) -> Result<RocksStore, StoreError> {
+    pub fn open(dir: &Path, fsync: Fsync, open: OpenOptions) -> Result<RocksStore, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError(format!("cannot create data dir {}: {e}", dir.display())))?;
+        let scan = wal_scan::scan(dir).map_err(|e| {
+            StoreError(format!(
+                "cannot read the write-ahead log in {}: {e}",
+                dir.display()
+            ))
+        })?;
+        if scan.is_damaged() && open.wal_recovery == WalRecovery::Strict {
+            return Err(StoreError(format!(
+                "refusing to open the store in {}: {}. Nothing was changed. To start anyway and \
+                 accept the loss, pass --wal-recovery point-in-time (drops everything logged \
+                 after the damage) or --wal-recovery skip-corrupted (drops only the damaged \
+                 records); copy the data dir first to keep the evidence",
+                dir.display(),
+                scan.describe()
+            )));
+        }
         let mut options = Options::default();
         options.create_if_missing(true);
+        options.set_max_open_files(open.max_open_files);
+        // The scan above has vetted the log: what is left to tolerate is a torn last record.
+        options.set_wal_recovery_mode(match open.wal_recovery {
+            WalRecovery::Strict => DBRecoveryMode::TolerateCorruptedTailRecords,
+            WalRecovery::PointInTime => DBRecoveryMode::PointInTime,
+            WalRecovery::SkipCorrupted => DBRecoveryMode::SkipAnyCorruptedRecord,
+        });
         options.set_max_background_jobs(2);
         options.set_keep_log_file_num(4);
         // RocksDB's own log: warnings only (at debug level it writes a line per WAL flush).
@@ -271,6 +313,18 @@ impl RocksStore {
             .map_err(|e| StoreError(format!("cannot open RocksDB in {}: {e}", dir.display())))?;
         let db = Arc::new(db);
         let keys = count_keys(&db)?;
+        let wal_report = scan.is_damaged().then(|| {
+            let recovered = db.latest_sequence_number();
+            let dropped_tail = scan.end_sequence.saturating_sub(recovered + 1);
+            let lost = scan.gap_writes.max(dropped_tail);
+            let report = format!(
+                "{}; recovered with --wal-recovery {}: {lost} logged writes lost, {keys} keys left",
+                scan.describe(),
+                open.wal_recovery.as_str()
+            );
+            eprintln!("mantle: write-ahead log damaged: {report}");
+            report
+        });
         let guard = Arc::new(WalGuard::new(db.latest_sequence_number()));
         let syncer = match fsync {
             Fsync::No => None,
@@ -281,6 +335,7 @@ impl RocksStore {
         Ok(RocksStore {
             db,
             guard,
+            wal_report,
             keys: AtomicU64::new(keys),
             fsync,
             syncer,
@@ -432,6 +487,11 @@ impl RocksStore {
 
     pub fn health(&self) -> Health {
         self.guard.health()
+    }
+
+    /// What recovering a damaged log lost at open, if it was damaged.
+    pub fn wal_report(&self) -> Option<&str> {
+        self.wal_report.as_deref()
     }
 
     /// Waits until every write made before this call is as durable as `--fsync` promises.
@@ -690,7 +750,7 @@ mod tests {
     fn conditions_counts_and_reopen() {
         let dir = temp_dir("basic");
         {
-            let store = RocksStore::open(&dir, Fsync::No).unwrap();
+            let store = RocksStore::open(&dir, Fsync::No, OpenOptions::default()).unwrap();
             assert!(store
                 .set(b"a", &record("1", 0), Condition::Always, 0, false)
                 .unwrap());
@@ -720,7 +780,7 @@ mod tests {
             assert_eq!(removed, 0);
             assert_eq!(store.key_count(), 2);
         }
-        let store = RocksStore::open(&dir, Fsync::Always).unwrap();
+        let store = RocksStore::open(&dir, Fsync::Always, OpenOptions::default()).unwrap();
         assert_eq!(store.key_count(), 2, "the key count is rebuilt on open");
         assert_eq!(store.get(b"a").unwrap().unwrap().value, "3");
         drop(store);
@@ -730,7 +790,7 @@ mod tests {
     #[tokio::test]
     async fn fsync_always_waits_for_the_sync_thread() {
         let dir = temp_dir("always");
-        let store = RocksStore::open(&dir, Fsync::Always).unwrap();
+        let store = RocksStore::open(&dir, Fsync::Always, OpenOptions::default()).unwrap();
         for i in 0..20u8 {
             store
                 .set(&[i], &record("v", 0), Condition::Always, 0, false)
