@@ -109,7 +109,9 @@ fn raise_open_file_limit(wanted: u64) -> u64 {
             limit.rlim_cur = target;
         }
     }
-    limit.rlim_cur as u64
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every platform
+    let soft = limit.rlim_cur as u64;
+    soft
 }
 
 /// How long shutdown waits for connections to finish their current command.

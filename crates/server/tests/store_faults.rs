@@ -156,7 +156,10 @@ fn assert_all_present(client: &mut RawClient, keys: &[String]) {
             "${VALUE_LEN}\r\n{}\r\n",
             String::from_utf8_lossy(&value_of(key))
         );
-        assert_eq!(answer, expected, "acknowledged key {key} is missing or wrong");
+        assert_eq!(
+            answer, expected,
+            "acknowledged key {key} is missing or wrong"
+        );
     }
 }
 
@@ -262,7 +265,13 @@ fn clients_cannot_take_the_descriptors_the_store_needs() {
     let dir = tempfile::tempdir().unwrap();
     let mut child_command = Command::new(std::env::current_exe().unwrap());
     child_command
-        .args(["--exact", "fd_child_server", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "fd_child_server",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(FD_CHILD_DIR, dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -284,10 +293,7 @@ fn clients_cannot_take_the_descriptors_the_store_needs() {
     let mut lines = stderr.lines();
     let mut warning = String::new();
     let addr = loop {
-        let line = lines
-            .next()
-            .expect("child exited before serving")
-            .unwrap();
+        let line = lines.next().expect("child exited before serving").unwrap();
         if line.contains("--maxclients") {
             warning = line.clone();
         }
@@ -412,7 +418,9 @@ fn present_keys(server: &TestServer) -> Vec<bool> {
 #[test]
 fn a_damaged_wal_stops_the_start_unless_a_recovery_mode_accepts_the_loss() {
     let original = logged_data_dir();
-    let log_len = std::fs::metadata(largest_log(original.path())).unwrap().len() as usize;
+    let log_len = std::fs::metadata(largest_log(original.path()))
+        .unwrap()
+        .len() as usize;
     // Damage of different kinds and places, each 4 KiB.
     for (at, fill) in [(0.5, 0x00u8), (0.25, 0xA5), (0.8, 0xFF)] {
         let case = format!("{} bytes of {fill:#04x} at {at}", 4096);
@@ -431,7 +439,11 @@ fn a_damaged_wal_stops_the_start_unless_a_recovery_mode_accepts_the_loss() {
             "{case}: the error names the file and the way out: {error}"
         );
         assert!(!error.contains('\n'), "one line: {error}");
-        assert_eq!(bytes, std::fs::read(&log).unwrap(), "{case}: refusing changed the log");
+        assert_eq!(
+            bytes,
+            std::fs::read(&log).unwrap(),
+            "{case}: refusing changed the log"
+        );
 
         let mut kept = Vec::new();
         for mode in [WalRecovery::PointInTime, WalRecovery::SkipCorrupted] {
