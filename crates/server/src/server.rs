@@ -490,3 +490,26 @@ async fn send(
     }
     connection.flush().await.is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_descriptor_budget_always_leaves_the_store_its_share() {
+        for limit in [100u64, 256, 1024, 4096, 65_536, 1 << 20] {
+            for maxclients in [1usize, 100, 10_000, 1_000_000] {
+                let Some(b) = DescriptorBudget::share(limit, maxclients, true) else {
+                    assert!(limit <= STORE_FILES_MIN.max(limit / 4) + RESERVED_DESCRIPTORS);
+                    continue;
+                };
+                assert!(b.maxclients >= 1 && b.maxclients <= maxclients);
+                assert!(b.store_files >= STORE_FILES_MIN && b.store_files <= STORE_FILES_MAX);
+                assert!(b.maxclients as u64 + b.store_files + RESERVED_DESCRIPTORS <= limit);
+            }
+        }
+        let upstream = DescriptorBudget::share(1024, 10_000, false).unwrap();
+        assert_eq!(upstream.store_files, 0);
+        assert_eq!(upstream.maxclients, 1024 - RESERVED_DESCRIPTORS as usize);
+    }
+}

@@ -264,23 +264,41 @@ mod tests {
         assert_eq!(crc32c_extend(0, b"123456789"), 0xE306_9283);
     }
 
-    /// A log file of `batches` FULL records, each one batch of one write.
+    /// A log file of `batches` one-write batches, fragmented across blocks as RocksDB does.
     fn log_file(batches: u64) -> Vec<u8> {
         let mut out = Vec::new();
         for seq in 1..=batches {
             let mut payload = seq.to_le_bytes().to_vec();
             payload.extend_from_slice(&1u32.to_le_bytes());
             payload.extend_from_slice(&[7u8; 100]);
-            let left = BLOCK - out.len() % BLOCK;
-            if left < HEADER + payload.len() {
-                out.resize(out.len() + left, 0); // keep every record inside one block
+            let mut rest = payload.as_slice();
+            let mut first = true;
+            loop {
+                let left = BLOCK - out.len() % BLOCK;
+                if left < HEADER {
+                    out.resize(out.len() + left, 0);
+                    continue;
+                }
+                let n = rest.len().min(left - HEADER);
+                let last = n == rest.len();
+                let kind = match (first, last) {
+                    (true, true) => 1,
+                    (true, false) => 2,
+                    (false, false) => 3,
+                    (false, true) => 4,
+                };
+                let crc = crc32c_extend(crc32c_extend(0, &[kind]), &rest[..n]);
+                let masked = crc.rotate_right(15).wrapping_add(0xa282_ead8);
+                out.extend_from_slice(&masked.to_le_bytes());
+                out.extend_from_slice(&(n as u16).to_le_bytes());
+                out.push(kind);
+                out.extend_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                first = false;
+                if last {
+                    break;
+                }
             }
-            let crc = crc32c_extend(crc32c_extend(0, &[1]), &payload);
-            let masked = crc.rotate_right(15).wrapping_add(0xa282_ead8);
-            out.extend_from_slice(&masked.to_le_bytes());
-            out.extend_from_slice(&(payload.len() as u16).to_le_bytes());
-            out.push(1);
-            out.extend_from_slice(&payload);
         }
         out
     }
