@@ -93,6 +93,43 @@ impl FromStr for Fsync {
     }
 }
 
+/// What to do when RocksDB's write-ahead log is damaged at start (`--wal-recovery`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WalRecovery {
+    /// Refuse to start on damage before the log's end; a torn last record (power loss) is
+    /// dropped, as it was never acknowledged with `--fsync always`.
+    #[default]
+    Strict,
+    /// Replay up to the first damage and drop everything logged after it.
+    PointInTime,
+    /// Replay every intact record, dropping only the damaged ones.
+    SkipCorrupted,
+}
+
+impl WalRecovery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WalRecovery::Strict => "strict",
+            WalRecovery::PointInTime => "point-in-time",
+            WalRecovery::SkipCorrupted => "skip-corrupted",
+        }
+    }
+}
+
+impl FromStr for WalRecovery {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "strict" => Ok(WalRecovery::Strict),
+            "point-in-time" => Ok(WalRecovery::PointInTime),
+            "skip-corrupted" => Ok(WalRecovery::SkipCorrupted),
+            other => Err(format!(
+                "unknown WAL recovery mode '{other}' (expected strict, point-in-time or skip-corrupted)"
+            )),
+        }
+    }
+}
+
 /// Where the data lives behind the cache: the source of truth.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -138,6 +175,8 @@ pub struct Config {
     pub warmup_track: usize,
     /// How often the monitor's record is persisted (`--warmup-persist`).
     pub warmup_persist: Duration,
+    /// What to do with a damaged write-ahead log at start (`--wal-recovery`).
+    pub wal_recovery: WalRecovery,
 }
 
 impl Config {
@@ -164,6 +203,7 @@ impl Config {
             warmup: None,
             warmup_track: crate::warmup::monitor::DEFAULT_TRACK,
             warmup_persist: crate::warmup::DEFAULT_PERSIST,
+            wal_recovery: WalRecovery::Strict,
         }
     }
 

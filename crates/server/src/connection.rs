@@ -24,6 +24,8 @@ pub struct Connection {
     output: BytesMut,
     decoder: Decoder,
     args: Vec<Bytes>,
+    /// Replies in `output`: a failed commit replaces each with the error (see `server::send`).
+    queued: usize,
 }
 
 impl Connection {
@@ -34,6 +36,7 @@ impl Connection {
             output: BytesMut::with_capacity(CHUNK),
             decoder: Decoder::new(limits),
             args: Vec::new(),
+            queued: 0,
         }
     }
 
@@ -65,6 +68,13 @@ impl Connection {
 
     pub fn queue(&mut self, frame: &Frame, protocol: Protocol) {
         frame.encode(protocol, &mut self.output);
+        self.queued += 1;
+    }
+
+    /// Drops the replies not yet written; returns how many there were.
+    pub fn discard_queued(&mut self) -> usize {
+        self.output.clear();
+        std::mem::take(&mut self.queued)
     }
 
     pub fn pending_output(&self) -> usize {
@@ -75,6 +85,7 @@ impl Connection {
         if !self.output.is_empty() {
             self.stream.write_all(&self.output).await?;
             self.output.clear();
+            self.queued = 0;
             // Do not keep a huge reply's buffer for the rest of the connection.
             if self.output.capacity() > 4 * FLUSH_AT {
                 self.output = BytesMut::with_capacity(CHUNK);

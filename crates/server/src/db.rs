@@ -9,6 +9,9 @@
 //! - A read that misses fills the cache only if no write touched the key's stripe while it
 //!   was reading the store, so a slow read can never put an old value over a newer one.
 //! - Keys evicted by the algorithm simply leave the cache; the store still has them.
+//! - Visibility follows durability: a write is in the cache and the store before it is
+//!   durable, so every reply that can reveal data (a value, existence, a count) is sent only
+//!   after [`Db::commit_before_reveal`]; if that fails the reply is an error instead.
 
 use crate::keytable::{Entry, KeyTable};
 use crate::stats::Stats;
@@ -262,6 +265,17 @@ impl Db {
             .commit()
             .await
             .inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
+    }
+
+    /// Before replies that may reveal stored data (values, existence, counts): makes every
+    /// write the store accepted so far durable per `--fsync`, so no client ever sees a write
+    /// that a crash could still lose or that failed. A no-op when nothing is pending.
+    pub async fn commit_before_reveal(&self) -> Result<(), StoreError> {
+        if self.shared.store.has_undurable_writes() {
+            self.commit().await
+        } else {
+            Ok(())
+        }
     }
 
     /// The expiry of `key` if it is cached (0: none).

@@ -20,13 +20,99 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 /// Largest `proto-max-bulk-len` accepted: cached keys and values are sized in 32 bits.
 pub const MAX_BULK_LEN_LIMIT: u64 = u32::MAX as u64;
+
+/// Descriptors kept for everything but clients and RocksDB's table files: listeners, the
+/// runtime's poller and wakers, RocksDB's log, manifest and WAL files, a WAL switch, the
+/// metrics endpoint, upstream connections, `/proc` reads.
+pub const RESERVED_DESCRIPTORS: u64 = 64;
+/// Bounds of RocksDB's table-file share of the descriptors: a quarter of the limit.
+const STORE_FILES_MIN: u64 = 32;
+const STORE_FILES_MAX: u64 = 4096;
+
+/// How the open-file limit is shared out: RocksDB's table files, the server's own files and
+/// at most `maxclients` clients, so that no number of clients can starve the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DescriptorBudget {
+    /// The soft `RLIMIT_NOFILE` after raising it.
+    pub limit: u64,
+    pub store_files: u64,
+    pub maxclients: usize,
+}
+
+impl DescriptorBudget {
+    /// Shares `limit` descriptors; `None` when too few are left for even one client.
+    pub fn share(limit: u64, maxclients: usize, rocks: bool) -> Option<DescriptorBudget> {
+        let store_files = if rocks {
+            (limit / 4).clamp(STORE_FILES_MIN, STORE_FILES_MAX)
+        } else {
+            0
+        };
+        let room = limit.checked_sub(store_files + RESERVED_DESCRIPTORS)?;
+        (room > 0).then(|| DescriptorBudget {
+            limit,
+            store_files,
+            maxclients: maxclients.min(usize::try_from(room).unwrap_or(usize::MAX)),
+        })
+    }
+}
+
+/// Raises the soft open-file limit towards what `maxclients` needs (as Redis does) and
+/// shares it out; lowers `maxclients` with a warning when the limit cannot cover it.
+fn fit_descriptors(config: &mut Config) -> anyhow::Result<DescriptorBudget> {
+    let rocks = matches!(config.backend, Backend::RocksDb { .. });
+    let wanted = config.maxclients as u64 + RESERVED_DESCRIPTORS + STORE_FILES_MAX;
+    let limit = raise_open_file_limit(wanted);
+    let budget = DescriptorBudget::share(limit, config.maxclients, rocks).with_context(|| {
+        format!(
+            "the open-file limit (ulimit -n) is {limit}: too low to serve any client; the store \
+             and the server keep {} descriptors, raise it above that",
+            RESERVED_DESCRIPTORS + if rocks { STORE_FILES_MIN } else { 0 }
+        )
+    })?;
+    if budget.maxclients < config.maxclients {
+        eprintln!(
+            "mantle: warning: --maxclients {} lowered to {}: the open-file limit (ulimit -n) is \
+             {limit} and {} descriptors are kept for the store and the server; raise the limit \
+             to serve more clients",
+            config.maxclients,
+            budget.maxclients,
+            budget.store_files + RESERVED_DESCRIPTORS
+        );
+        config.maxclients = budget.maxclients;
+    }
+    Ok(budget)
+}
+
+/// The soft `RLIMIT_NOFILE`, first raised towards `wanted` as far as the hard limit allows.
+fn raise_open_file_limit(wanted: u64) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    let target = (wanted as libc::rlim_t).min(limit.rlim_max);
+    if target > limit.rlim_cur {
+        let raised = libc::rlimit {
+            rlim_cur: target,
+            rlim_max: limit.rlim_max,
+        };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = target;
+        }
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every platform
+    let soft = limit.rlim_cur as u64;
+    soft
+}
 
 /// How long shutdown waits for connections to finish their current command.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,7 +129,7 @@ pub struct Server {
 
 impl Server {
     /// Opens the store (or connects to the upstream), builds the cache and binds the address.
-    pub async fn bind(config: Config) -> anyhow::Result<Server> {
+    pub async fn bind(mut config: Config) -> anyhow::Result<Server> {
         config.validate().map_err(anyhow::Error::msg)?;
         if config.proto_max_bulk_len > MAX_BULK_LEN_LIMIT {
             anyhow::bail!(
@@ -51,7 +137,12 @@ impl Server {
                 config.proto_max_bulk_len
             );
         }
-        let store = Store::open(&config).await?;
+        let budget = fit_descriptors(&mut config)?;
+        let options = crate::store::rocks::OpenOptions {
+            max_open_files: i32::try_from(budget.store_files).unwrap_or(i32::MAX),
+            wal_recovery: config.wal_recovery,
+        };
+        let store = Store::open(&config, options).await?;
         let db = Db::new(store, config.eviction, config.capacity());
         let warmup_space = crate::warmup::load::open(&db, &config)?;
         let listener = TcpListener::bind(config.listen)
@@ -136,7 +227,7 @@ impl Server {
                         }
                         Err(_) => {
                             Stats::bump(&stats.rejected_connections);
-                            connections.spawn(reject(socket));
+                            reject(socket);
                         }
                     }
                 }
@@ -273,11 +364,10 @@ async fn termination() {
     }
 }
 
-async fn reject(mut socket: TcpStream) {
-    let _ = socket
-        .write_all(b"-ERR max number of clients reached\r\n")
-        .await;
-    let _ = socket.shutdown().await;
+/// Answers a client over `--maxclients` and closes it at once: a flood of them must not hold
+/// descriptors (the reply fits any fresh socket's send buffer, so one try is enough).
+fn reject(socket: TcpStream) {
+    let _ = socket.try_write(b"-ERR max number of clients reached\r\n");
 }
 
 /// Keeps the connected-clients gauge right however the connection ends.
@@ -306,6 +396,8 @@ async fn serve_connection(
     );
     let mut connection = Connection::new(socket, limits_for(instance, &session));
     let query_limit = QUERY_BUFFER_LIMIT.max(instance.max_bulk_len().saturating_mul(2));
+    // Some queued reply may reveal stored data: it waits for durability (see `send`).
+    let mut revealing = false;
     loop {
         // Run every complete request buffered, then write all their replies at once.
         loop {
@@ -316,29 +408,34 @@ async fn serve_connection(
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);
                     connection.queue(&Frame::err(&error), session.protocol);
-                    let _ = send(instance, &mut session, &mut connection).await;
+                    let _ = send(instance, &mut session, &mut connection, revealing).await;
                     return;
                 }
             };
             Stats::bump(&stats.commands_processed);
             let reply = match parsed {
-                Ok(command) => command.apply(instance, &mut session).await,
+                Ok(command) => {
+                    revealing |= reveals_data(&command);
+                    command.apply(instance, &mut session).await
+                }
                 Err(reply) => reply,
             };
             connection.queue(&reply, session.protocol);
             if session.closing {
-                let _ = send(instance, &mut session, &mut connection).await;
+                let _ = send(instance, &mut session, &mut connection, revealing).await;
                 return;
             }
-            if connection.pending_output() >= crate::connection::FLUSH_AT
-                && !send(instance, &mut session, &mut connection).await
-            {
-                return;
+            if connection.pending_output() >= crate::connection::FLUSH_AT {
+                if !send(instance, &mut session, &mut connection, revealing).await {
+                    return;
+                }
+                revealing = false;
             }
         }
-        if !send(instance, &mut session, &mut connection).await {
+        if !send(instance, &mut session, &mut connection, revealing).await {
             return;
         }
+        revealing = false;
         if connection.buffered() as u64 > query_limit {
             connection.queue(
                 &Frame::err("Protocol error: query buffer limit exceeded"),
@@ -360,19 +457,62 @@ async fn serve_connection(
     }
 }
 
-/// Writes the queued replies, first committing the writes they acknowledge. Returns false
-/// when the connection must close: the client is gone, or the store could not commit (then
-/// nothing is sent, so no write that may be lost is ever acknowledged).
-async fn send(instance: &Instance, session: &mut Session, connection: &mut Connection) -> bool {
-    if session.uncommitted {
-        if let Err(e) = instance.db.commit().await {
-            eprintln!(
-                "mantle: closing client {}: store commit failed: {e}",
-                session.id
-            );
-            return false;
+/// Whether `command`'s reply can reveal stored data (a value, a key's existence or expiry,
+/// the key count). Such replies wait until every write they could have seen is durable.
+/// INFO is left out on purpose: it is how an operator looks at a failed store.
+fn reveals_data(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Get(_) | Command::MGet(_) | Command::Exists(_) | Command::Ttl(_) | Command::DbSize
+    )
+}
+
+/// Writes the queued replies, first committing the writes they acknowledge and (when
+/// `revealing`) any write of others they could have seen. Returns false when the client is
+/// gone. If the store cannot commit, every queued reply is replaced by the store's error: no
+/// write that may be lost is acknowledged or shown, and the client keeps one reply per request.
+async fn send(
+    instance: &Instance,
+    session: &mut Session,
+    connection: &mut Connection,
+    revealing: bool,
+) -> bool {
+    let committed = if session.uncommitted {
+        instance.db.commit().await
+    } else if revealing {
+        instance.db.commit_before_reveal().await
+    } else {
+        Ok(())
+    };
+    session.uncommitted = false;
+    if let Err(e) = committed {
+        let error = Frame::Error(format!("MISCONF store write failed: {e}"));
+        for _ in 0..connection.discard_queued() {
+            connection.queue(&error, session.protocol);
         }
-        session.uncommitted = false;
     }
     connection.flush().await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_descriptor_budget_always_leaves_the_store_its_share() {
+        for limit in [100u64, 256, 1024, 4096, 65_536, 1 << 20] {
+            for maxclients in [1usize, 100, 10_000, 1_000_000] {
+                let Some(b) = DescriptorBudget::share(limit, maxclients, true) else {
+                    assert!(limit <= STORE_FILES_MIN.max(limit / 4) + RESERVED_DESCRIPTORS);
+                    continue;
+                };
+                assert!(b.maxclients >= 1 && b.maxclients <= maxclients);
+                assert!(b.store_files >= STORE_FILES_MIN && b.store_files <= STORE_FILES_MAX);
+                assert!(b.maxclients as u64 + b.store_files + RESERVED_DESCRIPTORS <= limit);
+            }
+        }
+        let upstream = DescriptorBudget::share(1024, 10_000, false).unwrap();
+        assert_eq!(upstream.store_files, 0);
+        assert_eq!(upstream.maxclients, 1024 - RESERVED_DESCRIPTORS as usize);
+    }
 }

@@ -32,7 +32,7 @@ fn main() {
         child(Path::new(&dir));
         return;
     }
-    let tests: [(&str, fn()); 4] = [
+    let tests: [(&str, fn()); 5] = [
         ("sigkill_with_fsync_everysec", || {
             sigkill_mid_load(Fsync::EverySec)
         }),
@@ -40,6 +40,10 @@ fn main() {
             sigkill_mid_load(Fsync::Always)
         }),
         ("sigterm_shuts_down_cleanly", sigterm_shuts_down_cleanly),
+        (
+            "reads_never_show_what_a_sigkill_loses",
+            reads_never_show_what_a_sigkill_loses,
+        ),
         (
             "policy_registry_and_state_survive_sigkill",
             policy_registry_and_state_survive_sigkill,
@@ -215,6 +219,78 @@ fn write_until_failure(
         total.fetch_add(1, Ordering::Relaxed);
     }
     acked
+}
+
+/// Kill rounds of the visibility test: the race it looks for showed in about half of them
+/// before replies waited for durability.
+const VISIBILITY_ROUNDS: usize = 12;
+/// SETs pipelined per batch: the writes of a batch are all applied before its one log write.
+const VISIBILITY_BATCH: u64 = 512;
+
+/// A value a reader was shown must survive a SIGKILL that follows: visibility follows
+/// durability (docs/server.md). One writer pipelines increasing values of one key; a reader
+/// polls it and kills the server the moment it sees a value, which must be there after the
+/// restart. `--fsync no`, the mode whose durability (in the OS) is the weakest.
+fn reads_never_show_what_a_sigkill_loses() {
+    use std::io::{Read, Write};
+    for round in 0..VISIBILITY_ROUNDS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = spawn_child(dir.path(), Fsync::No);
+        let addr = child.addr;
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let Ok(mut socket) = std::net::TcpStream::connect(addr) else {
+                    return;
+                };
+                let mut replies = vec![0u8; 5 * VISIBILITY_BATCH as usize];
+                for batch in 0u64.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let mut out = Vec::new();
+                    for i in 0..VISIBILITY_BATCH {
+                        let n = (batch * VISIBILITY_BATCH + i).to_string();
+                        out.extend_from_slice(
+                            format!("*3\r\n$3\r\nSET\r\n$1\r\nc\r\n${}\r\n{n}\r\n", n.len())
+                                .as_bytes(),
+                        );
+                    }
+                    // "+OK\r\n" per SET; the kill ends this with an error.
+                    if socket.write_all(&out).is_err() || socket.read_exact(&mut replies).is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        let mut c = redis::Client::open(format!("redis://{addr}"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let seen = loop {
+            let value: Option<u64> = redis::Commands::get(&mut c, "c").unwrap();
+            // Past the first batches, mid-batch: a value not yet logged if replies do not wait.
+            match value {
+                Some(v) if v > 4 * VISIBILITY_BATCH && v % VISIBILITY_BATCH != 0 => break v,
+                _ => assert!(std::time::Instant::now() < deadline, "no writes seen"),
+            }
+        };
+        let pid = child.process.id() as libc::pid_t;
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        child.process.wait().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+
+        let server = TestServer::rocks(dir.path(), |_| {});
+        let after: u64 = redis::Commands::get(&mut server.client(), "c").unwrap();
+        assert!(
+            after >= seen,
+            "round {round}: a reader was shown c={seen}, after SIGKILL and restart c={after}"
+        );
+    }
+    println!("  {VISIBILITY_ROUNDS} rounds: every value a reader saw survived SIGKILL");
 }
 
 fn sigterm_shuts_down_cleanly() {

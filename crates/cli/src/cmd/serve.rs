@@ -32,6 +32,10 @@ pub struct Args {
     /// When RocksDB's write-ahead log is forced to disk: always, everysec or no.
     #[arg(long, default_value = "everysec")]
     pub fsync: server::Fsync,
+    /// On a damaged write-ahead log at start: strict (refuse to start), point-in-time (drop
+    /// everything logged after the damage) or skip-corrupted (drop only damaged records).
+    #[arg(long, default_value = "strict")]
+    pub wal_recovery: server::WalRecovery,
     /// Most simultaneous clients; further ones get an error and are closed.
     #[arg(long, default_value_t = server::config::DEFAULT_MAXCLIENTS)]
     pub maxclients: usize,
@@ -115,5 +119,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.warmup = args.warmup;
     config.warmup_track = args.warmup_track;
     config.warmup_persist = args.warmup_persist;
+    config.wal_recovery = args.wal_recovery;
     server::serve(config)
 }

@@ -50,6 +50,24 @@ impl Info {
     }
 }
 
+/// Whether the store takes writes, and what a damaged log cost at start (see docs/server.md,
+/// "Limits and failure behaviour").
+fn store_health(instance: &Instance) -> Vec<(String, String)> {
+    let store = instance.db.store();
+    let mut fields = match store.health() {
+        crate::store::rocks::Health::Ok => vec![field("store_status", "ok")],
+        crate::store::rocks::Health::Failed { cause, seconds } => vec![
+            field("store_status", "failed"),
+            field("store_failed_seconds", seconds),
+            field("store_last_error", cause.replace(['\r', '\n'], " ")),
+        ],
+    };
+    if let Some(report) = store.wal_report() {
+        fields.push(field("store_wal_recovery", report));
+    }
+    fields
+}
+
 fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut String) {
     let stats = instance.db.stats();
     let read = Stats::read;
@@ -67,7 +85,10 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                 field("tcp_port", instance.local_addr.port()),
                 field("uptime_in_seconds", instance.started.elapsed().as_secs()),
                 field("store", instance.db.store().describe()),
-            ],
+            ]
+            .into_iter()
+            .chain(store_health(instance))
+            .collect(),
         ),
         "clients" => (
             "Clients",

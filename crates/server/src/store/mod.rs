@@ -4,6 +4,7 @@
 pub mod record;
 pub mod rocks;
 pub mod upstream;
+pub mod wal_scan;
 
 use crate::config::{Backend, Config};
 use bytes::Bytes;
@@ -44,11 +45,11 @@ fn upstream_options(config: &Config) -> upstream::UpstreamOptions {
 }
 
 impl Store {
-    pub async fn open(config: &Config) -> Result<Store, StoreError> {
+    pub async fn open(config: &Config, options: rocks::OpenOptions) -> Result<Store, StoreError> {
         match &config.backend {
-            Backend::RocksDb { data_dir, fsync } => {
-                Ok(Store::Rocks(rocks::RocksStore::open(data_dir, *fsync)?))
-            }
+            Backend::RocksDb { data_dir, fsync } => Ok(Store::Rocks(rocks::RocksStore::open(
+                data_dir, *fsync, options,
+            )?)),
             Backend::Upstream { url } => Ok(Store::Upstream(
                 upstream::UpstreamStore::connect(url, upstream_options(config)).await?,
             )),
@@ -118,6 +119,32 @@ impl Store {
                 store.durable().await
             }
             Store::Upstream(_) => Ok(()),
+        }
+    }
+
+    /// Whether a write accepted by the store is not yet as durable as `--fsync` promises
+    /// (it may still be lost, or have failed): replies that could reveal it wait for
+    /// [`Store::commit`]. An upstream acknowledges each write itself.
+    pub fn has_undurable_writes(&self) -> bool {
+        match self {
+            Store::Rocks(store) => store.has_undurable_writes(),
+            Store::Upstream(_) => false,
+        }
+    }
+
+    /// What recovering a damaged write-ahead log lost at start, for INFO.
+    pub fn wal_report(&self) -> Option<&str> {
+        match self {
+            Store::Rocks(store) => store.wal_report(),
+            Store::Upstream(_) => None,
+        }
+    }
+
+    /// Whether the store accepts writes, for INFO.
+    pub fn health(&self) -> rocks::Health {
+        match self {
+            Store::Rocks(store) => store.health(),
+            Store::Upstream(_) => rocks::Health::Ok,
         }
     }
 

@@ -5,20 +5,28 @@
 //!
 //! Callers serialise writes to the same key (see `db.rs`), which is what makes the exact key
 //! count below race-free.
+//!
+//! Failure (disk full, I/O errors): every write and every log flush passes through
+//! [`WalGuard`]. A failed log flush leaves RocksDB's log writer in an error state in which the
+//! next append aborts the process (the distribution's library is built with assertions), and
+//! RocksDB only stops further writes a moment after the flush returned; so flushes take the
+//! guard exclusively and writes share it, and the first failure stops writes here, before
+//! they reach RocksDB. Writes are refused with the cause until a probe write succeeds again
+//! (RocksDB recovers by itself from a full disk once there is room for a memtable flush).
 
 use super::record::{self, Record};
-use super::{Condition, StoreError};
-use crate::config::Fsync;
+use super::{wal_scan, Condition, StoreError};
+use crate::config::{Fsync, WalRecovery};
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, LogLevel, MemtableFactory, Options, ReadOptions,
-    SliceTransform, WriteBatch, DB,
+    BlockBasedOptions, ColumnFamilyDescriptor, DBRecoveryMode, LogLevel, MemtableFactory, Options,
+    ReadOptions, SliceTransform, WriteBatch, DB,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Column family of the policy registry (see `live::registry`).
@@ -32,8 +40,33 @@ thread_local! {
     static ENCODE_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Least time between two probes of a failed store's write path.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Key of the probe write (in the policy family, outside every prefix the registry scans).
+const PROBE_KEY: &[u8] = b"store/probe";
+
+/// How to open the store, beyond `--fsync`.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenOptions {
+    /// Most table files RocksDB keeps open: its share of the descriptor budget (`server.rs`).
+    pub max_open_files: i32,
+    pub wal_recovery: WalRecovery,
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions {
+            max_open_files: 256,
+            wal_recovery: WalRecovery::Strict,
+        }
+    }
+}
+
 pub struct RocksStore {
     db: Arc<DB>,
+    guard: Arc<WalGuard>,
+    /// What recovering a damaged log cost at open, for INFO and the log.
+    wal_report: Option<String>,
     /// Keys physically present (expired-but-unread ones included), as Redis's DBSIZE counts.
     keys: AtomicU64,
     fsync: Fsync,
@@ -47,6 +80,165 @@ struct Syncer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Orders writes against log flushes and remembers the store's failure (see the module doc).
+pub struct WalGuard {
+    /// Writes hold it shared, log flushes exclusively.
+    gate: RwLock<()>,
+    /// Highest sequence number handed to the operating system.
+    flushed: AtomicU64,
+    failed: AtomicBool,
+    failure: Mutex<Option<Failure>>,
+}
+
+struct Failure {
+    cause: String,
+    since: Instant,
+    last_probe: Instant,
+}
+
+/// What the store's write path is doing, for INFO.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Ok,
+    /// Writes are refused since `seconds` ago because of `cause`.
+    Failed {
+        cause: String,
+        seconds: u64,
+    },
+}
+
+impl WalGuard {
+    fn new(flushed: u64) -> WalGuard {
+        WalGuard {
+            gate: RwLock::new(()),
+            flushed: AtomicU64::new(flushed),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        }
+    }
+
+    fn shared(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.gate
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn exclusive(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.gate
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Stops writes; the first cause is kept (later errors are its consequences).
+    fn fail(&self, cause: &str) {
+        let mut failure = lock(&self.failure);
+        if failure.is_none() {
+            eprintln!("mantle: store failed, refusing writes until it recovers: {cause}");
+            let now = Instant::now();
+            *failure = Some(Failure {
+                cause: cause.to_string(),
+                since: now,
+                last_probe: now,
+            });
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn refusal(&self) -> StoreError {
+        let cause = lock(&self.failure)
+            .as_ref()
+            .map(|f| f.cause.clone())
+            .unwrap_or_default();
+        StoreError(format!(
+            "writes refused until the store recovers (free disk space in the data dir): {cause}"
+        ))
+    }
+
+    pub fn health(&self) -> Health {
+        match &*lock(&self.failure) {
+            None => Health::Ok,
+            Some(failure) => Health::Failed {
+                cause: failure.cause.clone(),
+                seconds: failure.since.elapsed().as_secs(),
+            },
+        }
+    }
+
+    /// Runs one write unless the store has failed; a failed write fails the store.
+    fn write<T>(
+        &self,
+        db: &DB,
+        write: impl FnOnce(&DB) -> Result<T, rocksdb::Error>,
+    ) -> Result<T, StoreError> {
+        if self.is_failed() && !self.recover(db) {
+            return Err(self.refusal());
+        }
+        let _shared = self.shared();
+        write(db).map_err(|e| {
+            let error = rocks_error(e);
+            self.fail(&error.0);
+            error
+        })
+    }
+
+    /// Hands the log to the OS (and with `sync` to the disk); every write made before is
+    /// covered. A failure fails the store.
+    fn flush(&self, db: &DB, sync: bool) -> Result<(), StoreError> {
+        if self.is_failed() && !self.recover(db) {
+            return Err(self.refusal());
+        }
+        let _exclusive = self.exclusive();
+        let target = db.latest_sequence_number();
+        match db.flush_wal(sync) {
+            Ok(()) => {
+                self.flushed.fetch_max(target, Ordering::AcqRel);
+                Ok(())
+            }
+            Err(e) => {
+                let error = rocks_error(e);
+                self.fail(&error.0);
+                Err(error)
+            }
+        }
+    }
+
+    /// Probes a failed store (at most every [`PROBE_INTERVAL`]): a write and a log flush.
+    /// When both succeed RocksDB has recovered (its recovery flushes the memtables, so every
+    /// write it holds is on disk) and writes resume. Returns whether the store is healthy.
+    fn recover(&self, db: &DB) -> bool {
+        {
+            let mut failure = lock(&self.failure);
+            match failure.as_mut() {
+                None => return true,
+                Some(f) if f.last_probe.elapsed() < PROBE_INTERVAL => return false,
+                Some(f) => f.last_probe = Instant::now(),
+            }
+        }
+        let _exclusive = self.exclusive();
+        let Some(family) = db.cf_handle(POLICY_FAMILY) else {
+            return false;
+        };
+        let target = db.latest_sequence_number();
+        if db.put_cf(family, PROBE_KEY, b"").is_err() || db.flush_wal(false).is_err() {
+            return false;
+        }
+        self.flushed.fetch_max(target + 1, Ordering::AcqRel);
+        if let Some(failure) = lock(&self.failure).take() {
+            eprintln!(
+                "mantle: store writable again after {}s (it had failed: {})",
+                failure.since.elapsed().as_secs(),
+                failure.cause
+            );
+        }
+        self.failed.store(false, Ordering::Release);
+        true
+    }
+}
+
 struct SyncShared {
     /// Highest sequence number some writer waits to see durable.
     wanted: Mutex<u64>,
@@ -55,11 +247,34 @@ struct SyncShared {
 }
 
 impl RocksStore {
-    pub fn open(dir: &Path, fsync: Fsync) -> Result<RocksStore, StoreError> {
+    pub fn open(dir: &Path, fsync: Fsync, open: OpenOptions) -> Result<RocksStore, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError(format!("cannot create data dir {}: {e}", dir.display())))?;
+        let scan = wal_scan::scan(dir).map_err(|e| {
+            StoreError(format!(
+                "cannot read the write-ahead log in {}: {e}",
+                dir.display()
+            ))
+        })?;
+        if scan.is_damaged() && open.wal_recovery == WalRecovery::Strict {
+            return Err(StoreError(format!(
+                "refusing to open the store in {}: {}. Nothing was changed. To start anyway and \
+                 accept the loss, pass --wal-recovery point-in-time (drops everything logged \
+                 after the damage) or --wal-recovery skip-corrupted (drops only the damaged \
+                 records); copy the data dir first to keep the evidence",
+                dir.display(),
+                scan.describe()
+            )));
+        }
         let mut options = Options::default();
         options.create_if_missing(true);
+        options.set_max_open_files(open.max_open_files);
+        // The scan above has vetted the log: what is left to tolerate is a torn last record.
+        options.set_wal_recovery_mode(match open.wal_recovery {
+            WalRecovery::Strict => DBRecoveryMode::TolerateCorruptedTailRecords,
+            WalRecovery::PointInTime => DBRecoveryMode::PointInTime,
+            WalRecovery::SkipCorrupted => DBRecoveryMode::SkipAnyCorruptedRecord,
+        });
         options.set_max_background_jobs(2);
         options.set_keep_log_file_num(4);
         // RocksDB's own log: warnings only (at debug level it writes a line per WAL flush).
@@ -98,12 +313,29 @@ impl RocksStore {
             .map_err(|e| StoreError(format!("cannot open RocksDB in {}: {e}", dir.display())))?;
         let db = Arc::new(db);
         let keys = count_keys(&db)?;
+        let wal_report = scan.is_damaged().then(|| {
+            let recovered = db.latest_sequence_number();
+            let dropped_tail = scan.end_sequence.saturating_sub(recovered + 1);
+            let lost = scan.gap_writes.max(dropped_tail);
+            let report = format!(
+                "{}; recovered with --wal-recovery {}: {lost} logged writes lost, {keys} keys left",
+                scan.describe(),
+                open.wal_recovery.as_str()
+            );
+            eprintln!("mantle: write-ahead log damaged: {report}");
+            report
+        });
+        let guard = Arc::new(WalGuard::new(db.latest_sequence_number()));
         let syncer = match fsync {
             Fsync::No => None,
-            Fsync::Always | Fsync::EverySec => Some(Syncer::start(db.clone(), fsync)),
+            Fsync::Always | Fsync::EverySec => {
+                Some(Syncer::start(db.clone(), guard.clone(), fsync))
+            }
         };
         Ok(RocksStore {
             db,
+            guard,
+            wal_report,
             keys: AtomicU64::new(keys),
             fsync,
             syncer,
@@ -168,17 +400,17 @@ impl RocksStore {
         if !allowed {
             return Ok(false);
         }
-        ENCODE_BUFFER
-            .with(|buffer| {
-                let mut buffer = buffer.borrow_mut();
-                record.encode_into(&mut buffer);
-                let result = self.db.put(key, buffer.as_slice());
-                if buffer.capacity() > 1 << 20 {
-                    *buffer = Vec::new(); // do not keep a huge value's buffer per thread
-                }
-                result
-            })
-            .map_err(rocks_error)?;
+        ENCODE_BUFFER.with(|buffer| {
+            let mut buffer = buffer.borrow_mut();
+            record.encode_into(&mut buffer);
+            let result = self
+                .guard
+                .write(&self.db, |db| db.put(key, buffer.as_slice()));
+            if buffer.capacity() > 1 << 20 {
+                *buffer = Vec::new(); // do not keep a huge value's buffer per thread
+            }
+            result
+        })?;
         if !present {
             self.keys.fetch_add(1, Ordering::Relaxed);
         }
@@ -196,7 +428,7 @@ impl RocksStore {
             }
             batch.put(key, record.encode());
         }
-        self.db.write(batch).map_err(rocks_error)?;
+        self.guard.write(&self.db, |db| db.write(batch))?;
         self.keys.fetch_add(created, Ordering::Relaxed);
         Ok(())
     }
@@ -219,7 +451,7 @@ impl RocksStore {
             }
         }
         if removed > 0 {
-            self.db.write(batch).map_err(rocks_error)?;
+            self.guard.write(&self.db, |db| db.write(batch))?;
             self.keys.fetch_sub(removed, Ordering::Relaxed);
         }
         Ok(removed_live)
@@ -231,7 +463,7 @@ impl RocksStore {
         if !present || live {
             return Ok(false);
         }
-        self.db.delete(key).map_err(rocks_error)?;
+        self.guard.write(&self.db, |db| db.delete(key))?;
         self.keys.fetch_sub(1, Ordering::Relaxed);
         Ok(true)
     }
@@ -239,7 +471,27 @@ impl RocksStore {
     /// Hands the WAL records buffered so far to the operating system: from then on they
     /// survive the process being killed. Concurrent callers share the write.
     pub fn flush_wal(&self) -> Result<(), StoreError> {
-        self.db.flush_wal(false).map_err(rocks_error)
+        self.guard.flush(&self.db, false)
+    }
+
+    /// Whether some write is not yet as durable as `--fsync` promises; a reply that could
+    /// reveal it waits for [`RocksStore::flush_wal`] and [`RocksStore::durable`] first.
+    pub fn has_undurable_writes(&self) -> bool {
+        let latest = self.db.latest_sequence_number();
+        let durable = match (&self.syncer, self.fsync) {
+            (Some(syncer), Fsync::Always) => *syncer.synced.borrow(),
+            _ => self.guard.flushed.load(Ordering::Acquire),
+        };
+        latest > durable
+    }
+
+    pub fn health(&self) -> Health {
+        self.guard.health()
+    }
+
+    /// What recovering a damaged log lost at open, if it was damaged.
+    pub fn wal_report(&self) -> Option<&str> {
+        self.wal_report.as_deref()
     }
 
     /// Waits until every write made before this call is as durable as `--fsync` promises.
@@ -260,16 +512,22 @@ impl RocksStore {
             *wanted = (*wanted).max(target);
         }
         syncer.shared.wake.notify_one();
+        // The sync thread wakes waiters when the store fails, too: they get the error.
+        let guard = &self.guard;
         synced
-            .wait_for(|&done| done >= target)
+            .wait_for(|&done| done >= target || guard.is_failed())
             .await
-            .map(|_| ())
-            .map_err(|_| StoreError("the WAL sync thread stopped".into()))
+            .map_err(|_| StoreError("the WAL sync thread stopped".into()))?;
+        if *synced.borrow() >= target {
+            Ok(())
+        } else {
+            Err(guard.refusal())
+        }
     }
 
     /// Forces the log to disk; used at shutdown whatever `--fsync` says.
     pub fn sync_now(&self) -> Result<(), StoreError> {
-        self.db.flush_wal(true).map_err(rocks_error)
+        self.guard.flush(&self.db, true)
     }
 
     pub fn fsync(&self) -> Fsync {
@@ -280,6 +538,7 @@ impl RocksStore {
     pub fn policy_space(&self) -> PolicySpace {
         PolicySpace {
             db: self.db.clone(),
+            guard: self.guard.clone(),
         }
     }
 
@@ -302,12 +561,14 @@ impl Drop for RocksStore {
                 let _ = thread.join();
             }
         }
-        let _ = self.db.flush_wal(true);
+        if !self.guard.is_failed() {
+            let _ = self.guard.flush(&self.db, true);
+        }
     }
 }
 
 impl Syncer {
-    fn start(db: Arc<DB>, fsync: Fsync) -> Syncer {
+    fn start(db: Arc<DB>, guard: Arc<WalGuard>, fsync: Fsync) -> Syncer {
         let shared = Arc::new(SyncShared {
             wanted: Mutex::new(0),
             wake: Condvar::new(),
@@ -317,7 +578,7 @@ impl Syncer {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("mantle-wal-sync".into())
-            .spawn(move || sync_loop(&db, &thread_shared, &tx, fsync))
+            .spawn(move || sync_loop(&db, &guard, &thread_shared, &tx, fsync))
             .ok();
         Syncer {
             shared,
@@ -327,7 +588,13 @@ impl Syncer {
     }
 }
 
-fn sync_loop(db: &DB, shared: &SyncShared, synced: &watch::Sender<u64>, fsync: Fsync) {
+fn sync_loop(
+    db: &DB,
+    guard: &WalGuard,
+    shared: &SyncShared,
+    synced: &watch::Sender<u64>,
+    fsync: Fsync,
+) {
     let mut done = 0u64;
     loop {
         {
@@ -351,10 +618,21 @@ fn sync_loop(db: &DB, shared: &SyncShared, synced: &watch::Sender<u64>, fsync: F
         if shared.stop.load(Ordering::Relaxed) {
             return;
         }
+        if guard.is_failed() {
+            // Wake the writers waiting on this sync: they answer with the store's error.
+            // Probing for recovery is the write path's job.
+            synced.send_modify(|_| {});
+            if fsync == Fsync::Always {
+                std::thread::sleep(PROBE_INTERVAL);
+            }
+            continue;
+        }
         let target = db.latest_sequence_number();
-        if db.flush_wal(true).is_ok() {
+        if guard.flush(db, true).is_ok() {
             done = target;
             synced.send_replace(target);
+        } else {
+            synced.send_modify(|_| {});
         }
     }
 }
@@ -367,6 +645,7 @@ pub type Pair = (Vec<u8>, Vec<u8>);
 #[derive(Clone)]
 pub struct PolicySpace {
     db: Arc<DB>,
+    guard: Arc<WalGuard>,
 }
 
 impl PolicySpace {
@@ -394,9 +673,9 @@ impl PolicySpace {
                 None => batch.delete_cf(family, key),
             }
         }
-        self.db.write(batch).map_err(rocks_error)?;
+        self.guard.write(&self.db, |db| db.write(batch))?;
         // The WAL is flushed by hand (see `open`): without this a SIGKILL could lose the batch.
-        self.db.flush_wal(sync).map_err(rocks_error)
+        self.guard.flush(&self.db, sync)
     }
 
     /// Every pair whose key starts with `prefix`, in key order.
@@ -471,7 +750,7 @@ mod tests {
     fn conditions_counts_and_reopen() {
         let dir = temp_dir("basic");
         {
-            let store = RocksStore::open(&dir, Fsync::No).unwrap();
+            let store = RocksStore::open(&dir, Fsync::No, OpenOptions::default()).unwrap();
             assert!(store
                 .set(b"a", &record("1", 0), Condition::Always, 0, false)
                 .unwrap());
@@ -501,7 +780,7 @@ mod tests {
             assert_eq!(removed, 0);
             assert_eq!(store.key_count(), 2);
         }
-        let store = RocksStore::open(&dir, Fsync::Always).unwrap();
+        let store = RocksStore::open(&dir, Fsync::Always, OpenOptions::default()).unwrap();
         assert_eq!(store.key_count(), 2, "the key count is rebuilt on open");
         assert_eq!(store.get(b"a").unwrap().unwrap().value, "3");
         drop(store);
@@ -511,7 +790,7 @@ mod tests {
     #[tokio::test]
     async fn fsync_always_waits_for_the_sync_thread() {
         let dir = temp_dir("always");
-        let store = RocksStore::open(&dir, Fsync::Always).unwrap();
+        let store = RocksStore::open(&dir, Fsync::Always, OpenOptions::default()).unwrap();
         for i in 0..20u8 {
             store
                 .set(&[i], &record("v", 0), Condition::Always, 0, false)
