@@ -232,6 +232,26 @@ fn a_client_write_during_the_fill_wins_and_the_fill_never_evicts() {
 }
 
 #[test]
+fn a_k_given_as_a_share_of_the_cache_fills_only_that_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = TestServer::rocks(dir.path(), |c| configure(c, None));
+    run_workload(&mut first.client());
+    first.shutdown().unwrap();
+
+    // 25% of a 400-key cache: 100 of the recorded keys, and INFO says how K was given.
+    let server = TestServer::rocks(dir.path(), |c| {
+        configure(c, Some("lastk:25%"));
+        c.max_keys = Some(400);
+    });
+    let mut con = server.client();
+    wait_for_warmup(&mut con);
+    let loaded: u64 = info_field(&mut con, "warmup", "warmup_loaded").parse().unwrap();
+    assert_eq!(loaded, 100);
+    assert_eq!(info_field(&mut con, "warmup", "warmup_k"), "25%");
+    assert_eq!(info_field(&mut con, "stats", "evicted_keys"), "0");
+}
+
+#[test]
 fn store_read_latency_is_exported() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::rocks(dir.path(), |c| {

@@ -213,7 +213,13 @@ fn warmup_fields(instance: &Instance) -> Vec<(String, String)> {
             "warmup_strategy",
             spec.map_or("none", |s| s.strategy.name()),
         ),
-        field("warmup_k", spec.map_or(0, |s| s.k)),
+        field(
+            "warmup_k",
+            spec.map_or("0".to_string(), |s| match s.share() {
+                Some(share) => format!("{}%", share * 100.0),
+                None => s.k.to_string(),
+            }),
+        ),
         field("warmup_loaded", read(&p.loaded)),
         field("warmup_total", read(&p.total)),
         field("warmup_skipped", read(&p.skipped)),

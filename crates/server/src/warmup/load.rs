@@ -54,12 +54,26 @@ pub async fn fill(db: Db, spec: WarmupSpec) {
         .choose(spec.strategy, spec.k, now, RANDOM_SEED);
     keys.sort_unstable();
     progress.begin(spec, keys.len() as u64);
+    // K given as a share of the cache (`lastk:50%`): stop once that share is filled.
+    let budget = spec
+        .share()
+        .map(|_| spec.load_budget(db.cache_snapshot().capacity));
+    let filled = |b: &cache::Capacity| {
+        let now = db.cache_snapshot();
+        b.objects.is_some_and(|o| now.objects >= o) || b.bytes.is_some_and(|x| now.bytes >= x)
+    };
     let bump = |counter: &std::sync::atomic::AtomicU64, n: u64| {
         counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     };
     for (i, key) in keys.iter().enumerate() {
         match db.warm_fill(key).await {
-            Ok(Fill::Loaded) => bump(&progress.loaded, 1),
+            Ok(Fill::Loaded) => {
+                bump(&progress.loaded, 1);
+                if budget.as_ref().is_some_and(filled) {
+                    bump(&progress.skipped, (keys.len() - i - 1) as u64);
+                    break;
+                }
+            }
             Ok(Fill::Skipped) => bump(&progress.skipped, 1),
             Ok(Fill::Full) => {
                 bump(&progress.skipped, (keys.len() - i) as u64);
