@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing Mantle needs and is not already on the machine:
-# Debian packages (RocksDB, clang for its bindings, zstd, Redis for the server tests). Needs a
+# Debian packages (RocksDB, clang for its bindings, zstd, Redis for the server tests, etcd and
+# protoc with the well-known protos for the cluster control plane). Needs a
 # Rust toolchain (rustup, stable). Safe to run repeatedly; it only installs what is missing.
 set -euo pipefail
 
-packages=(build-essential pkg-config libclang-dev librocksdb-dev zstd redis-server redis-tools)
+packages=(build-essential pkg-config libclang-dev librocksdb-dev zstd redis-server redis-tools
+  etcd-server protobuf-compiler libprotobuf-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
