@@ -9,11 +9,13 @@
 //!   compare-and-swap transactions, and a watch that keeps a node's view current through
 //!   etcd outages.
 
+#[cfg(feature = "etcd")]
 pub mod control;
 pub mod node;
 pub mod slot;
 pub mod slotmap;
 
+#[cfg(feature = "etcd")]
 pub use control::{
     ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, Membership,
     MembershipState, Versioned,

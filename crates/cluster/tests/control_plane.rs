@@ -1,6 +1,8 @@
 //! The control plane against a real etcd on loopback: bootstrap, compare-and-swap under
 //! contention, membership by lease, watches, and an etcd outage.
 
+#![cfg(feature = "etcd")]
+
 mod common;
 
 use cluster::{ClusterConfig, ClusterError, ControlPlane, Member, NodeId, SlotRange, SLOTS};

@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod compare;
 pub mod gen;
+pub mod nodes;
 pub mod policy;
 pub mod replay;
 pub mod runs;
