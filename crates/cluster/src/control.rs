@@ -36,6 +36,8 @@ pub enum ClusterError {
     BadAddress(String),
     #[error("bad cluster name {0:?}: expected 1 to 64 letters, digits, '-' or '_'")]
     BadName(String),
+    #[error("node {0} is not a live member of the cluster")]
+    NotAMember(NodeId),
     #[error("node {0} is already a live member of the cluster")]
     MemberExists(NodeId),
     #[error("the slot map changed {0} times while this change was being made; try again")]

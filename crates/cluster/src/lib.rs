@@ -10,10 +10,14 @@
 //!   etcd outages.
 
 #[cfg(feature = "etcd")]
+pub mod admin;
+#[cfg(feature = "etcd")]
 pub mod control;
 pub mod node;
 pub mod slot;
 pub mod slotmap;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 #[cfg(feature = "etcd")]
 pub use control::{

@@ -3,10 +3,8 @@
 
 #![cfg(feature = "etcd")]
 
-mod common;
-
+use cluster::testing::Etcd;
 use cluster::{ClusterConfig, ClusterError, ControlPlane, Member, NodeId, SlotRange, SLOTS};
-use common::Etcd;
 use std::time::{Duration, Instant};
 
 fn id(s: &str) -> NodeId {

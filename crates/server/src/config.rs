@@ -122,6 +122,8 @@ pub struct Config {
     pub warmup_track: usize,
     /// How often the monitor's record is persisted (`--warmup-persist`).
     pub warmup_persist: Duration,
+    /// Join a cluster on etcd (`--cluster`); `None` runs alone.
+    pub cluster: Option<crate::cluster::ClusterSettings>,
 }
 
 impl Config {
@@ -145,6 +147,7 @@ impl Config {
             warmup: None,
             warmup_track: crate::warmup::monitor::DEFAULT_TRACK,
             warmup_persist: crate::warmup::DEFAULT_PERSIST,
+            cluster: None,
         }
     }
 

@@ -17,6 +17,8 @@ pub struct Instance {
     pub started: Instant,
     /// `proto-max-bulk-len`, changeable by CONFIG SET; new requests see the new value.
     pub proto_max_bulk_len: AtomicU64,
+    /// This node's place in a cluster (`--cluster`); `None` for a node on its own.
+    pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
     next_client_id: AtomicU64,
 }
 
@@ -34,6 +36,7 @@ impl Instance {
             config,
             local_addr,
             started: Instant::now(),
+            cluster: None,
             next_client_id: AtomicU64::new(1),
         }
     }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod analyze;
+pub mod cluster;
 pub mod compare;
 pub mod gen;
 pub mod nodes;

@@ -1,6 +1,6 @@
-//! Starts a private etcd for a test: one member on loopback, random ports, a temp data dir,
-//! killed when the guard drops. Needs the `etcd` binary (Debian's etcd-server, installed by
-//! scripts/setup.sh).
+//! A private etcd for tests (feature `testing`): one member on loopback, random ports, a
+//! temp data dir, killed when the guard drops. Needs the `etcd` binary (Debian's
+//! etcd-server, installed by scripts/setup.sh; `MANTLE_ETCD` names another).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
