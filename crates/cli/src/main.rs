@@ -30,6 +30,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Check or unit-test a Lua policy.
     Policy(cmd::policy::Args),
+    /// Show or change a cluster's slot map (status, rebalance, move).
+    Cluster(cmd::cluster::Args),
 }
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
         Command::Gen(args) => cmd::gen::run(args),
         Command::Policy(args) => cmd::policy::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Cluster(args) => cmd::cluster::run(args),
     };
     if let Err(err) = result {
         eprintln!("mantle: {err:#}");

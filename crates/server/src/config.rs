@@ -177,6 +177,8 @@ pub struct Config {
     pub warmup_persist: Duration,
     /// What to do with a damaged write-ahead log at start (`--wal-recovery`).
     pub wal_recovery: WalRecovery,
+    /// Join a cluster on etcd (`--cluster`); `None` runs alone.
+    pub cluster: Option<crate::cluster::ClusterSettings>,
 }
 
 impl Config {
@@ -204,6 +206,7 @@ impl Config {
             warmup_track: crate::warmup::monitor::DEFAULT_TRACK,
             warmup_persist: crate::warmup::DEFAULT_PERSIST,
             wal_recovery: WalRecovery::Strict,
+            cluster: None,
         }
     }
 

@@ -22,6 +22,8 @@ pub struct Instance {
     pub output_limit: u64,
     /// What the per-client bounds turned away.
     pub guards: Guards,
+    /// This node's place in a cluster (`--cluster`); `None` for a node on its own.
+    pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
     next_client_id: AtomicU64,
 }
 
@@ -55,6 +57,7 @@ impl Instance {
             config,
             local_addr,
             started: Instant::now(),
+            cluster: None,
             next_client_id: AtomicU64::new(1),
         }
     }

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod admin;
+pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod connection;

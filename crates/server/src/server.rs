@@ -160,9 +160,19 @@ impl Server {
         let live = LivePolicy::start(db.clone(), &config)
             .await
             .context("starting the policy engine")?;
+        let cluster = match &config.cluster {
+            Some(settings) => Some(Arc::new(
+                crate::cluster::ClusterNode::join(settings, local_addr)
+                    .await
+                    .context("joining the cluster")?,
+            )),
+            None => None,
+        };
+        let mut instance = Instance::new(db, live, config, local_addr);
+        instance.cluster = cluster;
         Ok(Server {
             listener,
-            instance: Arc::new(Instance::new(db, live, config, local_addr)),
+            instance: Arc::new(instance),
             metrics,
             warmup_space,
         })
@@ -235,6 +245,10 @@ impl Server {
             }
         }
         drop(listener);
+        // Leave first, so other nodes and clients stop sending here while this one drains.
+        if let Some(node) = &instance.cluster {
+            node.leave().await;
+        }
         let _ = stop_tx.send(true);
         let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
             while connections.join_next().await.is_some() {}
@@ -403,7 +417,7 @@ async fn serve_connection(
         loop {
             connection.set_limits(limits_for(instance, &session));
             let parsed = match connection.next_request() {
-                Ok(Some(args)) => Command::parse(args, &session),
+                Ok(Some(args)) => Command::parse_routed(args, &session, instance),
                 Ok(None) => break,
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);

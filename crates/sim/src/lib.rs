@@ -6,6 +6,7 @@ pub mod backend;
 pub mod control;
 pub mod live;
 pub mod metrics_csv;
+pub mod nodes;
 pub mod policy_driver;
 pub mod replay;
 pub mod replay_cache;

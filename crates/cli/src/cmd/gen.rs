@@ -1,9 +1,11 @@
 //! `mantle gen`: synthetic workloads. `mantle gen parsplice` writes a ParSplice-like trace;
-//! `mantle gen mixed` seed 004's small-files-plus-checkpoint block workload.
+//! `mantle gen mixed` seed 004's small-files-plus-checkpoint block workload; `mantle gen
+//! hotspot` moving flash crowds for balancers.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use trace::gen::hotspot::{self, HotspotParams};
 use trace::gen::mixed::{self, MixedParams};
 use trace::gen::parsplice::{self, ParspliceParams};
 
@@ -20,6 +22,49 @@ pub enum Generator {
     /// Seed 004's mixed block workload: random small files and metadata concurrent with
     /// sequential checkpoint writes and reads (MSR Cambridge CSV; zstd when FILE ends in .zst).
     Mixed(MixedArgs),
+    /// Zipf keys with moving flash crowds, each on a narrow window of cluster slots: a
+    /// workload for balancers (`timestamp_s,op,key` CSV; zstd when FILE ends in .zst).
+    Hotspot(HotspotArgs),
+}
+
+#[derive(clap::Args)]
+pub struct HotspotArgs {
+    /// Seed: the same seed and parameters give the same trace.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Length of the trace: seconds (600), or with a unit (10m, 1h).
+    #[arg(long, default_value = "10m", value_parser = super::analyze::parse_seconds, value_name = "DURATION")]
+    pub duration: f64,
+    /// Requests per second.
+    #[arg(long, default_value_t = HotspotParams::default().rate)]
+    pub rate: f64,
+    /// Distinct background keys.
+    #[arg(long, default_value_t = HotspotParams::default().keys)]
+    pub keys: u64,
+    /// Zipf exponent of the background's popularity.
+    #[arg(long, default_value_t = HotspotParams::default().skew)]
+    pub skew: f64,
+    /// Seconds each flash crowd lasts.
+    #[arg(long, default_value_t = HotspotParams::default().crowd_seconds)]
+    pub crowd_seconds: f64,
+    /// Seconds between crowds.
+    #[arg(long, default_value_t = HotspotParams::default().gap)]
+    pub gap: f64,
+    /// Share of all requests a crowd takes while it lasts.
+    #[arg(long, default_value_t = HotspotParams::default().crowd_share)]
+    pub crowd_share: f64,
+    /// Keys a crowd reads.
+    #[arg(long, default_value_t = HotspotParams::default().crowd_keys)]
+    pub crowd_keys: u64,
+    /// Width of the window of cluster slots a crowd's keys come from.
+    #[arg(long, default_value_t = HotspotParams::default().crowd_slots)]
+    pub crowd_slots: u16,
+    /// Share of requests that are writes.
+    #[arg(long, default_value_t = HotspotParams::default().write_share)]
+    pub write_share: f64,
+    /// Output file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -75,6 +120,25 @@ pub struct ParspliceArgs {
 
 pub fn run(args: Args) -> Result<()> {
     match args.generator {
+        Generator::Hotspot(a) => {
+            let params = HotspotParams {
+                seed: a.seed,
+                duration: a.duration,
+                rate: a.rate,
+                keys: a.keys,
+                skew: a.skew,
+                crowd_seconds: a.crowd_seconds,
+                gap: a.gap,
+                crowd_share: a.crowd_share,
+                crowd_keys: a.crowd_keys,
+                crowd_slots: a.crowd_slots,
+                write_share: a.write_share,
+            };
+            params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let n = hotspot::write_file(&params, &a.output)?;
+            println!("wrote {n} requests to {}", a.output.display());
+            Ok(())
+        }
         Generator::Mixed(a) => {
             let params = MixedParams {
                 seed: a.seed,

@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
 pub mod analyze;
+pub mod cluster;
 pub mod compare;
 pub mod gen;
+pub mod nodes;
 pub mod policy;
 pub mod progress;
 pub mod replay;

@@ -25,6 +25,9 @@ pub struct Args {
     /// --server and the flags that go with it (boxed: they are rarely given).
     #[command(flatten)]
     pub live: Box<LiveArgs>,
+    /// --nodes and the flags of a simulated cluster.
+    #[command(flatten)]
+    pub cluster: Box<super::nodes::NodesArgs>,
     /// Eviction algorithm.
     #[arg(
         long,
@@ -143,6 +146,9 @@ pub fn run(args: Args) -> Result<()> {
             progress: !args.quiet,
         };
         return run_live(&options, &args.input, args.json);
+    }
+    if let Some(nodes) = args.cluster.nodes {
+        return super::nodes::run(&args, nodes);
     }
     // Checked here rather than with clap's `requires`, which gives way to --server's conflicts.
     for (given, flag) in [
@@ -370,7 +376,11 @@ fn granularity(
 
 /// Resolves `--cache-size P%` against the working set: bytes when the trace carries object
 /// sizes, objects otherwise.
-fn capacity_from_percent(ws: WorkingSet, percent: f64, trace: &Path) -> Result<Capacity> {
+pub(super) fn capacity_from_percent(
+    ws: WorkingSet,
+    percent: f64,
+    trace: &Path,
+) -> Result<Capacity> {
     if ws.objects == 0 {
         bail!(
             "--cache-size {percent}%: {} has no requests, so it has no working set",

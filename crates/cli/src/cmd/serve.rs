@@ -78,6 +78,22 @@ pub struct Args {
     /// How often the access monitor's record is written to the store, e.g. 10s.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub warmup_persist: std::time::Duration,
+    /// Join a cluster whose control plane is etcd at these endpoints
+    /// (etcd://HOST:PORT[,HOST:PORT...]); see docs/cluster.md.
+    #[arg(long, value_name = "etcd://HOST:PORT", requires_all = ["cluster_name", "node_id"])]
+    pub cluster: Option<String>,
+    /// With --cluster: the cluster's name (several clusters can share one etcd).
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    pub cluster_name: Option<String>,
+    /// With --cluster: this node's id, unique in the cluster (letters, digits, - and _).
+    #[arg(long, value_name = "ID", requires = "cluster")]
+    pub node_id: Option<String>,
+    /// With --cluster: the HOST:PORT clients are redirected to (default: --listen).
+    #[arg(long, value_name = "HOST:PORT", requires = "cluster")]
+    pub advertise: Option<String>,
+    /// With --cluster: how soon after a crash the node drops out of the cluster.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub cluster_ttl: std::time::Duration,
 }
 
 fn parse_warmup(text: &str) -> Result<server::warmup::WarmupSpec, String> {
@@ -120,5 +136,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.warmup_track = args.warmup_track;
     config.warmup_persist = args.warmup_persist;
     config.wal_recovery = args.wal_recovery;
+    if let (Some(etcd), Some(name), Some(node_id)) = (args.cluster, args.cluster_name, args.node_id)
+    {
+        if args.cluster_ttl < std::time::Duration::from_secs(2) {
+            anyhow::bail!("--cluster-ttl must be at least 2s (etcd's shortest lease)");
+        }
+        config.cluster = Some(server::cluster::ClusterSettings {
+            etcd,
+            name,
+            node_id,
+            advertise: args.advertise,
+            ttl: args.cluster_ttl,
+        });
+    }
     server::serve(config)
 }

@@ -29,9 +29,12 @@ impl CommandSpec {
 /// The commands, one per row of [`COMMANDS`] (PTTL and TTL share a parser, not a kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// ASKING, READONLY, READWRITE: accepted for cluster clients, nothing to do.
+    Accept,
     Auth,
     Cache,
     Client,
+    Cluster,
     Command,
     Config,
     DbSize,
@@ -73,6 +76,7 @@ const fn spec(
 const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
 
 pub static COMMANDS: &[CommandSpec] = &[
+    spec("asking", Kind::Accept, 1, &["fast"], NO_KEYS),
     spec(
         "auth",
         Kind::Auth,
@@ -88,6 +92,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         &["admin", "noscript", "loading", "stale"],
         NO_KEYS,
     ),
+    spec("cluster", Kind::Cluster, -2, &["loading", "stale"], NO_KEYS),
     spec("command", Kind::Command, -1, &["loading", "stale"], NO_KEYS),
     spec(
         "config",
@@ -128,6 +133,20 @@ pub static COMMANDS: &[CommandSpec] = &[
         NO_KEYS,
     ),
     spec(
+        "readonly",
+        Kind::Accept,
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+    ),
+    spec(
+        "readwrite",
+        Kind::Accept,
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+    ),
+    spec(
         "select",
         Kind::Select,
         2,
@@ -139,15 +158,15 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 /// Longest command name; every name fits in [`pack`]'s integer.
-const MAX_NAME: usize = 7;
+const MAX_NAME: usize = 15;
 
 /// A name of at most [`MAX_NAME`] bytes as one integer: the lowercased bytes little-endian,
 /// the length in the top byte (so `get` and `get\0` differ).
-const fn pack(name: &[u8]) -> u64 {
-    let mut key = (name.len() as u64) << 56;
+const fn pack(name: &[u8]) -> u128 {
+    let mut key = (name.len() as u128) << 120;
     let mut i = 0;
     while i < name.len() {
-        key |= (name[i].to_ascii_lowercase() as u64) << (8 * i);
+        key |= (name[i].to_ascii_lowercase() as u128) << (8 * i);
         i += 1;
     }
     key
@@ -160,49 +179,57 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     if name.len() > MAX_NAME {
         return None;
     }
-    const AUTH: u64 = pack(b"auth");
-    const CACHE: u64 = pack(b"cache");
-    const CLIENT: u64 = pack(b"client");
-    const COMMAND: u64 = pack(b"command");
-    const CONFIG: u64 = pack(b"config");
-    const DBSIZE: u64 = pack(b"dbsize");
-    const DEL: u64 = pack(b"del");
-    const ECHO: u64 = pack(b"echo");
-    const EXISTS: u64 = pack(b"exists");
-    const GET: u64 = pack(b"get");
-    const HELLO: u64 = pack(b"hello");
-    const INFO: u64 = pack(b"info");
-    const MGET: u64 = pack(b"mget");
-    const MSET: u64 = pack(b"mset");
-    const PING: u64 = pack(b"ping");
-    const POLICY: u64 = pack(b"policy");
-    const PTTL: u64 = pack(b"pttl");
-    const QUIT: u64 = pack(b"quit");
-    const SELECT: u64 = pack(b"select");
-    const SET: u64 = pack(b"set");
-    const TTL: u64 = pack(b"ttl");
+    const ASKING: u128 = pack(b"asking");
+    const AUTH: u128 = pack(b"auth");
+    const CACHE: u128 = pack(b"cache");
+    const CLIENT: u128 = pack(b"client");
+    const CLUSTER: u128 = pack(b"cluster");
+    const COMMAND: u128 = pack(b"command");
+    const CONFIG: u128 = pack(b"config");
+    const DBSIZE: u128 = pack(b"dbsize");
+    const DEL: u128 = pack(b"del");
+    const ECHO: u128 = pack(b"echo");
+    const EXISTS: u128 = pack(b"exists");
+    const GET: u128 = pack(b"get");
+    const HELLO: u128 = pack(b"hello");
+    const INFO: u128 = pack(b"info");
+    const MGET: u128 = pack(b"mget");
+    const MSET: u128 = pack(b"mset");
+    const PING: u128 = pack(b"ping");
+    const POLICY: u128 = pack(b"policy");
+    const PTTL: u128 = pack(b"pttl");
+    const QUIT: u128 = pack(b"quit");
+    const READONLY: u128 = pack(b"readonly");
+    const READWRITE: u128 = pack(b"readwrite");
+    const SELECT: u128 = pack(b"select");
+    const SET: u128 = pack(b"set");
+    const TTL: u128 = pack(b"ttl");
     let row = match pack(name) {
-        AUTH => 0,
-        CACHE => 1,
-        CLIENT => 2,
-        COMMAND => 3,
-        CONFIG => 4,
-        DBSIZE => 5,
-        DEL => 6,
-        ECHO => 7,
-        EXISTS => 8,
-        GET => 9,
-        HELLO => 10,
-        INFO => 11,
-        MGET => 12,
-        MSET => 13,
-        PING => 14,
-        POLICY => 15,
-        PTTL => 16,
-        QUIT => 17,
-        SELECT => 18,
-        SET => 19,
-        TTL => 20,
+        ASKING => 0,
+        AUTH => 1,
+        CACHE => 2,
+        CLIENT => 3,
+        CLUSTER => 4,
+        COMMAND => 5,
+        CONFIG => 6,
+        DBSIZE => 7,
+        DEL => 8,
+        ECHO => 9,
+        EXISTS => 10,
+        GET => 11,
+        HELLO => 12,
+        INFO => 13,
+        MGET => 14,
+        MSET => 15,
+        PING => 16,
+        POLICY => 17,
+        PTTL => 18,
+        QUIT => 19,
+        READONLY => 20,
+        READWRITE => 21,
+        SELECT => 22,
+        SET => 23,
+        TTL => 24,
         _ => return None,
     };
     Some(&COMMANDS[row])

@@ -6,6 +6,7 @@
 pub mod auth;
 mod cache;
 mod client;
+mod cluster;
 mod command;
 mod config;
 mod dbsize;
@@ -34,7 +35,9 @@ pub use command::{lookup, CommandSpec, Kind, COMMANDS};
 pub enum Command<'a> {
     Auth(auth::Auth),
     Cache(cache::CacheCmd),
+    Accept,
     Client(client::Client),
+    Cluster(cluster::ClusterCmd),
     Command(command::CommandCmd),
     Config(config::ConfigCmd),
     DbSize,
@@ -78,7 +81,9 @@ impl<'a> Command<'a> {
         let parsed = match spec.kind {
             Kind::Auth => auth::Auth::parse(&mut parse).map(Command::Auth),
             Kind::Cache => cache::CacheCmd::parse(&mut parse).map(Command::Cache),
+            Kind::Accept => Ok(Command::Accept),
             Kind::Client => client::Client::parse(&mut parse).map(Command::Client),
+            Kind::Cluster => cluster::ClusterCmd::parse(&mut parse).map(Command::Cluster),
             Kind::Command => command::CommandCmd::parse(&mut parse).map(Command::Command),
             Kind::Config => config::ConfigCmd::parse(&mut parse).map(Command::Config),
             Kind::DbSize => Ok(Command::DbSize),
@@ -104,6 +109,21 @@ impl<'a> Command<'a> {
         })
     }
 
+    /// Parses `args` and, on a cluster node, checks that this node serves the request's keys
+    /// (the error is then the redirection to reply).
+    pub fn parse_routed(
+        args: &'a [Bytes],
+        session: &Session,
+        instance: &Instance,
+    ) -> Result<Command<'a>, Frame> {
+        let command = Command::parse(args, session)?;
+        if let Some(node) = &instance.cluster {
+            let spec = lookup(&args[0]).expect("parsed, so known");
+            node.route(key_args(spec, args))?;
+        }
+        Ok(command)
+    }
+
     /// Runs the command and returns its reply, or an error instead of a reply larger than
     /// `--client-output-limit`.
     pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
@@ -111,7 +131,9 @@ impl<'a> Command<'a> {
             // Boxed: a wrong password's delay would otherwise enlarge every command's future.
             Command::Auth(cmd) => Box::pin(cmd.apply(instance, session)).await,
             Command::Cache(cmd) => cmd.apply(instance),
+            Command::Accept => Frame::ok(),
             Command::Client(cmd) => cmd.apply(session),
+            Command::Cluster(cmd) => cmd.apply(instance),
             Command::Command(cmd) => cmd.apply(),
             Command::Config(cmd) => cmd.apply(instance),
             Command::DbSize => dbsize::apply(instance).await,
@@ -147,6 +169,26 @@ impl<'a> Command<'a> {
         }
         reply
     }
+}
+
+/// The key arguments of a request, by the table's key positions.
+fn key_args<'k>(spec: &CommandSpec, args: &'k [Bytes]) -> impl Iterator<Item = &'k Bytes> {
+    let first = spec.first_key.max(0) as usize;
+    let last = if spec.last_key < 0 {
+        args.len() as i64 + spec.last_key
+    } else {
+        spec.last_key
+    };
+    let step = spec.step.max(1) as usize;
+    let end = if first == 0 {
+        0
+    } else {
+        (last.max(0) as usize + 1).min(args.len())
+    };
+    args.get(first..end.max(first))
+        .unwrap_or(&[])
+        .iter()
+        .step_by(step)
 }
 
 pub fn arity_error(name: &str) -> Frame {

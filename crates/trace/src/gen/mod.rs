@@ -4,6 +4,7 @@
 //! shape without shipping real logs. One module per generator; each is a deterministic
 //! iterator of [`crate::Request`]s for a given seed plus a CSV writer.
 
+pub mod hotspot;
 pub mod mixed;
 pub mod parsplice;
 

@@ -1,0 +1,154 @@
+//! `mantle replay --nodes N`: the trace across N simulated cluster nodes, the policy
+//! balancing them (see `sim::nodes` for the model).
+
+use super::replay::Args;
+use anyhow::{bail, Context, Result};
+use cache::Capacity;
+use sim::nodes::{replay_nodes, Balancer, ClusterReport, NodesConfig, Placement, MAX_NODES};
+use sim::{CacheSize, WorkingSet};
+
+/// The flags of a simulated cluster.
+#[derive(clap::Args)]
+pub struct NodesArgs {
+    /// Simulate a cluster of N nodes (1 to 256): keys hash to 16,384 slots spread evenly,
+    /// --cache-size is each node's cache, and the policy balances load between nodes
+    /// (see docs/balancing.md).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["server", "classes", "restart_at", "warmup", "metrics_out", "report"]
+    )]
+    pub nodes: Option<usize>,
+    /// With --nodes: how keys map to slots (hash: CRC16 of the key text, as a live cluster).
+    #[arg(long, value_name = "hash", default_value = "hash", value_parser = parse_placement)]
+    pub placement: Placement,
+    /// With --nodes: bytes per second of trace time a slot migration copies (with a unit:
+    /// 100MiB).
+    #[arg(long, value_name = "RATE", default_value = "100MiB", value_parser = parse_rate)]
+    pub migration_rate: u64,
+    /// With --nodes: write per-tick node loads and imbalance to this CSV file.
+    #[arg(long, value_name = "FILE.csv", requires = "nodes")]
+    pub loads_out: Option<std::path::PathBuf>,
+}
+
+fn parse_placement(text: &str) -> Result<Placement, String> {
+    match text {
+        "hash" => Ok(Placement::Hash),
+        _ => Err(format!("unknown placement '{text}': expected hash")),
+    }
+}
+
+fn parse_rate(text: &str) -> Result<u64, String> {
+    match sim::parse_bytes(text)? {
+        0 => Err("must be more than 0 bytes per second".into()),
+        n => Ok(n),
+    }
+}
+
+pub fn run(args: &Args, nodes: usize) -> Result<()> {
+    if !(1..=MAX_NODES).contains(&nodes) {
+        bail!("--nodes must be between 1 and {MAX_NODES}, got {nodes}");
+    }
+    let Some(cache_size) = args.cache_size else {
+        bail!("--cache-size is required: each node's cache size");
+    };
+    let format = args.input.format()?;
+    let options = args.input.options()?;
+    let open = || trace::open(&args.input.trace, format, &options);
+    let capacity = match cache_size {
+        CacheSize::Objects(n) => Capacity {
+            objects: Some(n),
+            bytes: None,
+        },
+        CacheSize::Bytes(n) => Capacity {
+            objects: None,
+            bytes: Some(n),
+        },
+        CacheSize::Unlimited => Capacity::default(),
+        CacheSize::Percent(p) => {
+            let mut reader = open()?;
+            let ws = WorkingSet::scan(|| reader.next_request())?;
+            super::replay::capacity_from_percent(ws, p, &args.input.trace)?
+        }
+    };
+    let reader = open()?;
+    let (tick, notice) =
+        super::ticks::resolve(args.tick, reader.has_timestamps(), &args.input.trace)?;
+    if let (Some(notice), false) = (notice, args.quiet) {
+        eprintln!("{notice}");
+    }
+    let config = NodesConfig {
+        nodes,
+        placement: args.cluster.placement,
+        algorithm: args.eviction,
+        capacity,
+        tick,
+        migration_rate: args.cluster.migration_rate as f64,
+        record_ticks: args.cluster.loads_out.is_some(),
+    };
+    let mut balancer = match &args.policy {
+        Some(path) => {
+            let limits = policy::Limits {
+                instructions: args.policy_instructions,
+                memory_bytes: usize::try_from(args.policy_memory).unwrap_or(usize::MAX),
+                ..policy::Limits::default()
+            };
+            let params = args.params.iter().cloned().collect();
+            Some(
+                Balancer::from_file(path, nodes, params, limits)
+                    .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let mut reader = trace::Batched::new(reader);
+    let report = replay_nodes(&config, balancer.as_mut(), || reader.next_request())?;
+    if let Some(path) = &args.cluster.loads_out {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("--loads-out: cannot create {}", path.display()))?;
+        sim::nodes::write_loads_csv(std::io::BufWriter::new(file), &report)
+            .with_context(|| format!("--loads-out: writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_summary(&report);
+    }
+    Ok(())
+}
+
+fn print_summary(r: &ClusterReport) {
+    println!(
+        "{} requests over {} nodes, {} ticks, miss ratio {:.4}",
+        r.requests, r.nodes, r.ticks, r.miss_ratio
+    );
+    println!(
+        "imbalance (max/mean node load): mean {:.3}, peak {:.3}, settled {:.3}, {} ticks over 1.25",
+        r.imbalance.mean, r.imbalance.peak, r.imbalance.settled, r.imbalance.ticks_over_1_25
+    );
+    println!(
+        "migrations: {} done ({} slots, {} bytes), {} unfinished, at most {} moves of one slot",
+        r.migrations.count,
+        r.migrations.slots,
+        r.migrations.bytes,
+        r.migrations.unfinished,
+        r.migrations.max_moves_of_a_slot
+    );
+    for n in &r.per_node {
+        println!(
+            "  node {}: {} requests, hit ratio {}, mean load {:.1}/s, peak {:.1}/s, {} slots",
+            n.node,
+            n.requests,
+            n.hit_ratio.map_or("-".into(), |h| format!("{h:.4}")),
+            n.mean_load,
+            n.peak_load,
+            n.final_slots
+        );
+    }
+    if let Some(p) = &r.policy {
+        println!(
+            "policy {}: {} export decisions, {} errors",
+            p.name, p.decisions, p.errors
+        );
+    }
+}

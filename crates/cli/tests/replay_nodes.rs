@@ -1,0 +1,148 @@
+//! `mantle gen hotspot` and `mantle replay --nodes` as a user runs them: a flash-crowd trace
+//! that overloads one node under static placement, the adaptable balancer evening it out,
+//! the per-tick loads CSV, and clean errors for bad flags.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn mantle(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("mantle runs")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "mantle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+fn hotspot(dir: &Path) -> String {
+    let path = dir.join("hot.csv.zst");
+    let out = mantle(&[
+        "gen",
+        "hotspot",
+        "--duration",
+        "4m",
+        "--rate",
+        "1000",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("wrote 240000 requests"));
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_balancer_evens_out_a_flash_crowd() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = hotspot(dir.path());
+    let base = [
+        "replay",
+        "--trace",
+        &trace,
+        "--cache-size",
+        "5000",
+        "--nodes",
+        "3",
+        "--json",
+    ];
+    let fixed = json_of(&mantle(&base));
+    assert_eq!(fixed["requests"], 240_000);
+    assert_eq!(fixed["nodes"], 3);
+    assert_eq!(fixed["migrations"]["count"], 0);
+    assert!(
+        fixed["imbalance"]["peak"].as_f64().unwrap() > 2.0,
+        "{}",
+        fixed["imbalance"]
+    );
+
+    let loads = dir.path().join("loads.csv");
+    let mut args = base.to_vec();
+    args.extend([
+        "--policy",
+        "policies/adaptable.lua",
+        "--loads-out",
+        loads.to_str().unwrap(),
+    ]);
+    let balanced = json_of(&mantle(&args));
+    let settled = balanced["imbalance"]["settled"].as_f64().unwrap();
+    assert!(
+        settled < fixed["imbalance"]["settled"].as_f64().unwrap(),
+        "{} vs {}",
+        balanced["imbalance"],
+        fixed["imbalance"]
+    );
+    assert!(balanced["migrations"]["count"].as_u64().unwrap() > 0);
+    assert_eq!(balanced["policy"]["errors"], 0);
+    let slots: u64 = balanced["per_node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["final_slots"].as_u64().unwrap())
+        .sum();
+    assert_eq!(slots, 16_384);
+
+    let csv = std::fs::read_to_string(&loads).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "tick,time,load0,load1,load2,max_over_mean,migrations_in_flight"
+    );
+    assert_eq!(lines.count() as u64, balanced["ticks"].as_u64().unwrap());
+
+    // The human summary names the imbalance and the migrations.
+    let out = mantle(&base[..base.len() - 1]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("imbalance (max/mean node load)"), "{text}");
+}
+
+#[test]
+fn bad_cluster_flags_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "timestamp_s,op,key\n0,GET,1\n1,GET,2\n").unwrap();
+    let t = trace.to_str().unwrap();
+    for (args, expect) in [
+        (vec!["--nodes", "0"], "--nodes must be between 1 and 256"),
+        (vec!["--nodes", "300"], "--nodes must be between 1 and 256"),
+        (
+            vec!["--nodes", "2", "--placement", "range"],
+            "unknown placement",
+        ),
+        (
+            vec!["--nodes", "2", "--migration-rate", "0"],
+            "more than 0 bytes",
+        ),
+        (
+            vec!["--nodes", "2", "--policy", "does/not/exist.lua"],
+            "does/not/exist.lua",
+        ),
+    ] {
+        let mut all = vec!["replay", "--trace", t, "--cache-size", "10"];
+        all.extend(args.iter());
+        let out = mantle(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let out = mantle(&["gen", "hotspot", "--crowd-share", "2", "-o", "x.csv"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--crowd-share"));
+}

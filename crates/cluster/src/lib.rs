@@ -1,0 +1,29 @@
+//! The Mantle cluster's control plane (DESIGN §8): several `mantle serve` nodes share a key
+//! space of 16,384 Redis Cluster slots, and etcd holds who is alive and who owns which
+//! slots. This crate is the part every node and the `mantle cluster` command share:
+//!
+//! - [`slot`]: which slot a key belongs to (CRC16 with hash tags, as Redis Cluster);
+//! - [`slotmap`]: the versioned slot map and its invariants (one owner per slot, migrations
+//!   only of owned ranges);
+//! - [`control`]: membership under kept-alive leases, the slot map changed only by
+//!   compare-and-swap transactions, and a watch that keeps a node's view current through
+//!   etcd outages.
+
+#[cfg(feature = "etcd")]
+pub mod admin;
+#[cfg(feature = "etcd")]
+pub mod control;
+pub mod node;
+pub mod slot;
+pub mod slotmap;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[cfg(feature = "etcd")]
+pub use control::{
+    ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, Membership,
+    MembershipState, Versioned,
+};
+pub use node::{Member, NodeId};
+pub use slot::{key_slot, SLOTS};
+pub use slotmap::{MapError, Migration, OwnerTable, SlotMap, SlotRange};

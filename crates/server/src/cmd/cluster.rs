@@ -1,0 +1,203 @@
+//! CLUSTER SLOTS|SHARDS|NODES|MYID|INFO|KEYSLOT, in the shapes Redis Cluster clients parse
+//! (`redis-cli -c`, `redis-benchmark --cluster`, the `redis` crate, redis-py), and the
+//! no-op ASKING, READONLY and READWRITE those clients send.
+
+use crate::cluster::{ClusterNode, Routing};
+use crate::frame::Frame;
+use crate::instance::Instance;
+use crate::parse::{Parse, ParseError};
+use bytes::Bytes;
+use cluster::{key_slot, NodeId, SlotRange, SLOTS};
+use std::fmt::Write;
+
+pub enum ClusterCmd {
+    Slots,
+    Shards,
+    Nodes,
+    MyId,
+    Info,
+    KeySlot(Bytes),
+}
+
+impl ClusterCmd {
+    pub fn parse(parse: &mut Parse<'_>) -> Result<ClusterCmd, ParseError> {
+        let sub = parse.next_string()?.to_ascii_uppercase();
+        let cmd = match sub.as_str() {
+            "SLOTS" => ClusterCmd::Slots,
+            "SHARDS" => ClusterCmd::Shards,
+            "NODES" => ClusterCmd::Nodes,
+            "MYID" => ClusterCmd::MyId,
+            "INFO" => ClusterCmd::Info,
+            "KEYSLOT" => ClusterCmd::KeySlot(parse.next_bytes()?),
+            other => {
+                return Err(ParseError::Other(format!(
+                    "unknown subcommand '{other}'. Try SLOTS, SHARDS, NODES, MYID, INFO or KEYSLOT."
+                )))
+            }
+        };
+        parse.finish()?;
+        Ok(cmd)
+    }
+
+    pub fn apply(self, instance: &Instance) -> Frame {
+        if let ClusterCmd::KeySlot(key) = &self {
+            return Frame::Integer(i64::from(key_slot(key)));
+        }
+        let Some(node) = instance.cluster.as_deref() else {
+            return Frame::err("This instance has cluster support disabled");
+        };
+        let routing = node.routing();
+        match self {
+            ClusterCmd::Slots => slots(&routing),
+            ClusterCmd::Shards => shards(&routing),
+            ClusterCmd::Nodes => Frame::Verbatim(Bytes::from(nodes(node, &routing))),
+            ClusterCmd::MyId => Frame::bulk_str(node.id.as_str()),
+            ClusterCmd::Info => Frame::Verbatim(Bytes::from(info(&routing))),
+            ClusterCmd::KeySlot(_) => unreachable!("answered above"),
+        }
+    }
+}
+
+/// `host:port` of a member split for replies that want them apart.
+fn host_port(addr: &str) -> (&str, i64) {
+    match addr.rsplit_once(':') {
+        Some((host, port)) => (host, port.parse().unwrap_or(0)),
+        None => (addr, 0),
+    }
+}
+
+/// Each owner's ranges with its address, in slot order; owners that are not live members
+/// have no address.
+fn owned_ranges(routing: &Routing) -> Vec<(SlotRange, &NodeId, Option<&str>)> {
+    let mut out = Vec::new();
+    if let Some(map) = &routing.view.slot_map {
+        for (node, ranges) in &map.value.owners {
+            let addr = routing.view.members.get(node).map(|m| m.addr.as_str());
+            out.extend(ranges.iter().map(|r| (*r, node, addr)));
+        }
+    }
+    out.sort_by_key(|(r, _, _)| *r);
+    out
+}
+
+fn slots(routing: &Routing) -> Frame {
+    let entries = owned_ranges(routing)
+        .into_iter()
+        // A client cannot reach a dead owner; leaving its ranges out makes clients ask again.
+        .filter_map(|(range, node, addr)| {
+            let (host, port) = host_port(addr?);
+            Some(Frame::Array(vec![
+                Frame::Integer(i64::from(range.start)),
+                Frame::Integer(i64::from(range.end)),
+                Frame::Array(vec![
+                    Frame::bulk_str(host),
+                    Frame::Integer(port),
+                    Frame::bulk_str(node.as_str()),
+                ]),
+            ]))
+        })
+        .collect();
+    Frame::Array(entries)
+}
+
+fn shards(routing: &Routing) -> Frame {
+    let Some(map) = &routing.view.slot_map else {
+        return Frame::Array(Vec::new());
+    };
+    let shards = map
+        .value
+        .owners
+        .iter()
+        .map(|(node, ranges)| {
+            let bounds = ranges
+                .iter()
+                .flat_map(|r| [i64::from(r.start), i64::from(r.end)])
+                .map(Frame::Integer)
+                .collect();
+            let member = routing.view.members.get(node);
+            let (host, port) = member.map_or(("", 0), |m| host_port(&m.addr));
+            let health = if member.is_some() { "online" } else { "failed" };
+            let entry = Frame::Map(vec![
+                (Frame::static_bulk("id"), Frame::bulk_str(node.as_str())),
+                (Frame::static_bulk("port"), Frame::Integer(port)),
+                (Frame::static_bulk("ip"), Frame::bulk_str(host)),
+                (Frame::static_bulk("endpoint"), Frame::bulk_str(host)),
+                (Frame::static_bulk("role"), Frame::static_bulk("master")),
+                (Frame::static_bulk("replication-offset"), Frame::Integer(0)),
+                (Frame::static_bulk("health"), Frame::bulk_str(health)),
+            ]);
+            Frame::Map(vec![
+                (Frame::static_bulk("slots"), Frame::Array(bounds)),
+                (Frame::static_bulk("nodes"), Frame::Array(vec![entry])),
+            ])
+        })
+        .collect();
+    Frame::Array(shards)
+}
+
+fn nodes(me: &ClusterNode, routing: &Routing) -> String {
+    let epoch = routing.view.slot_map.as_ref().map_or(0, |m| m.value.epoch);
+    let mut ids: Vec<&NodeId> = routing.view.members.keys().collect();
+    if let Some(map) = &routing.view.slot_map {
+        ids.extend(map.value.owners.keys());
+    }
+    ids.sort();
+    ids.dedup();
+    let mut out = String::new();
+    for id in ids {
+        let member = routing.view.members.get(id);
+        let addr = member.map_or(":0", |m| m.addr.as_str());
+        let (_, port) = host_port(addr);
+        let mut flags = String::new();
+        if *id == me.id {
+            flags.push_str("myself,");
+        }
+        flags.push_str("master");
+        if member.is_none() {
+            flags.push_str(",fail");
+        }
+        let link = if member.is_some() {
+            "connected"
+        } else {
+            "disconnected"
+        };
+        let _ = write!(
+            out,
+            "{id} {addr}@{} {flags} - 0 0 {epoch} {link}",
+            port + 10_000
+        );
+        if let Some(ranges) = routing
+            .view
+            .slot_map
+            .as_ref()
+            .and_then(|m| m.value.owners.get(id))
+        {
+            for r in ranges {
+                let _ = write!(out, " {r}");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn info(routing: &Routing) -> String {
+    let assigned: usize = routing.view.slot_map.as_ref().map_or(0, |m| {
+        m.value.owners.values().flatten().map(SlotRange::len).sum()
+    });
+    let failed = routing.failed_slots() - (usize::from(SLOTS) - assigned);
+    let ok = failed == 0 && assigned == usize::from(SLOTS) && routing.view.connected;
+    let epoch = routing.view.slot_map.as_ref().map_or(0, |m| m.value.epoch);
+    let size = routing
+        .view
+        .slot_map
+        .as_ref()
+        .map_or(0, |m| m.value.owners.len());
+    format!(
+        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{}\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:{failed}\r\ncluster_known_nodes:{}\r\ncluster_size:{size}\r\ncluster_current_epoch:{epoch}\r\ncluster_my_epoch:{epoch}\r\ncluster_etcd_connected:{}\r\n",
+        if ok { "ok" } else { "fail" },
+        assigned - failed,
+        routing.view.members.len(),
+        u8::from(routing.view.connected),
+    )
+}

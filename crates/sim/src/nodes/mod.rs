@@ -1,0 +1,460 @@
+//! Replay across several simulated nodes (`mantle replay --nodes N`): the cluster's key space
+//! of 16,384 slots (the same CRC16 slot of the same key text the live cluster uses), one
+//! cache per node, per-node load over trace time, and the balancing policy ticking on every
+//! node with every node's metrics, so a balancer is tried offline before it runs live.
+//!
+//! Model, stated so the figures can be read for what they are:
+//! - A request goes to the node owning its key's slot; that node's cache serves it (a miss
+//!   reads the store, which every node shares).
+//! - A node's load is its request rate over the last tick (what `servers[i].load` shows);
+//!   a slot's load likewise.
+//! - At each tick every node's policy runs with `whoami` = its index. When it asks to send
+//!   load (`where()`, or a Ceph chunk's targets), the node exports slots whose measured load
+//!   fills each amount: hottest first, stopping once 80% of the amount is reached, never
+//!   above 120% (Ceph's `find_exports` rule). A node runs one export at a time.
+//! - An export moves the slots' stored bytes (every distinct key seen in them, at its last
+//!   size) at `--migration-rate` bytes per second of trace time; the source serves the
+//!   slots until the copy is done, then ownership flips, the source drops its cached copies
+//!   and the target starts cold for them.
+//! - Without timestamps, a tick counts as one second of trace time.
+
+mod exports;
+mod report;
+
+pub use report::{write_loads_csv, ClusterReport, MigrationRecord, NodeReport, NodesTickRow};
+
+use crate::replay::Tick;
+use cache::{Algorithm, Cache, Capacity};
+use cluster::{key_slot, NodeId, SlotMap, SLOTS};
+use policy::{Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, TickInput};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+use trace::{Op, Request};
+
+/// Most nodes a simulation takes (each has its own cache and policy state).
+pub const MAX_NODES: usize = 256;
+
+/// How keys map to slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// CRC16 of the key's decimal text, as the live cluster hashes what `replay --server`
+    /// sends.
+    Hash,
+}
+
+/// Everything a multi-node replay needs besides the requests and the policy.
+#[derive(Debug, Clone)]
+pub struct NodesConfig {
+    pub nodes: usize,
+    pub placement: Placement,
+    pub algorithm: Algorithm,
+    /// Capacity of each node's cache.
+    pub capacity: Capacity,
+    pub tick: Tick,
+    /// Bytes per second of trace time a migration copies.
+    pub migration_rate: f64,
+    /// Keep one row per tick (for CSV output and reports).
+    pub record_ticks: bool,
+}
+
+impl Default for NodesConfig {
+    fn default() -> NodesConfig {
+        NodesConfig {
+            nodes: 3,
+            placement: Placement::Hash,
+            algorithm: Algorithm::Lru,
+            capacity: Capacity::default(),
+            tick: Tick::Seconds(1.0),
+            migration_rate: 100.0 * 1024.0 * 1024.0,
+            record_ticks: false,
+        }
+    }
+}
+
+/// The balancing policy every node runs, one engine per node (as on a live cluster).
+pub struct Balancer {
+    engines: Vec<PolicyEngine>,
+    params: Params,
+    name: String,
+}
+
+impl Balancer {
+    /// Loads `path` once per node.
+    pub fn from_file(
+        path: &Path,
+        nodes: usize,
+        params: Params,
+        limits: Limits,
+    ) -> Result<Balancer, LoadError> {
+        let mut engines = Vec::with_capacity(nodes);
+        let mut name = String::new();
+        for _ in 0..nodes {
+            let mut engine = PolicyEngine::new(limits);
+            name = engine.load_file(path)?.to_string();
+            engines.push(engine);
+        }
+        Ok(Balancer {
+            engines,
+            params,
+            name,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    requests: u64,
+    gets: u64,
+    puts: u64,
+    lookups: u64,
+    hits: u64,
+    misses: u64,
+}
+
+struct Node {
+    cache: Cache,
+    c: Counters,
+    at_tick: Counters,
+    /// Load at the last tick (requests per second).
+    load: f64,
+    load_sum: f64,
+    load_peak: f64,
+    /// An export of this node is in flight.
+    exporting: bool,
+    exported_slots: u64,
+    imported_slots: u64,
+}
+
+/// A migration under way.
+struct InFlight {
+    record: MigrationRecord,
+    slots: Vec<u16>,
+    done_at: f64,
+}
+
+/// Replays every request `next` yields across `config.nodes` nodes.
+pub fn replay_nodes<E>(
+    config: &NodesConfig,
+    mut balancer: Option<&mut Balancer>,
+    mut next: impl FnMut() -> Result<Option<Request>, E>,
+) -> Result<ClusterReport, E> {
+    assert!(
+        (1..=MAX_NODES).contains(&config.nodes),
+        "node count checked by the caller"
+    );
+    let started = Instant::now();
+    let ids: Vec<NodeId> = (0..config.nodes)
+        .map(|i| NodeId::new(&format!("node{i}")).expect("a valid id"))
+        .collect();
+    let map = SlotMap::default()
+        .rebalance(&ids)
+        .expect("at least one node");
+    let table = map.owner_table();
+    let mut owner: Vec<u16> = (0..SLOTS)
+        .map(|s| {
+            let id = table.owner_of(s).expect("every slot owned");
+            ids.iter().position(|x| x == id).expect("a known node") as u16
+        })
+        .collect();
+    let mut nodes: Vec<Node> = (0..config.nodes)
+        .map(|_| Node {
+            cache: Cache::new(config.algorithm, config.capacity),
+            c: Counters::default(),
+            at_tick: Counters::default(),
+            load: 0.0,
+            load_sum: 0.0,
+            load_peak: 0.0,
+            exporting: false,
+            exported_slots: 0,
+            imported_slots: 0,
+        })
+        .collect();
+    let mut slot_requests = vec![0u32; usize::from(SLOTS)];
+    let mut slot_bytes = vec![0u64; usize::from(SLOTS)];
+    let mut key_sizes: HashMap<u64, u32> = HashMap::new();
+    let mut in_flight: Vec<InFlight> = Vec::new();
+    let mut migrations: Vec<MigrationRecord> = Vec::new();
+    let mut rows: Vec<NodesTickRow> = Vec::new();
+    let mut imbalances: Vec<f64> = Vec::new();
+    let mut digits = itoa::Buffer::new();
+
+    let mut tick_no: u64 = 0;
+    let mut first_time: Option<f64> = None;
+    let mut last_time: f64 = 0.0;
+    let mut last_tick_time: f64 = 0.0;
+    let mut requests: u64 = 0;
+    let mut requests_at_tick: u64 = 0;
+    let mut policy_errors: u64 = 0;
+    let mut policy_decisions: u64 = 0;
+    let has_time_ticks = matches!(config.tick, Tick::Seconds(_));
+
+    loop {
+        let request = next()?;
+        // Ticks due before this request (or at the end of the trace).
+        loop {
+            let due = match (config.tick, &request) {
+                (Tick::Seconds(every), Some(r)) => {
+                    first_time.is_some() && r.time - last_tick_time >= every
+                }
+                (Tick::Ops(every), Some(_)) => requests - requests_at_tick >= every,
+                // A last, partial tick would measure rates over a sliver of time.
+                (_, None) => false,
+            };
+            if !due {
+                break;
+            }
+            tick_no += 1;
+            let prev = last_tick_time;
+            let now = match (config.tick, &request) {
+                // Skip an idle stretch in one tick instead of one tick per period.
+                (Tick::Seconds(every), Some(r)) => {
+                    let next = prev + ((r.time - prev) / every).floor().max(1.0) * every;
+                    // Where the clock cannot resolve `every` (huge timestamps), jump to the
+                    // request rather than tick in place forever.
+                    if next > prev {
+                        next
+                    } else {
+                        r.time
+                    }
+                }
+                (Tick::Seconds(_), None) => unreachable!("no tick at the end"),
+                (Tick::Ops(_), _) => tick_no as f64,
+            };
+            let seconds = if has_time_ticks {
+                (now - prev).max(f64::MIN_POSITIVE)
+            } else {
+                1.0
+            };
+            last_tick_time = now;
+            requests_at_tick = requests;
+
+            // Migrations whose copy is done flip now.
+            in_flight.retain_mut(|m| {
+                if m.done_at > now {
+                    return true;
+                }
+                let moved: std::collections::HashSet<u16> = m.slots.iter().copied().collect();
+                for &s in &m.slots {
+                    owner[usize::from(s)] = m.record.to as u16;
+                }
+                let source = &mut nodes[m.record.from];
+                let stale: Vec<u64> = source
+                    .cache
+                    .iter()
+                    .map(|(k, _)| k)
+                    .filter(|&k| moved.contains(&key_slot(digits.format(k).as_bytes())))
+                    .collect();
+                for k in stale {
+                    source.cache.remove(k);
+                }
+                source.exporting = false;
+                source.exported_slots += m.slots.len() as u64;
+                nodes[m.record.to].imported_slots += m.slots.len() as u64;
+                m.record.done_tick = Some(tick_no);
+                migrations.push(m.record.clone());
+                false
+            });
+
+            let metrics: Vec<Metrics> =
+                nodes.iter_mut().map(|n| node_metrics(n, seconds)).collect();
+            let loads: Vec<f64> = metrics.iter().map(|m| m.load).collect();
+            let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+            let max = loads.iter().copied().fold(0.0, f64::max);
+            let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
+            if mean > 0.0 {
+                imbalances.push(imbalance);
+            }
+
+            let mut started_now = Vec::new();
+            if let Some(b) = balancer.as_deref_mut() {
+                for (i, engine) in b.engines.iter_mut().enumerate() {
+                    let outcome = engine.tick(&TickInput {
+                        now,
+                        tick: tick_no,
+                        whoami: i,
+                        servers: &metrics,
+                        params: &b.params,
+                        timeseries: &NoSeries,
+                    });
+                    let _ = engine.drain_logs();
+                    if outcome.error.is_some() {
+                        policy_errors += 1;
+                        continue;
+                    }
+                    let targets: Vec<(usize, f64)> = outcome
+                        .decision
+                        .targets
+                        .iter()
+                        .copied()
+                        .filter(|&(t, amount)| t != i && t < config.nodes && amount > 0.0)
+                        .collect();
+                    if targets.is_empty() {
+                        continue;
+                    }
+                    policy_decisions += 1;
+                    if nodes[i].exporting {
+                        continue;
+                    }
+                    let slot_loads: Vec<(u16, f64)> = (0..SLOTS)
+                        .filter(|&s| owner[usize::from(s)] as usize == i)
+                        .filter(|&s| !in_flight.iter().any(|m| m.slots.contains(&s)))
+                        .map(|s| (s, f64::from(slot_requests[usize::from(s)]) / seconds))
+                        .collect();
+                    let mut taken: Vec<u16> = Vec::new();
+                    for (target, amount) in targets {
+                        let available: Vec<(u16, f64)> = slot_loads
+                            .iter()
+                            .copied()
+                            .filter(|(s, _)| !taken.contains(s))
+                            .collect();
+                        let chosen = exports::choose(&available, amount);
+                        if chosen.is_empty() {
+                            continue;
+                        }
+                        taken.extend(&chosen);
+                        let bytes: u64 = chosen.iter().map(|&s| slot_bytes[usize::from(s)]).sum();
+                        let load: f64 = chosen
+                            .iter()
+                            .map(|&s| f64::from(slot_requests[usize::from(s)]) / seconds)
+                            .sum();
+                        let copy_seconds = bytes as f64 / config.migration_rate;
+                        let record = MigrationRecord {
+                            from: i,
+                            to: target,
+                            ranges: exports::ranges(&chosen),
+                            slots: chosen.len() as u64,
+                            bytes,
+                            load,
+                            amount,
+                            start_tick: tick_no,
+                            start_time: now,
+                            copy_seconds,
+                            done_tick: None,
+                        };
+                        started_now.push(InFlight {
+                            record,
+                            slots: chosen,
+                            done_at: now + copy_seconds,
+                        });
+                        nodes[i].exporting = true;
+                    }
+                }
+            }
+            in_flight.extend(started_now);
+
+            if config.record_ticks {
+                rows.push(NodesTickRow {
+                    tick: tick_no,
+                    time: now,
+                    loads,
+                    max_over_mean: imbalance,
+                    migrations_in_flight: in_flight.len() as u64,
+                });
+            }
+            slot_requests.iter_mut().for_each(|c| *c = 0);
+        }
+        let Some(r) = request else { break };
+
+        if first_time.is_none() {
+            first_time = Some(r.time);
+            last_tick_time = if has_time_ticks { r.time } else { 0.0 };
+        }
+        last_time = r.time;
+        requests += 1;
+        let slot = key_slot(digits.format(r.key).as_bytes());
+        slot_requests[usize::from(slot)] += 1;
+        if r.op != Op::Delete {
+            let old = key_sizes.insert(r.key, r.size).unwrap_or(0);
+            slot_bytes[usize::from(slot)] += u64::from(r.size);
+            slot_bytes[usize::from(slot)] -= u64::from(old);
+        }
+        let node = &mut nodes[usize::from(owner[usize::from(slot)])];
+        node.c.requests += 1;
+        match r.op {
+            Op::Get | Op::Access => {
+                node.c.lookups += 1;
+                if r.op == Op::Get {
+                    node.c.gets += 1;
+                }
+                if node.cache.get(r.key) {
+                    node.c.hits += 1;
+                } else {
+                    node.c.misses += 1;
+                    node.cache.insert(r.key, r.size);
+                }
+            }
+            Op::Put => {
+                node.c.puts += 1;
+                node.cache.insert(r.key, r.size);
+            }
+            Op::Delete => {
+                node.cache.remove(r.key);
+                if let Some(old) = key_sizes.remove(&r.key) {
+                    slot_bytes[usize::from(slot)] -= u64::from(old);
+                }
+            }
+        }
+    }
+
+    let wall = started.elapsed().as_secs_f64();
+    Ok(report::build(report::Parts {
+        config,
+        nodes: &nodes
+            .iter()
+            .map(|n| report::NodeParts {
+                requests: n.c.requests,
+                lookups: n.c.lookups,
+                hits: n.c.hits,
+                misses: n.c.misses,
+                load_sum: n.load_sum,
+                load_peak: n.load_peak,
+                cached_objects: n.cache.len(),
+                exported_slots: n.exported_slots,
+                imported_slots: n.imported_slots,
+            })
+            .collect::<Vec<_>>(),
+        owner: &owner,
+        imbalances: &imbalances,
+        ticks: tick_no,
+        migrations,
+        unfinished: in_flight.into_iter().map(|m| m.record).collect(),
+        rows,
+        policy: balancer.map(|b| (b.name.clone(), policy_decisions, policy_errors)),
+        duration: first_time.map(|t| last_time - t),
+        wall_seconds: wall,
+        requests,
+    }))
+}
+
+/// One node's metrics for the tick that just ended, and its counters moved on.
+fn node_metrics(node: &mut Node, seconds: f64) -> Metrics {
+    let c = node.c;
+    let p = node.at_tick;
+    node.at_tick = c;
+    let rate = |now: u64, then: u64| (now - then) as f64 / seconds;
+    let load = rate(c.requests, p.requests);
+    node.load = load;
+    node.load_sum += load;
+    node.load_peak = node.load_peak.max(load);
+    let capacity = node.cache.capacity();
+    Metrics {
+        cachesize: node.cache.len() as f64,
+        cachebytes: node.cache.bytes() as f64,
+        capacity: capacity.objects.map_or(f64::INFINITY, |n| n as f64),
+        hits: c.hits as f64,
+        misses: c.misses as f64,
+        gets: c.gets as f64,
+        puts: c.puts as f64,
+        reqrate: load,
+        getrate: rate(c.lookups, p.lookups),
+        putrate: rate(c.puts, p.puts),
+        missrate: rate(c.misses, p.misses),
+        hitrate: rate(c.hits, p.hits),
+        backend_rate: rate(c.misses + c.puts, p.misses + p.puts),
+        evictions: node.cache.evictions() as f64,
+        load,
+        ..Metrics::default()
+    }
+}

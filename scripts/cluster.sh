@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A Mantle cluster on this machine: one etcd and three `mantle serve --cluster` nodes on
+# loopback, each with its own RocksDB under DIR (default out/cluster).
+#
+#   scripts/cluster.sh start [DIR]   start etcd and nodes n1..n3, spread the slots, print status
+#   scripts/cluster.sh stop [DIR]    stop them (data stays in DIR)
+#   scripts/cluster.sh demo [DIR]    start, write and read through every node, stop
+#
+# Ports: etcd 23790 (peer 23800), nodes 7001-7003; set CLUSTER_PORT_BASE to move the nodes.
+# Needs etcd, redis-cli (scripts/setup.sh installs both) and a built mantle (MANTLE or PATH).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+action="${1:-}"
+dir="${2:-out/cluster}"
+base="${CLUSTER_PORT_BASE:-7000}"
+etcd_port=23790
+name=local
+mantle="${MANTLE:-$(command -v mantle || true)}"
+if [ -z "$mantle" ]; then
+  . scripts/env.sh
+  mantle="$MANTLE"
+fi
+[ -x "$mantle" ] || { echo "cluster.sh: no mantle binary; build it (cargo build --release) or set MANTLE" >&2; exit 1; }
+
+wait_port() {
+  for _ in $(seq 1 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.05
+  done
+  echo "cluster.sh: nothing listens on port $1 after 10 s (see $dir/*.log)" >&2
+  return 1
+}
+
+start() {
+  mkdir -p "$dir"
+  etcd --name e1 --data-dir "$dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$((etcd_port + 10))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 10))" \
+    --initial-cluster "e1=http://127.0.0.1:$((etcd_port + 10))" \
+    --logger zap --log-level error >"$dir/etcd.log" 2>&1 &
+  echo $! >"$dir/etcd.pid"
+  wait_port "$etcd_port"
+  for i in 1 2 3; do
+    "$mantle" serve --data-dir "$dir/n$i" --listen "127.0.0.1:$((base + i))" \
+      --cluster "etcd://127.0.0.1:$etcd_port" --cluster-name "$name" --node-id "n$i" \
+      >"$dir/n$i.log" 2>&1 &
+    echo $! >"$dir/n$i.pid"
+    wait_port "$((base + i))"
+  done
+  # Spread the slots once all three have joined (the first node took them all).
+  for _ in $(seq 1 100); do
+    members=$("$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" status | grep -c ' at 127.0.0.1:' || true)
+    [ "$members" -ge 3 ] && break
+    sleep 0.1
+  done
+  "$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" rebalance >/dev/null
+  "$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" status
+}
+
+# Stops the nodes first (each leaves the cluster through etcd as it goes), then etcd.
+stop() {
+  for group in "$dir"/n*.pid "$dir"/etcd.pid; do
+    for f in $group; do
+      [ -f "$f" ] || continue
+      pid=$(cat "$f")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+      kill -9 "$pid" 2>/dev/null || true
+      rm -f "$f"
+    done
+  done
+}
+
+case "$action" in
+  start) start ;;
+  stop) stop ;;
+  demo)
+    trap stop EXIT
+    start
+    for k in apple banana cherry; do redis-cli -c -p "$((base + 1))" set "$k" "fruit:$k" >/dev/null; done
+    for port in $((base + 1)) $((base + 2)) $((base + 3)); do
+      echo "via $port: $(redis-cli -c -p "$port" get banana)"
+    done
+    ;;
+  *)
+    echo "usage: scripts/cluster.sh start|stop|demo [DIR]" >&2
+    exit 2
+    ;;
+esac
