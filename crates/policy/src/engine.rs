@@ -83,6 +83,14 @@ impl PolicyEngine {
         }
     }
 
+    /// An engine whose callbacks `interrupt` stops (shared by a host's engines).
+    pub fn with_interrupt(limits: Limits, interrupt: Interrupt) -> PolicyEngine {
+        PolicyEngine {
+            interrupt,
+            ..PolicyEngine::new(limits)
+        }
+    }
+
     /// A handle another thread can use to stop the running callback (and every later one
     /// until [`Interrupt::clear`]): its tick fails with [`ErrorKind::Interrupted`].
     pub fn interrupt_handle(&self) -> Interrupt {

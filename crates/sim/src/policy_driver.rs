@@ -7,6 +7,13 @@ use cache::AccessLog;
 use policy::{Limits, LoadError, Params, PolicyEngine, TickInput, TimeSeries};
 use std::path::Path;
 
+/// Writes a line to stderr, ignoring failures: a closed pipe (the reader of the log went
+/// away) must not end the replay with a panic.
+fn stderr_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// The access log seen through the policy engine's `TimeSeries` interface.
 struct LogSeries<'a>(&'a AccessLog);
 
@@ -66,10 +73,13 @@ impl PolicyController {
             return;
         }
         for r in records {
-            eprintln!("policy {} [{:?}]: {}", r.policy, r.level, r.message);
+            stderr_line(&format!("policy {} [{:?}]: {}", r.policy, r.level, r.message));
         }
         if dropped > 0 {
-            eprintln!("policy: {dropped} log lines dropped (log buffer full)");
+            stderr_line(&format!(
+                "policy: {dropped} log lines dropped (at most {} a tick)",
+                policy::Limits::MAX_LOG_LINES_PER_TICK
+            ));
         }
     }
 }
@@ -100,7 +110,9 @@ impl Controller for PolicyController {
         }
         if !outcome.decision.targets.is_empty() && !self.warned_where && self.echo_logs {
             self.warned_where = true;
-            eprintln!("policy: where() asked to move load to other servers; ignored in single-node replay");
+            stderr_line(
+                "policy: where() asked to move load to other servers; ignored in single-node replay",
+            );
         }
         self.print_logs();
         if let Some(error) = outcome.error {
