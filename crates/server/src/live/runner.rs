@@ -471,6 +471,10 @@ impl Runner {
             .ok_or_else(|| no_such(name, version))?;
         if self.history.last() != Some(&record.id()) {
             self.push_and_activate(record.id())?;
+        } else if self.suspended {
+            self.activate()?;
+            self.suspended = false;
+            self.note("info", "activated", &record.id().to_string(), "resumed");
         }
         Ok(Frame::Integer(i64::from(record.version)))
     }
