@@ -193,8 +193,7 @@ impl<'a> Matcher<'a> {
                     let ep = self.class_end(p)?;
                     let prev = if s == 0 { 0 } else { self.src[s - 1] };
                     let cur = self.src.get(s).copied().unwrap_or(0);
-                    if !self.bracket_class(prev, p, ep - 1) && self.bracket_class(cur, p, ep - 1)
-                    {
+                    if !self.bracket_class(prev, p, ep - 1) && self.bracket_class(cur, p, ep - 1) {
                         p = ep;
                         continue;
                     }
@@ -223,7 +222,11 @@ impl<'a> Matcher<'a> {
                             p = ep + 1;
                         }
                         Some(b'+') => {
-                            return if m { self.max_expand(s + 1, p, ep) } else { Ok(None) };
+                            return if m {
+                                self.max_expand(s + 1, p, ep)
+                            } else {
+                                Ok(None)
+                            };
                         }
                         Some(b'*') => return self.max_expand(s, p, ep),
                         Some(b'-') => return self.min_expand(s, p, ep),
@@ -346,10 +349,7 @@ impl<'a> Matcher<'a> {
     fn capture_value(&self, lua: &Lua, i: usize, s: usize, e: usize) -> mlua::Result<Value> {
         if i >= self.level {
             if i != 0 {
-                return Err(soft(format!(
-                    "invalid capture index %{}",
-                    i + 1
-                )));
+                return Err(soft(format!("invalid capture index %{}", i + 1)));
             }
             return Ok(Value::String(lua.create_string(&self.src[s..e])?));
         }
@@ -482,7 +482,12 @@ fn has_specials(pat: &[u8]) -> bool {
 }
 
 /// `string.find` (`find = true`) and `string.match`.
-fn find_or_match(lua: &Lua, budget: &Budget, args: MultiValue, find: bool) -> mlua::Result<MultiValue> {
+fn find_or_match(
+    lua: &Lua,
+    budget: &Budget,
+    args: MultiValue,
+    find: bool,
+) -> mlua::Result<MultiValue> {
     let fname = if find { "find" } else { "match" };
     let args: Vec<Value> = args.into_iter().collect();
     let s = text(lua, args.first().unwrap_or(&Value::Nil), 1, fname)?;
@@ -492,7 +497,9 @@ fn find_or_match(lua: &Lua, budget: &Budget, args: MultiValue, find: bool) -> ml
     if init > src.len() + 1 {
         return Ok(MultiValue::from_iter([Value::Nil]));
     }
-    let plain = args.get(3).is_some_and(|v| !matches!(v, Value::Nil | Value::Boolean(false)));
+    let plain = args
+        .get(3)
+        .is_some_and(|v| !matches!(v, Value::Nil | Value::Boolean(false)));
     if find && (plain || !has_specials(&pat)) {
         let found = if pat.is_empty() {
             Some(0)
@@ -639,9 +646,7 @@ fn add_value(
                         };
                         append(lua, out, &v)?;
                     }
-                    _ => {
-                        return Err(soft("invalid use of '%' in replacement string"))
-                    }
+                    _ => return Err(soft("invalid use of '%' in replacement string")),
                 }
                 i += 1;
             }
@@ -780,18 +785,22 @@ pub(crate) fn install(
         soft_to_results(lua, &f, find_or_match(lua, &b, args, false))
     })?;
     let (b, f) = (budget.clone(), fail.clone());
-    let gsub = lua.create_function(move |lua, args| {
-        soft_to_results(lua, &f, gsub(lua, &b, memory, args))
-    })?;
+    let gsub = lua
+        .create_function(move |lua, args| soft_to_results(lua, &f, gsub(lua, &b, memory, args)))?;
     let (b, f) = (budget.clone(), fail.clone());
     let gmatch = lua.create_function(move |lua, args| {
         let iterator = gmatch(lua, b.clone(), f.clone(), args)
             .map(|it| MultiValue::from_iter([Value::Function(it)]));
         soft_to_results(lua, &f, iterator)
     })?;
-    lua.load(WRAPPERS)
-        .set_name("=sandbox")
-        .call::<()>((string.clone(), fail, find, match_, gsub, gmatch))
+    lua.load(WRAPPERS).set_name("=sandbox").call::<()>((
+        string.clone(),
+        fail,
+        find,
+        match_,
+        gsub,
+        gmatch,
+    ))
 }
 
 #[cfg(test)]

@@ -103,7 +103,8 @@ pub(crate) struct Budget {
     stopped: AtomicU8,
     time_limit: Duration,
     epoch: Instant,
-    /// Nanoseconds after `epoch` at which the running callback is stopped.
+    /// Nanoseconds after `epoch` at which the running callback is stopped; 0 until its first
+    /// charge.
     deadline_ns: AtomicU64,
     interrupt: Interrupt,
 }
@@ -116,7 +117,7 @@ impl Budget {
             stopped: AtomicU8::new(0),
             time_limit: limits.time_limit,
             epoch: Instant::now(),
-            deadline_ns: AtomicU64::new(u64::MAX),
+            deadline_ns: AtomicU64::new(0),
             interrupt,
         };
         budget.refill();
@@ -127,9 +128,23 @@ impl Budget {
     pub(crate) fn refill(&self) {
         self.remaining.store(self.limit, Ordering::Relaxed);
         self.stopped.store(0, Ordering::Relaxed);
-        let deadline = self.epoch.elapsed().saturating_add(self.time_limit);
-        let ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
-        self.deadline_ns.store(ns, Ordering::Relaxed);
+        // The clock is read at the first charge, not here: most callbacks of a tick end
+        // before any charge, and a tick must stay well under a microsecond.
+        self.deadline_ns.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the running callback is past its deadline (set at its first charge, so the
+    /// time before it — under one hook step of work — is not counted).
+    fn past_deadline(&self) -> bool {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let deadline = self.deadline_ns.load(Ordering::Relaxed);
+        if deadline == 0 {
+            let limit = u64::try_from(self.time_limit.as_nanos()).unwrap_or(u64::MAX);
+            self.deadline_ns
+                .store(now.saturating_add(limit).max(1), Ordering::Relaxed);
+            return false;
+        }
+        now > deadline
     }
 
     pub(crate) fn is_exhausted(&self) -> bool {
@@ -156,8 +171,7 @@ impl Budget {
             Some(StopReason::Interrupted)
         } else if left <= n {
             Some(StopReason::Instructions)
-        } else if self.epoch.elapsed().as_nanos() > u128::from(self.deadline_ns.load(Ordering::Relaxed))
-        {
+        } else if self.past_deadline() {
             Some(StopReason::Time)
         } else {
             None
@@ -179,10 +193,9 @@ impl Budget {
             StopReason::Instructions => {
                 format!("instruction budget of {} instructions exceeded", self.limit)
             }
-            StopReason::Time => format!(
-                "time limit of {} ms exceeded",
-                self.time_limit.as_millis()
-            ),
+            StopReason::Time => {
+                format!("time limit of {} ms exceeded", self.time_limit.as_millis())
+            }
             StopReason::Interrupted => "interrupted: the host is stopping the policy".into(),
         })
     }

@@ -122,7 +122,9 @@ impl StateValue {
     pub(crate) fn from_lua(value: &mlua::Value) -> Result<StateValue, String> {
         let max = Limits::MAX_STATE_BYTES;
         let too_big = |size: usize| {
-            format!("WRstate: the state is larger than {max} bytes (at least {size}); keep it smaller")
+            format!(
+                "WRstate: the state is larger than {max} bytes (at least {size}); keep it smaller"
+            )
         };
         if !matches!(value, mlua::Value::Table(_)) {
             let size = Self::scalar_size(value);

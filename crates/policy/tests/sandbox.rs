@@ -209,7 +209,10 @@ fn a_gc_finalizer_cannot_be_installed() {
         "local t = setmetatable({}, {__gc = false})",
     ] {
         let err = bounded_attack(body);
-        assert!(err.message.contains("__gc finalizers are not allowed"), "{err}");
+        assert!(
+            err.message.contains("__gc finalizers are not allowed"),
+            "{err}"
+        );
     }
     // Without __gc at setmetatable time, a field added later is never called (Lua semantics).
     let mut e = engine(
@@ -314,7 +317,10 @@ fn a_wall_clock_limit_stops_what_the_budget_would_allow() {
     let mut e = engine_with(limits, "slow", "function when()\n  while true do end\nend");
     let err = tick(&mut e, 1.0).error.unwrap();
     assert_eq!(err.kind, ErrorKind::TimeLimit, "{err}");
-    assert!(err.message.contains("time limit of 200 ms exceeded"), "{err}");
+    assert!(
+        err.message.contains("time limit of 200 ms exceeded"),
+        "{err}"
+    );
     assert_eq!(err.line, Some(2));
 }
 
@@ -365,11 +371,21 @@ fn huge_log_lines_are_cut_before_they_reach_the_host() {
 #[test]
 fn a_huge_state_or_error_is_refused_or_cut() {
     let err = attack("WRstate(string.rep('x', 1 << 20))");
-    assert!(err.message.contains("WRstate: the state is larger than"), "{err}");
+    assert!(
+        err.message.contains("WRstate: the state is larger than"),
+        "{err}"
+    );
     let err = attack("local t = {} for i = 1, 100000 do t[i] = i end WRstate(t)");
-    assert!(err.message.contains("WRstate: the state is larger than"), "{err}");
+    assert!(
+        err.message.contains("WRstate: the state is larger than"),
+        "{err}"
+    );
     let err = attack("error(string.rep('e', 8 << 20))");
-    assert!(err.message.len() <= Limits::MAX_ERROR_BYTES + 3, "{}", err.message.len());
+    assert!(
+        err.message.len() <= Limits::MAX_ERROR_BYTES + 3,
+        "{}",
+        err.message.len()
+    );
     let err = attack("local f = load(string.rep(' ', 2 << 20))");
     assert!(err.message.contains("load: chunks of at most"), "{err}");
 }

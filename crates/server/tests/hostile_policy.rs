@@ -61,7 +61,11 @@ fn status(c: &mut redis::Connection) -> std::collections::HashMap<String, String
 }
 
 fn load(c: &mut redis::Connection, name: &str, source: &str) -> redis::RedisResult<i64> {
-    redis::cmd("POLICY").arg("LOAD").arg(name).arg(source).query(c)
+    redis::cmd("POLICY")
+        .arg("LOAD")
+        .arg(name)
+        .arg(source)
+        .query(c)
 }
 
 fn log(c: &mut redis::Connection) -> Vec<String> {
@@ -112,7 +116,10 @@ fn unmetered_policy_code_is_stopped_and_rolled_back() {
         );
     }
     let s = status(&mut c);
-    assert!(s["fallbacks"].parse::<u64>().unwrap() >= hostile.len() as u64, "{s:?}");
+    assert!(
+        s["fallbacks"].parse::<u64>().unwrap() >= hostile.len() as u64,
+        "{s:?}"
+    );
 }
 
 #[test]
@@ -127,7 +134,10 @@ fn policy_param_is_bounded_in_size_and_count() {
         .arg(&big)
         .query::<()>(&mut c)
         .unwrap_err();
-    assert!(err.to_string().contains("policy parameter too large"), "{err}");
+    assert!(
+        err.to_string().contains("policy parameter too large"),
+        "{err}"
+    );
     for i in 0..policy::Limits::MAX_PARAMS {
         let _: () = redis::cmd("POLICY")
             .arg("PARAM")
@@ -142,9 +152,17 @@ fn policy_param_is_bounded_in_size_and_count() {
         .arg(1)
         .query::<()>(&mut c)
         .unwrap_err();
-    assert!(err.to_string().contains("too many policy parameters"), "{err}");
+    assert!(
+        err.to_string().contains("too many policy parameters"),
+        "{err}"
+    );
     // Changing an existing one is still allowed, and every policy still loads.
-    let _: () = redis::cmd("POLICY").arg("PARAM").arg("p0").arg(2).query(&mut c).unwrap();
+    let _: () = redis::cmd("POLICY")
+        .arg("PARAM")
+        .arg("p0")
+        .arg(2)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(load(&mut c, "good", GOOD).unwrap(), 1);
 }
 
@@ -177,10 +195,17 @@ fn a_log_flood_costs_the_host_a_bounded_amount_of_memory() {
     let s = status(&mut c);
     assert_eq!(s["active"], "flood@1", "{s:?}");
     let events = log(&mut c);
-    let lines: Vec<&String> = events.iter().filter(|e| e.contains("policy=flood@1")).collect();
+    let lines: Vec<&String> = events
+        .iter()
+        .filter(|e| e.contains("policy=flood@1"))
+        .collect();
     assert!(!lines.is_empty());
     for line in &lines {
-        assert!(line.len() < 1_300, "a log line is bounded: {} bytes", line.len());
+        assert!(
+            line.len() < 1_300,
+            "a log line is bounded: {} bytes",
+            line.len()
+        );
     }
     if let (Some(before), Some(after)) = (before, peak_rss_bytes()) {
         // The policy's own 64 MiB, plus bounded copies; never whole lines.
@@ -211,7 +236,10 @@ fn capacities_outside_the_valid_range_are_policy_errors() {
             status(&mut c)["last_error"].contains(&format!("cap@{}", n + 1))
         });
         let error = status(&mut c)["last_error"].clone();
-        assert!(error.contains("howmuch() capacity must be"), "{value}: {error}");
+        assert!(
+            error.contains("howmuch() capacity must be"),
+            "{value}: {error}"
+        );
         let now = stats(&mut c);
         assert_eq!(now, start, "capacity={value} changed the cache to {now}");
         assert!(!now.starts_with('-'));
@@ -263,7 +291,13 @@ impl ChildServer {
     fn start(dir: &Path, env: &[(&str, &str)]) -> ChildServer {
         let mut command = Command::new(std::env::current_exe().unwrap());
         command
-            .args(["child_server", "--exact", "--nocapture", "--test-threads", "1"])
+            .args([
+                "child_server",
+                "--exact",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
             .env(CHILD_DIR, dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -383,7 +417,11 @@ fn a_version_wedged_when_the_server_dies_is_quarantined_and_no_policy_starts_wit
     );
     assert!(events.contains("POLICY USE spin 1"), "{events}");
     // The registry still has it.
-    let source: String = redis::cmd("POLICY").arg("SHOW").arg("spin").query(&mut c).unwrap();
+    let source: String = redis::cmd("POLICY")
+        .arg("SHOW")
+        .arg("spin")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(source, SPIN);
     drop(c);
     child.sigterm();
@@ -398,10 +436,17 @@ fn a_version_wedged_when_the_server_dies_is_quarantined_and_no_policy_starts_wit
     assert_eq!(s["suspended"], "good@1", "{s:?}");
     let events = log(&mut c).join("\n");
     assert!(events.contains("event=suspended policy=good@1"), "{events}");
-    let v: i64 = redis::cmd("POLICY").arg("USE").arg("good").query(&mut c).unwrap();
+    let v: i64 = redis::cmd("POLICY")
+        .arg("USE")
+        .arg("good")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(v, 1);
     let s = status(&mut c);
-    assert_eq!((s["active"].as_str(), s["suspended"].as_str()), ("good@1", ""));
+    assert_eq!(
+        (s["active"].as_str(), s["suspended"].as_str()),
+        ("good@1", "")
+    );
 }
 
 #[test]
@@ -420,5 +465,8 @@ fn a_closed_stderr_does_not_stop_the_policy_engine() {
     assert_eq!(load(&mut c, "good", GOOD).unwrap(), 1);
     assert_eq!(status(&mut c)["active"], "good@1");
     assert!(!log(&mut c).is_empty());
-    assert!(child.process.try_wait().unwrap().is_none(), "the server is running");
+    assert!(
+        child.process.try_wait().unwrap().is_none(),
+        "the server is running"
+    );
 }

@@ -224,9 +224,7 @@ impl Runner {
                 ),
             );
         }
-        self.registry
-            .set_wedged(None)
-            .map_err(|e| e.to_string())
+        self.registry.set_wedged(None).map_err(|e| e.to_string())
     }
 
     /// `--policy FILE`: stored as a new version of the file's stem unless identical to its
