@@ -80,7 +80,7 @@ impl Program {
         };
         let (lua, budget) = sandbox::new_state(limits, interrupt).map_err(setup)?;
         let slot = SeriesSlot::new();
-        let cell = install_host_functions(&lua, &id, host, &slot).map_err(setup)?;
+        let cell = install_host_functions(&lua, &id, host, &slot, &budget).map_err(setup)?;
 
         let chunk = lua
             .load(source)
@@ -479,6 +479,7 @@ fn install_host_functions(
     id: &PolicyId,
     host: &Arc<Mutex<HostShared>>,
     slot: &SeriesSlot,
+    budget: &Arc<Budget>,
 ) -> mlua::Result<StateCell> {
     let g = lua.globals();
 
@@ -539,10 +540,23 @@ fn install_host_functions(
     g.raw_set("print", print)?;
 
     let object = build_series_object(lua, slot)?;
+    // The native scan walks the whole series: charged like the Lua loop it replaces would
+    // be, at a quarter of an instruction per event, so a loop of scans meets the budget.
+    let meter = Arc::clone(budget);
+    let charge = lua.create_function(move |_, events: i64| {
+        meter
+            .charge(events.max(0) as u64 / 4 + 1)
+            .map_err(sandbox::Stop::error)
+    })?;
     let timeseries: Function = lua
-        .load("local o = ... return function() return o end")
+        .load(
+            "local o, charge = ...\n\
+             local fans, size = o.fans, o.size\n\
+             o.fans = function(self, ...) charge(size(o)) return fans(self, ...) end\n\
+             return function() return o end",
+        )
         .set_name("=timeseries")
-        .call(object)?;
+        .call((object, charge))?;
     g.raw_set("timeseries", timeseries)?;
     Ok(cell)
 }

@@ -399,3 +399,20 @@ fn params_are_bounded() {
     assert!(msg.contains("at most 64 accepted"), "{msg}");
     assert!(policy::parse_param(&format!("k={}", "v".repeat(4096))).is_ok());
 }
+
+#[test]
+fn a_loop_of_native_series_scans_meets_the_budget() {
+    let limits = Limits {
+        instructions: 5_000_000,
+        ..Limits::default()
+    };
+    let mut e = engine_with(
+        limits,
+        "scan",
+        "function when()\n  while true do timeseries():fans() end\nend",
+    );
+    let series = policy::VecSeries::new((0..100_000).map(|i| (i as f64, i % 50)).collect());
+    let out = tick_on(&mut e, &[metrics(1.0)], &policy::Params::new(), &series);
+    let err = out.error.expect("the loop is stopped");
+    assert!(stopped(&err), "{err}");
+}
