@@ -156,6 +156,13 @@ fn policy_param_is_bounded_in_size_and_count() {
         err.to_string().contains("too many policy parameters"),
         "{err}"
     );
+    // A policy source is bounded too.
+    let huge = format!("-- {}\n{GOOD}", "x".repeat(1 << 20));
+    let err = load(&mut c, "huge", &huge).unwrap_err();
+    assert!(
+        err.to_string().contains("at most 1048576 accepted"),
+        "{err}"
+    );
     // Changing an existing one is still allowed, and every policy still loads.
     let _: () = redis::cmd("POLICY")
         .arg("PARAM")
