@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::limits::Limits;
+
 /// The action a tick asks of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
 #[serde(tag = "kind", content = "n", rename_all = "snake_case")]
@@ -37,6 +39,8 @@ impl Decision {
     }
 }
 
+/// A number of objects to evict: rounded down; anything past [`Limits::MAX_COUNT`] (infinity
+/// included) means "everything" and is kept at that bound, so reports never wrap.
 fn count_from_number(n: f64, what: &str) -> Result<u64, String> {
     if n.is_nan() {
         return Err(format!("{what} is NaN"));
@@ -44,12 +48,34 @@ fn count_from_number(n: f64, what: &str) -> Result<u64, String> {
     if n < 0.0 {
         return Err(format!("{what} is negative ({n})"));
     }
-    // Counts are objects: round down; absurdly large values saturate.
-    Ok(if n >= u64::MAX as f64 {
-        u64::MAX
+    Ok(if n >= Limits::MAX_COUNT as f64 {
+        Limits::MAX_COUNT
     } else {
         n as u64
     })
+}
+
+/// A target capacity in objects: a whole number from 1 to [`Limits::MAX_COUNT`]. Zero would
+/// read as "unlimited" where capacities are configured, and a value past the bound cannot be
+/// reported exactly, so both are the policy's error rather than a silent reinterpretation.
+fn capacity_from_number(n: f64) -> Result<u64, String> {
+    const WHAT: &str = "howmuch() capacity";
+    if n.is_nan() {
+        return Err(format!("{WHAT} is NaN"));
+    }
+    if n < 1.0 {
+        return Err(format!(
+            "{WHAT} must be at least 1 object, got {n} (there is no unlimited capacity from a \
+             policy; return a large count instead)"
+        ));
+    }
+    if n > Limits::MAX_COUNT as f64 {
+        return Err(format!(
+            "{WHAT} must be at most {} objects, got {n}",
+            Limits::MAX_COUNT
+        ));
+    }
+    Ok(n as u64)
 }
 
 fn number(value: &mlua::Value) -> Option<f64> {
@@ -102,10 +128,9 @@ pub(crate) fn parse_howmuch(value: &mlua::Value) -> Result<Action, String> {
                 (Some(_), Some(_), _, _) => {
                     Err("howmuch() table must set either capacity or evict, not both".into())
                 }
-                (Some(c), None, _, mlua::Value::Nil) => Ok(Action::SetCapacity(count_from_number(
-                    c,
-                    "howmuch() capacity",
-                )?)),
+                (Some(c), None, _, mlua::Value::Nil) => {
+                    Ok(Action::SetCapacity(capacity_from_number(c)?))
+                }
                 (None, Some(e), mlua::Value::Nil, _) => {
                     let e = count_from_number(e, "howmuch() evict")?;
                     Ok(if e == 0 {
@@ -179,7 +204,13 @@ fn describe(v: &mlua::Value) -> String {
     match v {
         mlua::Value::Integer(i) => i.to_string(),
         mlua::Value::Number(n) => n.to_string(),
-        mlua::Value::String(s) => format!("\"{}\"", s.to_string_lossy()),
+        mlua::Value::String(s) => {
+            // Only a short prefix is copied out of Lua.
+            let bytes = s.as_bytes();
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(64)]).into_owned();
+            let more = if bytes.len() > 64 { "..." } else { "" };
+            format!("\"{text}{more}\"")
+        }
         other => other.type_name().to_string(),
     }
 }
@@ -222,6 +253,31 @@ mod tests {
         assert!(msg.contains("{capacity=N} or {evict=N}"), "{msg}");
         let msg = parse_howmuch(&eval("return 0/0").1).unwrap_err();
         assert!(msg.contains("NaN"), "{msg}");
+    }
+
+    #[test]
+    fn capacities_outside_one_to_max_count_are_errors() {
+        for bad in ["0", "0.5", "-3", "0/0", "-math.huge"] {
+            let msg = parse_howmuch(&eval(&format!("return {{capacity={bad}}}")).1).unwrap_err();
+            assert!(msg.contains("capacity"), "{bad}: {msg}");
+        }
+        for bad in ["1e300", "math.huge", "2^53 + 2"] {
+            let msg = parse_howmuch(&eval(&format!("return {{capacity={bad}}}")).1).unwrap_err();
+            assert!(msg.contains("at most 9007199254740992"), "{bad}: {msg}");
+        }
+        assert_eq!(
+            parse_howmuch(&eval("return {capacity=2^53}").1),
+            Ok(Action::SetCapacity(1 << 53))
+        );
+        assert_eq!(
+            parse_howmuch(&eval("return {evict=1e300}").1),
+            Ok(Action::Evict(Limits::MAX_COUNT))
+        );
+        assert_eq!(
+            parse_howmuch(&eval("return math.huge").1),
+            Ok(Action::Evict(Limits::MAX_COUNT))
+        );
+        assert!(i64::try_from(Limits::MAX_COUNT).is_ok());
     }
 
     #[test]

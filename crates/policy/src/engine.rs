@@ -11,6 +11,7 @@ use crate::error::{ErrorKind, LoadError, PolicyError, PolicyId};
 use crate::host::{HostShared, LogLevel, LogRecord};
 use crate::limits::Limits;
 use crate::program::{Program, TickInput};
+use crate::sandbox::Interrupt;
 use crate::value::StateValue;
 
 /// Counters a host reports (replay's JSON `policy` object).
@@ -63,6 +64,7 @@ pub struct PolicyEngine {
     /// The active version's state may differ from the host's map (a version became active or
     /// the host set a state): the next tick loads it from the map first.
     state_stale: bool,
+    interrupt: Interrupt,
 }
 
 impl PolicyEngine {
@@ -77,7 +79,22 @@ impl PolicyEngine {
             last_logged_error: None,
             stats: EngineStats::default(),
             state_stale: false,
+            interrupt: Interrupt::default(),
         }
+    }
+
+    /// An engine whose callbacks `interrupt` stops (shared by a host's engines).
+    pub fn with_interrupt(limits: Limits, interrupt: Interrupt) -> PolicyEngine {
+        PolicyEngine {
+            interrupt,
+            ..PolicyEngine::new(limits)
+        }
+    }
+
+    /// A handle another thread can use to stop the running callback (and every later one
+    /// until [`Interrupt::clear`]): its tick fails with [`ErrorKind::Interrupted`].
+    pub fn interrupt_handle(&self) -> Interrupt {
+        self.interrupt.clone()
     }
 
     pub fn limits(&self) -> &Limits {
@@ -130,7 +147,15 @@ impl PolicyEngine {
             name: name.to_string(),
             version,
         };
-        match Program::compile(id.clone(), chunk, source, &self.limits, &self.host) {
+        self.host().logs.start_tick();
+        match Program::compile(
+            id.clone(),
+            chunk,
+            source,
+            &self.limits,
+            &self.host,
+            self.interrupt.clone(),
+        ) {
             Ok(program) => {
                 self.versions.insert(name.to_string(), version);
                 self.previous = self.active.take();
@@ -218,6 +243,7 @@ impl PolicyEngine {
         }
         let id = Arc::clone(program.shared_id());
         self.stats.ticks += 1;
+        self.host().logs.start_tick();
         match program.tick(input) {
             Ok(decision) => {
                 self.consecutive_failures = 0;
@@ -234,7 +260,7 @@ impl PolicyEngine {
             Err(error) => {
                 self.stats.errors += 1;
                 self.log_error_once(&error);
-                let fallback = if error.kind == ErrorKind::Input {
+                let fallback = if matches!(error.kind, ErrorKind::Input | ErrorKind::Interrupted) {
                     None
                 } else {
                     self.consecutive_failures += 1;

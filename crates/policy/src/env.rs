@@ -356,7 +356,14 @@ fn metric_values(m: &Metrics) -> [f64; 16] {
 pub(crate) fn error_from(value: Value) -> mlua::Error {
     match value {
         Value::Error(e) => *e,
-        Value::String(s) => mlua::Error::runtime(s.to_string_lossy()),
+        Value::String(s) => {
+            // Only a bounded prefix is copied out of Lua.
+            let bytes = s.as_bytes();
+            let keep = &bytes[..bytes.len().min(crate::Limits::MAX_ERROR_BYTES + 4)];
+            mlua::Error::runtime(crate::error::bounded(
+                String::from_utf8_lossy(keep).into_owned(),
+            ))
+        }
         other => mlua::Error::runtime(format!("(error object is a {} value)", other.type_name())),
     }
 }

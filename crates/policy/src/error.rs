@@ -23,6 +23,11 @@ pub enum ErrorKind {
     Runtime,
     /// The callback ran out of its instruction budget.
     InstructionBudget,
+    /// The callback ran past its wall-clock time limit.
+    TimeLimit,
+    /// The host interrupted the callback (shutting down; not the policy's fault, never causes
+    /// fallback).
+    Interrupted,
     /// The policy exceeded its memory limit.
     Memory,
     /// A callback returned a value of the wrong type or shape.
@@ -113,6 +118,20 @@ pub(crate) fn line_of(message: &str) -> Option<u32> {
         i = start;
     }
     None
+}
+
+/// `message` cut to [`crate::Limits::MAX_ERROR_BYTES`] (a policy can raise any string).
+pub(crate) fn bounded(mut message: String) -> String {
+    let max = crate::Limits::MAX_ERROR_BYTES;
+    if message.len() > max {
+        let mut cut = max;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("...");
+    }
+    message
 }
 
 /// The innermost message of an mlua error (without Rust-side tracebacks).

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::limits::Limits;
 use crate::value::StateValue;
 
 /// Severity of a policy log line. Numeric levels follow Ceph's `BAL_LOG` convention: 0 is an
@@ -53,16 +54,37 @@ pub struct LogRecord {
     pub message: String,
 }
 
-/// Log lines waiting for the host; bounded so a chatty policy cannot grow the host's memory.
+/// Log lines waiting for the host; bounded so a chatty policy cannot grow the host's memory:
+/// at most [`Limits::MAX_LOG_LINES_PER_TICK`] policy lines a tick, each at most
+/// [`Limits::MAX_LOG_LINE_BYTES`], and [`LogBuffer::CAPACITY`] lines between two drains.
 #[derive(Debug, Default)]
 pub(crate) struct LogBuffer {
     records: Vec<LogRecord>,
     dropped: u64,
+    /// Policy lines taken since the tick started.
+    this_tick: usize,
 }
 
 impl LogBuffer {
     /// Lines kept between two drains; later ones are counted and dropped.
     pub(crate) const CAPACITY: usize = 10_000;
+
+    /// Starts counting a new tick's (or load's) policy lines.
+    pub(crate) fn start_tick(&mut self) {
+        self.this_tick = 0;
+    }
+
+    /// Whether a policy line may be logged now; if not, it is counted as dropped (and never
+    /// built).
+    pub(crate) fn accepts_line(&mut self) -> bool {
+        if self.this_tick >= Limits::MAX_LOG_LINES_PER_TICK || self.records.len() >= Self::CAPACITY
+        {
+            self.dropped += 1;
+            return false;
+        }
+        self.this_tick += 1;
+        true
+    }
 
     pub(crate) fn push(&mut self, policy: &str, level: LogLevel, message: String) {
         if self.records.len() >= Self::CAPACITY {

@@ -13,7 +13,7 @@ use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError,
 use crate::host::{HostShared, LogLevel};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::sandbox::{self, Budget};
+use crate::sandbox::{self, Budget, Interrupt, StopReason};
 use crate::series::{build_series_object, NoSeries, SeriesSlot, TimeSeries};
 use crate::value::{number_to_lua, Params, Scalar, StateValue};
 
@@ -72,14 +72,15 @@ impl Program {
         source: &str,
         limits: &Limits,
         host: &Arc<Mutex<HostShared>>,
+        interrupt: Interrupt,
     ) -> Result<Program, LoadError> {
         let setup = |e: mlua::Error| LoadError::Run {
             message: format!("{chunk_name}: cannot set up the policy sandbox: {e}"),
             line: None,
         };
-        let (lua, budget) = sandbox::new_state(limits).map_err(setup)?;
+        let (lua, budget) = sandbox::new_state(limits, interrupt).map_err(setup)?;
         let slot = SeriesSlot::new();
-        let cell = install_host_functions(&lua, &id, host, &slot).map_err(setup)?;
+        let cell = install_host_functions(&lua, &id, host, &slot, &budget).map_err(setup)?;
 
         let chunk = lua
             .load(source)
@@ -250,8 +251,12 @@ impl Program {
         let call = |name: &str, f: &RegistryKey| -> Result<Value, PolicyError> {
             self.budget.refill();
             call_registered(&self.lua, f).map_err(|e| {
-                let kind = if self.budget.is_exhausted() {
-                    ErrorKind::InstructionBudget
+                let kind = if let Some(reason) = self.budget.reason() {
+                    match reason {
+                        StopReason::Instructions => ErrorKind::InstructionBudget,
+                        StopReason::Time => ErrorKind::TimeLimit,
+                        StopReason::Interrupted => ErrorKind::Interrupted,
+                    }
                 } else if is_memory_error(&e) {
                     ErrorKind::Memory
                 } else {
@@ -332,13 +337,30 @@ fn call_registered(lua: &Lua, key: &RegistryKey) -> mlua::Result<Value> {
 
 /// A readable message for a failed call, naming the limit that stopped it.
 fn describe(err: &mlua::Error, budget: &Budget, limits: &Limits) -> String {
-    let message = root_message(err);
-    if budget.is_exhausted() && !message.contains("instruction budget") {
-        // The budget error was raised again past a pcall, keep the original wording visible.
-        return format!(
-            "instruction budget of {} instructions exceeded ({message})",
-            limits.instructions
-        );
+    let message = crate::error::bounded(root_message(err));
+    let stop = match budget.reason() {
+        Some(StopReason::Instructions) => Some((
+            "instruction budget",
+            format!(
+                "instruction budget of {} instructions exceeded",
+                limits.instructions
+            ),
+        )),
+        Some(StopReason::Time) => Some((
+            "time limit",
+            format!(
+                "time limit of {} ms exceeded",
+                limits.time_limit.as_millis()
+            ),
+        )),
+        Some(StopReason::Interrupted) => Some(("interrupted", "interrupted".to_string())),
+        None => None,
+    };
+    if let Some((marker, text)) = stop {
+        if !message.contains(marker) {
+            // The stop was raised again past a pcall: keep the original wording visible.
+            return format!("{text} ({message})");
+        }
     }
     if is_memory_error(err) {
         return format!(
@@ -457,6 +479,7 @@ fn install_host_functions(
     id: &PolicyId,
     host: &Arc<Mutex<HostShared>>,
     slot: &SeriesSlot,
+    budget: &Arc<Budget>,
 ) -> mlua::Result<StateCell> {
     let g = lua.globals();
 
@@ -488,13 +511,17 @@ fn install_host_functions(
     g.raw_set("RDstate", &rd)?;
     g.raw_set("RDState", rd)?;
 
-    let (h, who) = (Arc::clone(host), id.to_string());
+    // The base library's `tostring`, kept before the policy can replace the global.
+    let tostring: Function = g.raw_get("tostring")?;
+    let (h, who, text) = (Arc::clone(host), id.to_string(), tostring.clone());
     let log = lua.create_function(move |_, args: mlua::MultiValue| {
         let mut args = args.into_iter();
         let level = LogLevel::from_lua(args.next().unwrap_or(Value::Nil));
-        let message = join(args)?;
         if let Ok(mut host) = h.lock() {
-            host.logs.push(&who, level, message);
+            if host.logs.accepts_line() {
+                let message = join(args, &text)?;
+                host.logs.push(&who, level, message);
+            }
         }
         Ok(())
     })?;
@@ -502,30 +529,67 @@ fn install_host_functions(
     g.raw_set("BAL_LOG", log)?;
     let (h, who) = (Arc::clone(host), id.to_string());
     let print = lua.create_function(move |_, args: mlua::MultiValue| {
-        let message = join(args.into_iter())?;
         if let Ok(mut host) = h.lock() {
-            host.logs.push(&who, LogLevel::Info, message);
+            if host.logs.accepts_line() {
+                let message = join(args.into_iter(), &tostring)?;
+                host.logs.push(&who, LogLevel::Info, message);
+            }
         }
         Ok(())
     })?;
     g.raw_set("print", print)?;
 
     let object = build_series_object(lua, slot)?;
+    // The native scan walks the whole series: charged like the Lua loop it replaces would
+    // be, at a quarter of an instruction per event, so a loop of scans meets the budget.
+    let meter = Arc::clone(budget);
+    let charge = lua.create_function(move |_, events: i64| {
+        meter
+            .charge(events.max(0) as u64 / 4 + 1)
+            .map_err(sandbox::Stop::error)
+    })?;
     let timeseries: Function = lua
-        .load("local o = ... return function() return o end")
+        .load(
+            "local o, charge = ...\n\
+             local fans, size = o.fans, o.size\n\
+             o.fans = function(self, ...) charge(size(o)) return fans(self, ...) end\n\
+             return function() return o end",
+        )
         .set_name("=timeseries")
-        .call(object)?;
+        .call((object, charge))?;
     g.raw_set("timeseries", timeseries)?;
     Ok(cell)
 }
 
-fn join(values: impl Iterator<Item = Value>) -> mlua::Result<String> {
-    let mut out = String::new();
+/// The words of a log line joined by spaces, cut at [`Limits::MAX_LOG_LINE_BYTES`]: only
+/// the kept prefix of each string is copied out of Lua, so a policy logging huge strings
+/// costs the host no more than the bound.
+fn join(values: impl Iterator<Item = Value>, tostring: &Function) -> mlua::Result<String> {
+    let max = Limits::MAX_LOG_LINE_BYTES;
+    let mut out: Vec<u8> = Vec::new();
     for (i, v) in values.enumerate() {
         if i > 0 {
-            out.push(' ');
+            out.push(b' ');
         }
-        out.push_str(&v.to_string()?);
+        let text = match v {
+            Value::String(s) => s,
+            other => tostring.call::<mlua::String>(other)?,
+        };
+        let bytes = text.as_bytes();
+        let room = max.saturating_sub(out.len());
+        out.extend_from_slice(&bytes[..bytes.len().min(room + 1)]);
+        if out.len() > max {
+            break;
+        }
     }
-    Ok(out)
+    if out.len() > max {
+        out.truncate(max);
+        let mut line = String::from_utf8_lossy(&out).into_owned();
+        if line.ends_with('\u{fffd}') {
+            line.pop();
+        }
+        line.push_str("...");
+        return Ok(line);
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }

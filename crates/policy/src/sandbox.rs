@@ -1,11 +1,31 @@
 //! The Lua state a policy runs in: only `string`, `table`, `math`, `utf8` and a safe base
-//! library, an instruction budget enforced by a count hook, and a memory ceiling.
+//! library, an instruction budget and a time limit enforced by a count hook, and a memory
+//! ceiling.
 //!
-//! The budget must not be escapable: `pcall`/`xpcall` are wrapped so a budget error caught by
-//! the policy is raised again, and `coroutine` is absent (hooks are per coroutine).
+//! Every way policy code can make the host work must be metered, or the policy thread can be
+//! held forever. The holes the count hook alone leaves, and how each is closed:
+//!
+//! * `pcall`/`xpcall` would catch the budget error: they are wrapped so it is raised again.
+//! * An `xpcall` message handler for the budget error runs with hooks off (the error is raised
+//!   from inside the hook): the wrapper does not call the policy's handler once the budget is
+//!   spent.
+//! * `__gc` finalizers run with hooks off (Lua's `GCTM`): `setmetatable` refuses a metatable
+//!   with a `__gc` field (Lua marks an object for finalization only if the field is present
+//!   then). Every other metamethod (`__close`, `__index`, `__tostring`, ...) runs as ordinary
+//!   metered Lua code; `__mode` runs none.
+//! * C library functions do unmetered work. Patterns are matched in Rust under the budget
+//!   (`pattern.rs`); every other function whose work is not O(1) is wrapped to charge the
+//!   budget for the bytes or elements it touches ([`PRELUDE`]); `string.rep` of an empty string
+//!   no longer loops; the string metatable is hidden, so no C function can become a
+//!   metamethod called from inside a C loop.
+//! * Anything else that is slow per instruction (operations on long strings) is caught by
+//!   the wall-clock time limit, checked with the budget; the host can also interrupt a
+//!   callback from another thread ([`Interrupt`]).
+//! * `coroutine` is absent (hooks are per coroutine).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mlua::{ChunkMode, HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 
@@ -33,60 +53,320 @@ pub const FORBIDDEN_GLOBALS: &[&str] = &[
 /// callback.
 pub(crate) const BUILTIN_LOAD_KEY: &str = "mantle.builtin_load";
 
-/// The per-callback instruction budget, shared with the count hook.
+/// Bytes of C work (copying, scanning) charged as one instruction.
+pub(crate) const BYTES_PER_INSTRUCTION: u64 = 16;
+
+/// A flag the host sets from any thread to stop the running callback (and every later one)
+/// at its next budget check, e.g. when the server shuts down.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt(Arc<AtomicBool>);
+
+impl Interrupt {
+    pub fn interrupt(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn clear(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Why a callback was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    Instructions = 1,
+    Time = 2,
+    Interrupted = 3,
+}
+
+/// A stopped callback's error, raised in Lua.
+#[derive(Debug)]
+pub(crate) struct Stop(String);
+
+impl Stop {
+    pub(crate) fn error(self) -> mlua::Error {
+        mlua::Error::runtime(self.0)
+    }
+}
+
+/// The per-callback instruction budget and time limit, shared with the count hook and every
+/// host function that charges work.
 #[derive(Debug)]
 pub(crate) struct Budget {
     limit: u64,
     remaining: AtomicU64,
-    exhausted: AtomicBool,
+    /// 0 while running, else a [`StopReason`].
+    stopped: AtomicU8,
+    time_limit: Duration,
+    epoch: Instant,
+    /// Nanoseconds after `epoch` at which the running callback is stopped; 0 until its first
+    /// charge.
+    deadline_ns: AtomicU64,
+    interrupt: Interrupt,
 }
 
 impl Budget {
-    fn new(limit: u64) -> Budget {
-        Budget {
-            limit,
-            remaining: AtomicU64::new(limit),
-            exhausted: AtomicBool::new(false),
-        }
+    fn new(limits: &Limits, interrupt: Interrupt) -> Budget {
+        let budget = Budget {
+            limit: limits.instructions,
+            remaining: AtomicU64::new(limits.instructions),
+            stopped: AtomicU8::new(0),
+            time_limit: limits.time_limit,
+            epoch: Instant::now(),
+            deadline_ns: AtomicU64::new(0),
+            interrupt,
+        };
+        budget.refill();
+        budget
     }
 
-    /// Gives the next callback a full budget.
+    /// Gives the next callback a full budget and a fresh deadline.
     pub(crate) fn refill(&self) {
         self.remaining.store(self.limit, Ordering::Relaxed);
-        self.exhausted.store(false, Ordering::Relaxed);
+        self.stopped.store(0, Ordering::Relaxed);
+        // The clock is read at the first charge, not here: most callbacks of a tick end
+        // before any charge, and a tick must stay well under a microsecond.
+        self.deadline_ns.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the running callback is past its deadline (set at its first charge, so the
+    /// time before it — under one hook step of work — is not counted).
+    fn past_deadline(&self) -> bool {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let deadline = self.deadline_ns.load(Ordering::Relaxed);
+        if deadline == 0 {
+            let limit = u64::try_from(self.time_limit.as_nanos()).unwrap_or(u64::MAX);
+            self.deadline_ns
+                .store(now.saturating_add(limit).max(1), Ordering::Relaxed);
+            return false;
+        }
+        now > deadline
     }
 
     pub(crate) fn is_exhausted(&self) -> bool {
-        self.exhausted.load(Ordering::Relaxed)
+        self.stopped.load(Ordering::Relaxed) != 0
     }
 
-    /// Charges one hook step; `false` once the budget is spent.
-    fn charge(&self) -> bool {
-        let step = u64::from(Limits::HOOK_STEP);
-        let left = self.remaining.load(Ordering::Relaxed);
-        if left <= step || self.is_exhausted() {
-            self.exhausted.store(true, Ordering::Relaxed);
-            return false;
+    pub(crate) fn reason(&self) -> Option<StopReason> {
+        match self.stopped.load(Ordering::Relaxed) {
+            1 => Some(StopReason::Instructions),
+            2 => Some(StopReason::Time),
+            3 => Some(StopReason::Interrupted),
+            _ => None,
         }
-        self.remaining.store(left - step, Ordering::Relaxed);
-        true
+    }
+
+    /// Charges `n` instructions' worth of work; fails (and keeps failing until the next
+    /// refill) once the budget is spent, the time limit has passed, or the host interrupted.
+    pub(crate) fn charge(&self, n: u64) -> Result<(), Stop> {
+        if let Some(reason) = self.reason() {
+            return Err(self.stop(reason));
+        }
+        let left = self.remaining.load(Ordering::Relaxed);
+        let reason = if self.interrupt.is_set() {
+            Some(StopReason::Interrupted)
+        } else if left <= n {
+            Some(StopReason::Instructions)
+        } else if self.past_deadline() {
+            Some(StopReason::Time)
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => {
+                self.stopped.store(reason as u8, Ordering::Relaxed);
+                Err(self.stop(reason))
+            }
+            None => {
+                self.remaining.store(left - n, Ordering::Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    fn stop(&self, reason: StopReason) -> Stop {
+        Stop(match reason {
+            StopReason::Instructions => {
+                format!("instruction budget of {} instructions exceeded", self.limit)
+            }
+            StopReason::Time => {
+                format!("time limit of {} ms exceeded", self.time_limit.as_millis())
+            }
+            StopReason::Interrupted => "interrupted: the host is stopping the policy".into(),
+        })
     }
 }
 
-/// Raises again, past the policy's own `pcall`/`xpcall`, an error caught after the budget ran
-/// out, so `while true do pcall(f) end` cannot outlive its budget.
-const PCALL_PRELUDE: &str = r#"
-local raw_pcall, raw_xpcall, raw_error, exhausted = pcall, xpcall, error, ...
+/// Lua side of the sandbox, run once per state with the budget's `charge` and `exhausted`
+/// functions and the memory limit. Wrappers keep the originals as upvalues, out of the
+/// policy's reach. Each C function whose work is not O(1) charges the budget for what it
+/// touched (one instruction per element, or per [`BYTES_PER_INSTRUCTION`] bytes); a single
+/// call cannot do more than the memory limit allows, and the charge makes a loop of them
+/// meet the budget or the time limit.
+const PRELUDE: &str = r##"
+local charge, exhausted, memory = ...
+local type, error, select, getmetatable, rawget = type, error, select, getmetatable, rawget
+local raw_pcall, raw_xpcall, raw_setmetatable = pcall, xpcall, setmetatable
+local raw_tonumber = tonumber
+local tointeger = math.tointeger
+local S, T, U = string, table, utf8
+local BYTES = 16
+
 local function pass(ok, ...)
-  if not ok and exhausted() then raw_error((...), 0) end
+  if not ok and exhausted() then error((...), 0) end
   return ok, ...
 end
 pcall = function(...) return pass(raw_pcall(...)) end
-xpcall = function(...) return pass(raw_xpcall(...)) end
-"#;
+xpcall = function(f, handler, ...)
+  if type(handler) ~= "function" then
+    error("bad argument #2 to 'xpcall' (function expected)", 2)
+  end
+  -- The handler of an error raised by the count hook would run with hooks off.
+  local function guarded(...)
+    if exhausted() then return ... end
+    return handler(...)
+  end
+  return pass(raw_xpcall(f, guarded, ...))
+end
 
-/// Creates a sandboxed Lua state with `limits` applied.
-pub(crate) fn new_state(limits: &Limits) -> mlua::Result<(Lua, Arc<Budget>)> {
+setmetatable = function(t, mt)
+  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    error("setmetatable: __gc finalizers are not allowed in policies (the collector runs "
+      .. "them outside the instruction budget)", 2)
+  end
+  return raw_setmetatable(t, mt)
+end
+
+local function bytes(n) charge(n // BYTES + 1) end
+local function strlen(v)
+  local t = type(v)
+  if t == "string" then return #v end
+  if t == "number" then return 24 end
+  return nil
+end
+-- Charges a result's size after the call.
+local function sized(f)
+  return function(...)
+    local r = f(...)
+    if type(r) == "string" then bytes(#r) end
+    return r
+  end
+end
+local function counted_results(...)
+  charge(select("#", ...) + 1)
+  return ...
+end
+local function counted(f)
+  return function(...) return counted_results(f(...)) end
+end
+-- Charges the subject's length before the call.
+local function scans(f)
+  return function(s, ...)
+    local n = strlen(s)
+    if n then bytes(n) end
+    return f(s, ...)
+  end
+end
+
+local rep = S.rep
+S.rep = function(s, n, sep)
+  local count, unit = tointeger(n), strlen(s)
+  local sepn = sep == nil and 0 or strlen(sep)
+  if count == nil or unit == nil or sepn == nil then return rep(s, n, sep) end
+  if count <= 0 then return "" end
+  -- Lua's loop copies the empty string n times.
+  if unit + sepn == 0 then return "" end
+  local total = (unit + sepn) * (count + 0.0)
+  if total > memory then return rep(s, count, sep) end -- fails at once: too large
+  charge(total // BYTES + 1)
+  return rep(s, count, sep)
+end
+for _, name in ipairs({"upper", "lower", "reverse", "sub", "format", "char", "pack"}) do
+  S[name] = sized(S[name])
+end
+S.byte = counted(S.byte)
+S.unpack = counted(S.unpack)
+S.packsize = scans(S.packsize)
+U.char = sized(U.char)
+U.codepoint = counted(U.codepoint)
+U.len = scans(U.len)
+U.offset = scans(U.offset)
+local codes = U.codes
+U.codes = function(s, ...)
+  local step, subject, i = codes(s, ...)
+  return function(a, b)
+    local j, c = step(a, b)
+    if j then bytes(j - (tointeger(b) or 0)) end
+    return j, c
+  end, subject, i
+end
+tonumber = function(v, ...)
+  local n = strlen(v)
+  if n and type(v) == "string" then bytes(n) end
+  return raw_tonumber(v, ...)
+end
+
+local function plain(t, what)
+  if type(t) == "table" and getmetatable(t) ~= nil then
+    error("table." .. what .. ": tables with a metatable are not supported in policies", 3)
+  end
+end
+local function span(a, b)
+  a, b = tointeger(a), tointeger(b)
+  if a and b and b >= a then charge((b + 0.0) - a + 1) end
+end
+local concat, unpack, move = T.concat, T.unpack, T.move
+local insert, remove, sort = T.insert, T.remove, T.sort
+T.concat = function(t, sep, i, j)
+  if type(t) ~= "table" then return concat(t, sep, i, j) end
+  if i == nil then i = 1 end
+  if j == nil then j = #t end
+  span(i, j)
+  local r = concat(t, sep, i, j)
+  bytes(#r)
+  return r
+end
+T.unpack = function(t, i, j)
+  if type(t) ~= "table" then return unpack(t, i, j) end
+  if i == nil then i = 1 end
+  if j == nil then j = #t end
+  span(i, j)
+  return unpack(t, i, j)
+end
+T.move = function(a1, f, e, t, ...)
+  span(f, e)
+  return move(a1, f, e, t, ...)
+end
+T.insert = function(t, ...)
+  plain(t, "insert")
+  if type(t) == "table" then charge(#t + 1) end
+  return insert(t, ...)
+end
+T.remove = function(t, ...)
+  plain(t, "remove")
+  if type(t) == "table" then charge(#t + 1) end
+  return remove(t, ...)
+end
+T.sort = function(t, ...)
+  plain(t, "sort")
+  if type(t) == "table" then
+    local n = #t + 1.0
+    charge(n * math.log(n, 2) + 1)
+  end
+  return sort(t, ...)
+end
+
+-- A C function set as a metamethod of strings would run inside C loops (table.concat over
+-- a string), out of the hook's sight.
+getmetatable("").__metatable = false
+"##;
+
+/// Creates a sandboxed Lua state with `limits` applied; `interrupt` stops its callbacks.
+pub(crate) fn new_state(limits: &Limits, interrupt: Interrupt) -> mlua::Result<(Lua, Arc<Budget>)> {
     let lua = Lua::new_with(
         StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8,
         LuaOptions::default(),
@@ -98,33 +378,44 @@ pub(crate) fn new_state(limits: &Limits) -> mlua::Result<(Lua, Arc<Budget>)> {
     let string: mlua::Table = globals.raw_get("string")?;
     string.raw_set("dump", Value::Nil)?;
 
-    let load = text_only_load(&lua)?;
+    let budget = Arc::new(Budget::new(limits, interrupt));
+    let load = text_only_load(&lua, &budget)?;
     lua.set_named_registry_value(BUILTIN_LOAD_KEY, &load)?;
     globals.raw_set("load", load)?;
-    globals.raw_set("collectgarbage", restricted_collectgarbage(&lua)?)?;
+    globals.raw_set("collectgarbage", restricted_collectgarbage(&lua, &budget)?)?;
+    crate::pattern::install(&lua, &string, &budget, limits.memory_bytes)?;
 
-    let budget = Arc::new(Budget::new(limits.instructions));
     let flag = Arc::clone(&budget);
     let exhausted = lua.create_function(move |_, ()| Ok(flag.is_exhausted()))?;
-    lua.load(PCALL_PRELUDE)
-        .set_name("=sandbox")
-        .call::<()>(exhausted)?;
+    let meter = Arc::clone(&budget);
+    let charge = lua.create_function(move |_, n: f64| {
+        let n = if n.is_nan() || n < 0.0 {
+            0
+        } else if n >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            n as u64
+        };
+        meter.charge(n).map_err(Stop::error)
+    })?;
+    lua.load(PRELUDE).set_name("=sandbox").call::<()>((
+        charge,
+        exhausted,
+        limits.memory_bytes as f64,
+    ))?;
 
     let hook_budget = Arc::clone(&budget);
-    let limit = limits.instructions;
     lua.set_hook(
         HookTriggers::new().every_nth_instruction(Limits::HOOK_STEP),
         move |_, debug| {
-            if hook_budget.charge() {
+            let Err(stop) = hook_budget.charge(u64::from(Limits::HOOK_STEP)) else {
                 return Ok(VmState::Continue);
-            }
+            };
             let line = debug
                 .current_line()
                 .map(|l| format!(" (at line {l})"))
                 .unwrap_or_default();
-            Err(mlua::Error::runtime(format!(
-                "instruction budget of {limit} instructions exceeded{line}"
-            )))
+            Err(mlua::Error::runtime(format!("{}{line}", stop.0)))
         },
     )?;
     lua.set_memory_limit(limits.memory_bytes)?;
@@ -133,15 +424,25 @@ pub(crate) fn new_state(limits: &Limits) -> mlua::Result<(Lua, Arc<Budget>)> {
 
 /// `load(text [, chunkname [, mode [, env]]])` that only accepts source text and runs it in
 /// the policy's own environment unless another table is given.
-fn text_only_load(lua: &Lua) -> mlua::Result<mlua::Function> {
+fn text_only_load(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<mlua::Function> {
+    let budget = Arc::clone(budget);
     lua.create_function(
-        |lua, (chunk, name, _mode, env): (Value, Option<String>, Value, Option<mlua::Table>)| {
+        move |lua, (chunk, name, _mode, env): (Value, Option<String>, Value, Option<mlua::Table>)| {
             let Value::String(text) = chunk else {
                 return Err(mlua::Error::runtime(
                     "load: policies may only load source text given as a string",
                 ));
             };
             let bytes = text.as_bytes();
+            if bytes.len() > MAX_LOAD_BYTES {
+                return Err(mlua::Error::runtime(format!(
+                    "load: chunks of at most {MAX_LOAD_BYTES} bytes are accepted in policies"
+                )));
+            }
+            // Compiling is linear in the text.
+            budget
+                .charge(bytes.len() as u64 / BYTES_PER_INSTRUCTION * 4 + 1)
+                .map_err(Stop::error)?;
             if bytes.first() == Some(&0x1b) {
                 return Err(mlua::Error::runtime(
                     "load: binary chunks are not allowed in policies",
@@ -166,21 +467,31 @@ fn text_only_load(lua: &Lua) -> mlua::Result<mlua::Function> {
     )
 }
 
-/// `collectgarbage` limited to options that cannot change the collector's behaviour.
-fn restricted_collectgarbage(lua: &Lua) -> mlua::Result<mlua::Function> {
-    lua.create_function(
-        |lua, opt: Option<String>| match opt.as_deref().unwrap_or("collect") {
+/// Largest chunk the sandbox's `load` compiles (as the server's policy source limit).
+pub(crate) const MAX_LOAD_BYTES: usize = 1 << 20;
+
+/// `collectgarbage` limited to options that cannot change the collector's behaviour. A
+/// collection walks the whole heap: it is charged as such.
+fn restricted_collectgarbage(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<mlua::Function> {
+    let budget = Arc::clone(budget);
+    lua.create_function(move |lua, opt: Option<String>| {
+        let heap = lua.used_memory() as u64 / 4 + 1;
+        match opt.as_deref().unwrap_or("collect") {
             "collect" => {
+                budget.charge(heap).map_err(Stop::error)?;
                 lua.gc_collect()?;
                 Ok(Value::Integer(0))
             }
-            "step" => Ok(Value::Boolean(lua.gc_step()?)),
+            "step" => {
+                budget.charge(heap).map_err(Stop::error)?;
+                Ok(Value::Boolean(lua.gc_step()?))
+            }
             "count" => Ok(Value::Number(lua.used_memory() as f64 / 1024.0)),
             other => Err(mlua::Error::runtime(format!(
                 "collectgarbage('{other}') is not allowed in policies (only collect, step, count)"
             ))),
-        },
-    )
+        }
+    })
 }
 
 #[cfg(test)]
@@ -188,11 +499,14 @@ mod tests {
     use super::*;
 
     fn eval_err(src: &str) -> String {
-        let (lua, budget) = new_state(&Limits {
-            instructions: 1_000_000,
-            memory_bytes: 8 << 20,
-            max_consecutive_failures: 3,
-        })
+        let (lua, budget) = new_state(
+            &Limits {
+                instructions: 1_000_000,
+                memory_bytes: 8 << 20,
+                ..Limits::default()
+            },
+            Interrupt::default(),
+        )
         .unwrap();
         budget.refill();
         lua.load(src).exec().unwrap_err().to_string()

@@ -7,6 +7,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits::Limits;
+
 /// A scalar a policy can see in `params` or keep in its state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -80,7 +82,22 @@ pub fn parse_param(text: &str) -> Result<(String, Scalar), String> {
     if key.is_empty() {
         return Err(format!("parameter `{text}` has an empty key"));
     }
-    Ok((key.to_string(), Scalar::from_text(value.trim())))
+    if key.len() > Limits::MAX_PARAM_KEY_BYTES {
+        return Err(format!(
+            "parameter name is {} bytes; at most {} accepted",
+            key.len(),
+            Limits::MAX_PARAM_KEY_BYTES
+        ));
+    }
+    let value = value.trim();
+    if value.len() > Limits::MAX_PARAM_VALUE_BYTES {
+        return Err(format!(
+            "parameter `{key}` has a value of {} bytes; at most {} accepted",
+            value.len(),
+            Limits::MAX_PARAM_VALUE_BYTES
+        ));
+    }
+    Ok((key.to_string(), Scalar::from_text(value)))
 }
 
 /// What `WRstate(v)` keeps: a scalar or a flat table of scalars. Survives reloads of the same
@@ -94,7 +111,27 @@ pub enum StateValue {
 }
 
 impl StateValue {
+    /// Size charged against [`Limits::MAX_STATE_BYTES`]: string bytes plus 16 per scalar.
+    fn scalar_size(value: &mlua::Value) -> usize {
+        match value {
+            mlua::Value::String(s) => s.as_bytes().len() + 16,
+            _ => 16,
+        }
+    }
+
     pub(crate) fn from_lua(value: &mlua::Value) -> Result<StateValue, String> {
+        let max = Limits::MAX_STATE_BYTES;
+        let too_big = |size: usize| {
+            format!(
+                "WRstate: the state is larger than {max} bytes (at least {size}); keep it smaller"
+            )
+        };
+        if !matches!(value, mlua::Value::Table(_)) {
+            let size = Self::scalar_size(value);
+            if size > max {
+                return Err(too_big(size));
+            }
+        }
         if let Some(s) = Scalar::from_lua(value) {
             return Ok(StateValue::Scalar(s));
         }
@@ -105,8 +142,14 @@ impl StateValue {
             ));
         };
         let mut entries = Vec::new();
+        let mut size = 0;
         for pair in table.pairs::<mlua::Value, mlua::Value>() {
             let (k, v) = pair.map_err(|e| e.to_string())?;
+            // Checked before anything is copied, so a huge table costs no host memory.
+            size += Self::scalar_size(&k) + Self::scalar_size(&v);
+            if size > max {
+                return Err(too_big(size));
+            }
             match (Scalar::from_lua(&k), Scalar::from_lua(&v)) {
                 (Some(k), Some(v)) => entries.push((k, v)),
                 _ => {

@@ -167,6 +167,8 @@ pub struct Config {
     pub policy_limits: policy::Limits,
     /// Write policy events to stderr as well as to the durable log.
     pub policy_echo: bool,
+    /// Start with no policy running, leaving the registry as it is (`--no-policy`).
+    pub no_policy: bool,
     /// Where to serve Prometheus metrics over HTTP (`--metrics-listen`).
     pub metrics_listen: Option<SocketAddr>,
     /// Bulk-load what the last run accessed at start, in the background (`--warmup`).
@@ -201,6 +203,7 @@ impl Config {
             tick: DEFAULT_TICK,
             policy_limits: policy::Limits::default(),
             policy_echo: true,
+            no_policy: false,
             metrics_listen: None,
             warmup: None,
             warmup_track: crate::warmup::monitor::DEFAULT_TRACK,

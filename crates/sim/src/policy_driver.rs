@@ -7,6 +7,13 @@ use cache::AccessLog;
 use policy::{Limits, LoadError, Params, PolicyEngine, TickInput, TimeSeries};
 use std::path::Path;
 
+/// Writes a line to stderr, ignoring failures: a closed pipe (the reader of the log went
+/// away) must not end the replay with a panic.
+fn stderr_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// The access log seen through the policy engine's `TimeSeries` interface.
 struct LogSeries<'a>(&'a AccessLog);
 
@@ -66,10 +73,16 @@ impl PolicyController {
             return;
         }
         for r in records {
-            eprintln!("policy {} [{:?}]: {}", r.policy, r.level, r.message);
+            stderr_line(&format!(
+                "policy {} [{:?}]: {}",
+                r.policy, r.level, r.message
+            ));
         }
         if dropped > 0 {
-            eprintln!("policy: {dropped} log lines dropped (log buffer full)");
+            stderr_line(&format!(
+                "policy: {dropped} log lines dropped (at most {} a tick)",
+                policy::Limits::MAX_LOG_LINES_PER_TICK
+            ));
         }
     }
 }
@@ -100,7 +113,9 @@ impl Controller for PolicyController {
         }
         if !outcome.decision.targets.is_empty() && !self.warned_where && self.echo_logs {
             self.warned_where = true;
-            eprintln!("policy: where() asked to move load to other servers; ignored in single-node replay");
+            stderr_line(
+                "policy: where() asked to move load to other servers; ignored in single-node replay",
+            );
         }
         self.print_logs();
         if let Some(error) = outcome.error {
@@ -130,5 +145,59 @@ impl Controller for PolicyController {
             errors: stats.errors,
             fallback: self.fallback.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The policies that once held `mantle replay` forever now fail their ticks, and the
+    /// replay goes on (falling back to no management).
+    #[test]
+    fn hostile_policies_do_not_hold_the_replay() {
+        let dir = std::env::temp_dir().join(format!("mantle-hostile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let limits = Limits {
+            instructions: 2_000_000,
+            time_limit: std::time::Duration::from_secs(5),
+            ..Limits::default()
+        };
+        for (i, body) in [
+            "xpcall(function() while true do end end, function() while true do end end)",
+            "local s = string.rep('a', 50000) s:find('.-.-.-.-.-.-b')",
+            "while true do string.rep('', math.maxinteger) end",
+            "setmetatable({}, {__gc = function() while true do end end}) collectgarbage()",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let path = dir.join(format!("hostile{i}.lua"));
+            std::fs::write(&path, format!("function when()\n{body}\nend\n")).unwrap();
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut c =
+                    PolicyController::from_file(&path, Params::new(), limits, false).unwrap();
+                let log = AccessLog::new(10);
+                let metrics = crate::control::TickMetrics::default();
+                let mut errors = 0;
+                for tick in 1..=4 {
+                    let d = c.tick(&TickContext {
+                        now: tick as f64,
+                        tick,
+                        metrics: &metrics,
+                        access_log: &log,
+                    });
+                    errors += usize::from(d.error.is_some());
+                }
+                let _ = done_tx.send((errors, c.summary().fallback));
+            });
+            let (errors, fallback) = done_rx
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("replay ticks never ended: {body}"));
+            assert_eq!(errors, 3, "{body}");
+            assert_eq!(fallback.as_deref(), Some("no management"), "{body}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

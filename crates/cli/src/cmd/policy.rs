@@ -2,6 +2,7 @@
 //! without a trace or a server, and operators push one to a running server. The work is done
 //! by `policy::check`, `policy::testenv` and `server::admin`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -97,7 +98,7 @@ pub fn run(args: Args) -> Result<()> {
                 .unwrap_or_else(|| "mantle policy push".to_string());
             let version = server::admin::push_policy(&server, &name, &source, &author)
                 .with_context(|| format!("{}: push failed", file.display()))?;
-            println!("{name}@{version} active on {server}");
+            writeln!(std::io::stdout(), "{name}@{version} active on {server}")?;
             Ok(())
         }
         PolicyCommand::Check { file, limits } => {
@@ -107,10 +108,10 @@ pub fn run(args: Args) -> Result<()> {
                 &limits.limits(),
             );
             if report.ok() {
-                print!("{report}");
+                write!(std::io::stdout(), "{report}")?;
                 return Ok(());
             }
-            eprint!("{report}");
+            let _ = write!(std::io::stderr(), "{report}");
             bail!(
                 "{}: {} problem(s) found",
                 file.display(),
@@ -143,7 +144,11 @@ pub fn run(args: Args) -> Result<()> {
                 &limits.limits(),
             )
             .map_err(anyhow::Error::msg)?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            writeln!(
+                std::io::stdout(),
+                "{}",
+                serde_json::to_string_pretty(&report)?
+            )?;
             match report.error {
                 Some(error) => bail!("{error}"),
                 None => Ok(()),

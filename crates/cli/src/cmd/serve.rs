@@ -59,8 +59,13 @@ pub struct Args {
     pub upstream_timeout: std::time::Duration,
     /// A Lua policy to store in the server's policy registry (as a new version of the file's
     /// name, unless unchanged) and run; the registry's active policy otherwise runs.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_policy")]
     pub policy: Option<PathBuf>,
+    /// Start with no policy running: the registry's active version is not reactivated (the
+    /// registry is unchanged; POLICY USE or ROLLBACK resumes). The way out of a policy that
+    /// breaks the server at every start.
+    #[arg(long)]
+    pub no_policy: bool,
     /// Wall-clock period of policy decision ticks, e.g. 1s or 200ms.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub tick: std::time::Duration,
@@ -130,6 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.upstream_connect_timeout = args.upstream_connect_timeout;
     config.upstream_timeout = args.upstream_timeout;
     config.policy = args.policy;
+    config.no_policy = args.no_policy;
     config.tick = args.tick;
     config.metrics_listen = args.metrics_listen;
     config.warmup = args.warmup;

@@ -21,7 +21,8 @@ pub struct Event {
     pub at_ms: u64,
     /// `info`, `warn` or `error`.
     pub level: String,
-    /// `loaded`, `activated`, `rolled_back`, `rejected`, `error`, `capacity`, `log`, `param`.
+    /// `loaded`, `activated`, `rolled_back`, `rejected`, `error`, `capacity`, `log`, `param`,
+    /// `quarantined`, `suspended`.
     pub kind: String,
     /// `name@N`, or empty when no version is concerned.
     pub policy: String,
@@ -95,7 +96,7 @@ impl Journal {
         };
         self.next_seq += 1;
         if self.echo {
-            eprintln!("mantle: policy {}", event.line());
+            super::stderr_line(&format!("mantle: policy {}", event.line()));
         }
         let mut changes: Vec<Change> = vec![(
             key(event.seq),
@@ -105,7 +106,7 @@ impl Journal {
             changes.push((key(event.seq - JOURNAL_CAPACITY), None));
         }
         if let Err(e) = self.space.write(&changes, false) {
-            eprintln!("mantle: policy log not persisted: {e}");
+            super::stderr_line(&format!("mantle: policy log not persisted: {e}"));
         }
     }
 

@@ -13,13 +13,31 @@ pub mod registry;
 mod runner;
 pub mod sample;
 pub mod space;
+pub mod watchdog;
 
 use crate::config::Config;
 use crate::db::Db;
 use crate::frame::Frame;
+use crate::store::Store;
+use space::Space;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
+use watchdog::TickWatch;
+
+/// How long shutting down waits for the engine's thread to finish its tick. The thread is
+/// interrupted first, so it normally exits at once; past this the server exits without it.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Times the engine's thread is rebuilt after a panic before the engine stays stopped.
+const MAX_RESTARTS: u32 = 10;
+
+/// Writes one line to stderr, the server's log, ignoring failures: a log reader that went
+/// away (EPIPE) must not take down the thread that was logging (`eprintln!` panics then).
+pub fn stderr_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
 
 /// What a `POLICY` command asks of the engine's thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,46 +101,68 @@ pub struct LivePolicy {
     sender: Mutex<mpsc::Sender<Message>>,
     pub gauges: Arc<Gauges>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Signalled when the engine's thread has finished.
+    exited: Mutex<Option<mpsc::Receiver<()>>>,
+    interrupt: policy::Interrupt,
+    watch: Arc<TickWatch>,
+    watchdog: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl LivePolicy {
-    /// Opens the registry in the server's store, reactivates the version that was active,
-    /// loads `--policy` if given, and starts ticking. Fails when `--policy` cannot be loaded.
+    /// Opens the registry in the server's store, reactivates the version that was active
+    /// (unless `--no-policy`, or it was quarantined), loads `--policy` if given, and starts
+    /// ticking. Fails when `--policy` cannot be loaded. A panic on the engine's thread is
+    /// logged and the engine rebuilt from the registry, quarantining a version whose tick
+    /// panicked.
     pub async fn start(db: Db, config: &Config) -> anyhow::Result<LivePolicy> {
         let (sender, receiver) = mpsc::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (exited_tx, exited_rx) = mpsc::channel();
         let gauges = Arc::new(Gauges::default());
+        let watch = Arc::new(TickWatch::default());
+        let interrupt = policy::Interrupt::default();
+        let space = match db.store() {
+            Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
+            Store::Upstream(_) => Space::memory(),
+        };
         let settings = runner::Settings {
             tick: config.tick,
             limits: config.policy_limits,
             policy_file: config.policy.clone(),
             echo: config.policy_echo,
+            no_policy: config.no_policy,
+            interrupt: interrupt.clone(),
+            watch: watch.clone(),
         };
+        let watchdog = watchdog::spawn(watch.clone(), space.clone())?;
         let thread_gauges = gauges.clone();
         let thread = std::thread::Builder::new()
             .name("mantle-policy".into())
-            .spawn(
-                move || match runner::Runner::open(db, settings, thread_gauges) {
-                    Ok(mut runner) => {
-                        let _ = ready_tx.send(Ok(()));
-                        runner.run(&receiver);
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                    }
-                },
-            )?;
+            .spawn(move || {
+                runner::supervise(db, space, settings, thread_gauges, ready_tx, &receiver);
+                let _ = exited_tx.send(());
+            })?;
+        let live = |thread| LivePolicy {
+            sender: Mutex::new(sender),
+            gauges,
+            thread: Mutex::new(Some(thread)),
+            exited: Mutex::new(Some(exited_rx)),
+            interrupt,
+            watch: watch.clone(),
+            watchdog: Mutex::new(Some(watchdog)),
+        };
         match ready_rx.await {
-            Ok(Ok(())) => Ok(LivePolicy {
-                sender: Mutex::new(sender),
-                gauges,
-                thread: Mutex::new(Some(thread)),
-            }),
+            Ok(Ok(())) => Ok(live(thread)),
             Ok(Err(message)) => {
                 let _ = thread.join();
+                drop(live);
+                watch.shut_down();
                 anyhow::bail!("{message}")
             }
-            Err(_) => anyhow::bail!("the policy thread stopped while starting"),
+            Err(_) => {
+                watch.shut_down();
+                anyhow::bail!("the policy thread stopped while starting")
+            }
         }
     }
 
@@ -142,14 +182,31 @@ impl LivePolicy {
             .unwrap_or_else(|_| Frame::err("the policy engine is stopped"))
     }
 
-    /// Stops ticking and waits for the thread (states are persisted after every tick).
+    /// Stops ticking and waits for the thread (states are persisted after every tick). A
+    /// running callback is interrupted; if the thread still has not finished after
+    /// [`STOP_TIMEOUT`], it is left behind and the server exits without it.
     pub fn stop(&self) {
+        self.interrupt.interrupt();
         if let Ok(sender) = self.sender.lock() {
             let _ = sender.send(Message::Stop);
         }
+        self.watch.shut_down();
+        let exited = self.exited.lock().ok().and_then(|mut e| e.take());
         let thread = self.thread.lock().ok().and_then(|mut t| t.take());
-        if let Some(thread) = thread {
-            let _ = thread.join();
+        if let (Some(exited), Some(thread)) = (exited, thread) {
+            match exited.recv_timeout(STOP_TIMEOUT) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = thread.join();
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => stderr_line(&format!(
+                    "mantle: the policy thread did not stop within {} s; exiting without it",
+                    STOP_TIMEOUT.as_secs()
+                )),
+            }
+        }
+        let watchdog = self.watchdog.lock().ok().and_then(|mut t| t.take());
+        if let Some(watchdog) = watchdog {
+            let _ = watchdog.join();
         }
     }
 }

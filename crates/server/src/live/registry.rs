@@ -6,7 +6,8 @@
 //!
 //! Layout (keys in the policy column family, values JSON):
 //! `v/<name>/<N, 10 digits>` a version; `active` the activation stack (last = active);
-//! `param/<k>` a parameter; `state/<name>` a policy's state.
+//! `param/<k>` a parameter; `state/<name>` a policy's state; `wedged` the version whose tick
+//! was running too long (see `watchdog`).
 
 use super::space::{Change, Space};
 use crate::store::StoreError;
@@ -175,6 +176,21 @@ impl Registry {
         let keep = &history[history.len().saturating_sub(MAX_HISTORY)..];
         self.space
             .write(&[(b"active".to_vec(), Some(encode(&keep)))], true)
+    }
+
+    /// The version recorded as wedged in a tick, if any.
+    pub fn wedged(&self) -> Result<Option<VersionRef>, StoreError> {
+        match self.space.get(b"wedged")? {
+            Some(raw) => decode(b"wedged", &raw).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Records (or with `None` erases) the version wedged in a tick. Synced: the record
+    /// matters exactly when the process is about to die.
+    pub fn set_wedged(&self, version: Option<&VersionRef>) -> Result<(), StoreError> {
+        let change = (b"wedged".to_vec(), version.map(encode));
+        self.space.write(&[change], true)
     }
 
     pub fn params(&self) -> Result<Params, StoreError> {

@@ -10,11 +10,13 @@ use super::journal::Journal;
 use super::registry::{self, Registry, VersionRecord, VersionRef};
 use super::sample::Sampler;
 use super::space::Space;
-use super::{Gauges, Message, Op};
+use super::watchdog::TickWatch;
+use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS};
 use crate::db::{now_ms, Db};
 use crate::frame::Frame;
-use crate::store::Store;
-use policy::{Action, Limits, LogLevel, NoSeries, Params, PolicyEngine, StateValue, TickInput};
+use policy::{
+    Action, Interrupt, Limits, LogLevel, NoSeries, Params, PolicyEngine, StateValue, TickInput,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -24,11 +26,78 @@ use std::time::{Duration, Instant};
 /// Most events `POLICY LOG n` returns.
 pub const MAX_LOG_REPLY: usize = super::journal::JOURNAL_CAPACITY as usize;
 
+#[derive(Clone)]
 pub struct Settings {
     pub tick: Duration,
     pub limits: Limits,
     pub policy_file: Option<PathBuf>,
     pub echo: bool,
+    /// `--no-policy`: do not reactivate the registry's active version.
+    pub no_policy: bool,
+    /// Stops a running callback when the server shuts down.
+    pub interrupt: Interrupt,
+    pub watch: Arc<TickWatch>,
+}
+
+/// Runs the engine's thread: opens the runner, runs it, and rebuilds it from the registry
+/// after a panic (at most [`MAX_RESTARTS`] times), quarantining the version whose tick
+/// panicked. `ready` gets the outcome of the first open.
+pub fn supervise(
+    db: Db,
+    space: Space,
+    mut settings: Settings,
+    gauges: Arc<Gauges>,
+    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+    inbox: &mpsc::Receiver<Message>,
+) {
+    let mut ready = Some(ready);
+    let mut restarts = 0;
+    loop {
+        let opened = Runner::open(db.clone(), space.clone(), settings.clone(), gauges.clone());
+        let mut runner = match opened {
+            Ok(runner) => runner,
+            Err(e) => {
+                match ready.take() {
+                    Some(ready) => {
+                        let _ = ready.send(Err(e));
+                    }
+                    None => stderr_line(&format!("mantle: the policy engine cannot restart: {e}")),
+                }
+                return;
+            }
+        };
+        if let Some(ready) = ready.take() {
+            let _ = ready.send(Ok(()));
+        }
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inbox)));
+        if run.is_ok() {
+            return;
+        }
+        restarts += 1;
+        let in_tick = settings.watch.running();
+        settings.watch.end();
+        stderr_line(&format!(
+            "mantle: the policy engine panicked{}; {}",
+            in_tick
+                .as_ref()
+                .map(|v| format!(" in a tick of {v}"))
+                .unwrap_or_default(),
+            if restarts > MAX_RESTARTS {
+                "it stays stopped (too many restarts)"
+            } else {
+                "rebuilding it from the registry"
+            }
+        ));
+        if restarts > MAX_RESTARTS {
+            return;
+        }
+        if let Some(version) = in_tick {
+            // Quarantined by the next open, like a version wedged when the server died.
+            let _ = Registry::new(space.clone()).set_wedged(Some(&version));
+        }
+        // The file is in the registry already; do not activate it over a quarantine.
+        settings.policy_file = None;
+    }
 }
 
 pub struct Runner {
@@ -49,17 +118,21 @@ pub struct Runner {
     last_error: String,
     warned_where: bool,
     gauges: Arc<Gauges>,
+    /// The top of the activation stack is not running (`--no-policy`) until an operator
+    /// activates or rolls back.
+    suspended: bool,
 }
 
 impl Runner {
-    pub fn open(db: Db, settings: Settings, gauges: Arc<Gauges>) -> Result<Runner, String> {
-        let space = match db.store() {
-            Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
-            Store::Upstream(_) => Space::memory(),
-        };
+    pub fn open(
+        db: Db,
+        space: Space,
+        settings: Settings,
+        gauges: Arc<Gauges>,
+    ) -> Result<Runner, String> {
         let registry = Registry::new(space.clone());
         let journal = Journal::open(space, settings.echo).map_err(|e| e.to_string())?;
-        let mut engine = PolicyEngine::new(settings.limits);
+        let mut engine = PolicyEngine::with_interrupt(settings.limits, settings.interrupt.clone());
         let persisted = registry.states().map_err(|e| e.to_string())?;
         for (name, value) in &persisted {
             engine.set_state(name, value.clone());
@@ -82,13 +155,26 @@ impl Runner {
             last_error: String::new(),
             warned_where: false,
             gauges,
+            suspended: false,
         };
         if !runner.registry.is_durable() {
-            eprintln!(
-                "mantle: policies are kept in memory only (no local store in front of an upstream)"
+            stderr_line(
+                "mantle: policies are kept in memory only (no local store in front of an upstream)",
             );
         }
-        if let Some(active) = runner.history.last().cloned() {
+        runner.quarantine_wedged()?;
+        if runner.settings.no_policy {
+            if let Some(top) = runner.history.last().cloned() {
+                runner.suspended = true;
+                runner.note(
+                    "warn",
+                    "suspended",
+                    &top.to_string(),
+                    "not reactivated: started with --no-policy; the registry is unchanged \
+                     (POLICY USE to run a version, POLICY ROLLBACK to drop this one)",
+                );
+            }
+        } else if let Some(active) = runner.history.last().cloned() {
             match runner.activate() {
                 Ok(()) => runner.note(
                     "info",
@@ -109,6 +195,36 @@ impl Runner {
         }
         runner.update_gauges();
         Ok(runner)
+    }
+
+    /// A version recorded as wedged in a tick when the server stopped (see `watchdog`) is taken
+    /// off the activation stack, so a restart does not run it into the same wedge; it stays in
+    /// the registry for `POLICY USE`.
+    fn quarantine_wedged(&mut self) -> Result<(), String> {
+        let Some(wedged) = self.registry.wedged().map_err(|e| e.to_string())? else {
+            return Ok(());
+        };
+        if self.history.last() == Some(&wedged) {
+            self.history.pop();
+            self.registry
+                .set_history(&self.history)
+                .map_err(|e| e.to_string())?;
+            let to = self
+                .history
+                .last()
+                .map_or("no management".to_string(), |t| t.to_string());
+            self.note(
+                "error",
+                "quarantined",
+                &wedged.to_string(),
+                &format!(
+                    "its tick did not finish before the engine stopped; not reactivated, \
+                     reinstated {to} (POLICY USE {} {} to run it again)",
+                    wedged.name, wedged.version
+                ),
+            );
+        }
+        self.registry.set_wedged(None).map_err(|e| e.to_string())
     }
 
     /// `--policy FILE`: stored as a new version of the file's stem unless identical to its
@@ -146,6 +262,8 @@ impl Runner {
                     let _ = reply.send(frame);
                 }
                 Ok(Message::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // The interrupt stopped the last callback; saving the states runs Lua.
+                    self.settings.interrupt.clear();
                     self.persist_states();
                     return;
                 }
@@ -166,7 +284,10 @@ impl Runner {
     fn run_tick(&mut self) {
         self.tick += 1;
         let metrics = self.sampler.sample(&self.db);
-        if self.engine.active().is_none() {
+        let Some(running) = self.history.last().cloned() else {
+            return;
+        };
+        if self.engine.active().is_none() || self.suspended {
             return;
         }
         let servers = [metrics];
@@ -178,7 +299,19 @@ impl Runner {
             params: &self.params,
             timeseries: &NoSeries,
         };
+        self.settings.watch.begin(&running);
         let outcome = self.engine.tick(&input);
+        if self.settings.watch.end() {
+            if let Err(e) = self.registry.set_wedged(None) {
+                self.note("error", "error", &running.to_string(), &format!("{e}"));
+            }
+            self.note(
+                "warn",
+                "log",
+                &running.to_string(),
+                "a tick that ran past the wedge threshold finished; no longer recorded as wedged",
+            );
+        }
         self.relay_logs();
         let policy = outcome
             .policy
@@ -303,7 +436,8 @@ impl Runner {
             .map_err(|e| e.to_string())?
             .map_or(1, |r| r.version + 1);
         let label = format!("{name}@{next}");
-        let mut scratch = PolicyEngine::new(self.settings.limits);
+        let mut scratch =
+            PolicyEngine::with_interrupt(self.settings.limits, self.settings.interrupt.clone());
         if let Err(e) = scratch.load_named_chunk(name, &format!("={label}"), source) {
             let running = self
                 .history
@@ -335,11 +469,16 @@ impl Runner {
             .ok_or_else(|| no_such(name, version))?;
         if self.history.last() != Some(&record.id()) {
             self.push_and_activate(record.id())?;
+        } else if self.suspended {
+            self.activate()?;
+            self.suspended = false;
+            self.note("info", "activated", &record.id().to_string(), "resumed");
         }
         Ok(Frame::Integer(i64::from(record.version)))
     }
 
     fn op_rollback(&mut self) -> Result<Frame, String> {
+        self.suspended = false;
         let Some(from) = self.history.pop() else {
             return Err("no policy is active; nothing to roll back".into());
         };
@@ -361,7 +500,7 @@ impl Runner {
     }
 
     fn op_list(&self) -> Result<Frame, String> {
-        let active = self.history.last();
+        let active = self.running();
         let lines = self
             .registry
             .list()
@@ -389,7 +528,11 @@ impl Runner {
         let stats = self.engine.stats();
         let text = |s: &str| Frame::bulk_str(s);
         let int = |n: u64| Frame::Integer(n as i64);
-        let active = self.history.last().map_or(String::new(), |r| r.to_string());
+        let active = self.running().map_or(String::new(), |r| r.to_string());
+        let suspended = match (self.suspended, self.history.last()) {
+            (true, Some(top)) => top.to_string(),
+            _ => String::new(),
+        };
         let previous = self
             .history
             .len()
@@ -406,6 +549,7 @@ impl Runner {
             ("last_decision", text(&self.last_decision)),
             ("last_error", text(&self.last_error)),
             ("durable", int(u64::from(self.registry.is_durable()))),
+            ("suspended", text(&suspended)),
         ];
         Frame::Map(
             pairs
@@ -416,7 +560,21 @@ impl Runner {
     }
 
     fn op_param(&mut self, key: &str, value: &str) -> Result<Frame, String> {
+        if value.len() > Limits::MAX_PARAM_VALUE_BYTES || key.len() > Limits::MAX_PARAM_KEY_BYTES {
+            return Err(format!(
+                "policy parameter too large: names are at most {} bytes and values at most {} \
+                 bytes",
+                Limits::MAX_PARAM_KEY_BYTES,
+                Limits::MAX_PARAM_VALUE_BYTES
+            ));
+        }
         let (key, scalar) = policy::parse_param(&format!("{key}={value}"))?;
+        if !self.params.contains_key(&key) && self.params.len() >= Limits::MAX_PARAMS {
+            return Err(format!(
+                "too many policy parameters: at most {} (set an existing one to change it)",
+                Limits::MAX_PARAMS
+            ));
+        }
         self.registry
             .set_param(&key, &scalar)
             .map_err(|e| e.to_string())?;
@@ -425,7 +583,16 @@ impl Runner {
         Ok(Frame::ok())
     }
 
+    /// The version running now: the top of the activation stack unless suspended.
+    fn running(&self) -> Option<&VersionRef> {
+        if self.suspended {
+            return None;
+        }
+        self.history.last()
+    }
+
     fn push_and_activate(&mut self, id: VersionRef) -> Result<(), String> {
+        self.suspended = false;
         self.history.push(id.clone());
         if let Err(e) = self.activate() {
             self.history.pop();
@@ -542,7 +709,7 @@ impl Runner {
         }
         match self.registry.save_states(changed.into_iter()) {
             Ok(()) => self.persisted = states,
-            Err(e) => eprintln!("mantle: policy state not persisted: {e}"),
+            Err(e) => stderr_line(&format!("mantle: policy state not persisted: {e}")),
         }
     }
 
@@ -557,7 +724,7 @@ impl Runner {
         g.actions.store(stats.actions, Ordering::Relaxed);
         g.errors.store(stats.errors, Ordering::Relaxed);
         g.fallbacks.store(stats.fallbacks, Ordering::Relaxed);
-        let active = self.history.last();
+        let active = self.running();
         g.active_version.store(
             active.map_or(0, |a| u64::from(a.version)),
             Ordering::Relaxed,
