@@ -183,7 +183,7 @@ impl ClusterNode {
     pub async fn leave(&self) {
         if let Some(m) = self.membership.lock().await.take() {
             if let Err(e) = m.leave().await {
-                crate::cluster::log(&format!("leaving the cluster: {e}"));
+                crate::log::log_line!("mantle: cluster: leaving the cluster: {e}");
             }
         }
     }
@@ -202,10 +202,4 @@ fn check_host_port(text: &str) -> Result<(), String> {
         }
         _ => Err(format!("expected HOST:PORT, got {text:?}")),
     }
-}
-
-/// A line on stderr that never panics (a closed stderr must not take the node down).
-pub(crate) fn log(message: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "mantle: cluster: {message}");
 }

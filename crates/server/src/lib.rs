@@ -17,6 +17,8 @@
 //! server::serve(config).unwrap(); // until SIGTERM or SIGINT
 //! ```
 
+#![deny(clippy::print_stderr)]
+
 pub mod admin;
 pub mod cluster;
 pub mod cmd;
@@ -28,6 +30,7 @@ pub mod frame;
 pub mod instance;
 pub mod keytable;
 pub mod live;
+pub mod log;
 pub mod metrics_http;
 pub mod parse;
 pub mod server;

@@ -76,7 +76,7 @@ fn fit_descriptors(config: &mut Config) -> anyhow::Result<DescriptorBudget> {
         )
     })?;
     if budget.maxclients < config.maxclients {
-        eprintln!(
+        crate::log::log_line!(
             "mantle: warning: --maxclients {} lowered to {}: the open-file limit (ulimit -n) is \
              {limit} and {} descriptors are kept for the store and the server; raise the limit \
              to serve more clients",
@@ -339,18 +339,20 @@ pub fn serve(config: Config) -> anyhow::Result<()> {
             }
             Backend::Upstream { url } => format!("upstream {url}"),
         };
-        eprintln!(
+        crate::log::log_line!(
             "mantle: serving on {} in front of {store}",
             server.local_addr()
         );
         if let Some(addr) = server.metrics_addr() {
-            eprintln!("mantle: Prometheus metrics on http://{addr}/metrics");
+            crate::log::log_line!("mantle: Prometheus metrics on http://{addr}/metrics");
         }
         if let Some(spec) = config.warmup {
-            eprintln!("mantle: warming up ({spec}) in the background; progress in INFO warmup");
+            crate::log::log_line!(
+                "mantle: warming up ({spec}) in the background; progress in INFO warmup"
+            );
         }
         server.run(termination()).await?;
-        eprintln!("mantle: shut down cleanly");
+        crate::log::log_line!("mantle: shut down cleanly");
         Ok(())
     })
 }

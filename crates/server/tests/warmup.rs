@@ -245,7 +245,9 @@ fn a_k_given_as_a_share_of_the_cache_fills_only_that_share() {
     });
     let mut con = server.client();
     wait_for_warmup(&mut con);
-    let loaded: u64 = info_field(&mut con, "warmup", "warmup_loaded").parse().unwrap();
+    let loaded: u64 = info_field(&mut con, "warmup", "warmup_loaded")
+        .parse()
+        .unwrap();
     assert_eq!(loaded, 100);
     assert_eq!(info_field(&mut con, "warmup", "warmup_k"), "25%");
     assert_eq!(info_field(&mut con, "stats", "evicted_keys"), "0");

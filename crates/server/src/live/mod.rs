@@ -35,8 +35,7 @@ const MAX_RESTARTS: u32 = 10;
 /// Writes one line to stderr, the server's log, ignoring failures: a log reader that went
 /// away (EPIPE) must not take down the thread that was logging (`eprintln!` panics then).
 pub fn stderr_line(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    crate::log::line(format_args!("{line}"));
 }
 
 /// What a `POLICY` command asks of the engine's thread.

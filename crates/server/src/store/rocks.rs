@@ -137,7 +137,9 @@ impl WalGuard {
     fn fail(&self, cause: &str) {
         let mut failure = lock(&self.failure);
         if failure.is_none() {
-            eprintln!("mantle: store failed, refusing writes until it recovers: {cause}");
+            crate::log::log_line!(
+                "mantle: store failed, refusing writes until it recovers: {cause}"
+            );
             let now = Instant::now();
             *failure = Some(Failure {
                 cause: cause.to_string(),
@@ -228,7 +230,7 @@ impl WalGuard {
         }
         self.flushed.fetch_max(target + 1, Ordering::AcqRel);
         if let Some(failure) = lock(&self.failure).take() {
-            eprintln!(
+            crate::log::log_line!(
                 "mantle: store writable again after {}s (it had failed: {})",
                 failure.since.elapsed().as_secs(),
                 failure.cause
@@ -322,7 +324,7 @@ impl RocksStore {
                 scan.describe(),
                 open.wal_recovery.as_str()
             );
-            eprintln!("mantle: write-ahead log damaged: {report}");
+            crate::log::log_line!("mantle: write-ahead log damaged: {report}");
             report
         });
         let guard = Arc::new(WalGuard::new(db.latest_sequence_number()));

@@ -39,7 +39,7 @@ pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
     };
     match persist::load(&space) {
         Ok(units) => monitor.restore(units, |key| db.key_hash(key)),
-        Err(e) => eprintln!("mantle: ignoring the warm-up record: {e}"),
+        Err(e) => crate::log::log_line!("mantle: ignoring the warm-up record: {e}"),
     }
     Ok(Some(space))
 }
@@ -114,7 +114,7 @@ pub async fn persist_periodically(
         let (job_db, job_space) = (db.clone(), space.clone());
         let saved = tokio::task::spawn_blocking(move || save(&job_db, &job_space, false)).await;
         if let Ok(Err(e)) = saved {
-            eprintln!("mantle: persisting the warm-up record failed: {e}");
+            crate::log::log_line!("mantle: persisting the warm-up record failed: {e}");
         }
         saved_seq = seq;
         saved_at = Instant::now();
