@@ -2,21 +2,13 @@
 //! with libCacheSim through the command line (percent sizes included), the dynamically sized
 //! cache on real and generated ParSplice traces, and clean failures on bad input.
 
+mod common;
+
+use common::{json_of, mantle, repo};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn mantle(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("mantle runs")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn shared_traces() -> Option<PathBuf> {
     let dir = repo().join("../shared/traces");
@@ -26,15 +18,6 @@ fn shared_traces() -> Option<PathBuf> {
         eprintln!("skipping: ../shared/traces is absent");
         None
     }
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "mantle failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
 }
 
 /// A failure must be one line on stderr, exit status 1, and never a panic.

@@ -2,30 +2,10 @@
 //! that overloads one node under static placement, the adaptable balancer evening it out,
 //! the per-tick loads CSV, and clean errors for bad flags.
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn mantle(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("mantle runs")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "mantle failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
-}
+use common::{json_of, mantle};
+use std::path::Path;
 
 fn hotspot(dir: &Path) -> String {
     let path = dir.join("hot.csv.zst");

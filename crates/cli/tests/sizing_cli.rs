@@ -3,30 +3,12 @@
 //! log (when ../shared/traces is present, or $MANTLE_SHARED_TRACES) and on generated traces
 //! under five initial conditions, with no policy parameter.
 
+mod common;
+
+use common::{json_of, mantle, repo};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn mantle(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("mantle runs")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "mantle failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mantle-sizing-{name}-{}", std::process::id()));

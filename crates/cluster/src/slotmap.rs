@@ -258,12 +258,7 @@ impl SlotMap {
     /// Flips the ownership of a migrating range to its target and ends the migration.
     pub fn finish_migration(&self, range: SlotRange) -> Result<SlotMap, MapError> {
         let mut next = self.clone();
-        let at = next
-            .migrations
-            .iter()
-            .position(|m| m.range == range)
-            .ok_or(MapError::NoSuchMigration { range })?;
-        let migration = next.migrations.remove(at);
+        let migration = next.take_migration(range)?;
         next.remove_range(range);
         next.owners.entry(migration.to).or_default().push(range);
         next.normalise();
@@ -275,12 +270,7 @@ impl SlotMap {
     /// Ends a migration without moving anything: the source keeps the range.
     pub fn abort_migration(&self, range: SlotRange) -> Result<SlotMap, MapError> {
         let mut next = self.clone();
-        let at = next
-            .migrations
-            .iter()
-            .position(|m| m.range == range)
-            .ok_or(MapError::NoSuchMigration { range })?;
-        next.migrations.remove(at);
+        next.take_migration(range)?;
         next.epoch += 1;
         Ok(next)
     }
@@ -336,6 +326,16 @@ impl SlotMap {
         next.normalise();
         next.validate()?;
         Ok(next)
+    }
+
+    /// Removes and returns the migration of exactly `range`.
+    fn take_migration(&mut self, range: SlotRange) -> Result<Migration, MapError> {
+        let at = self
+            .migrations
+            .iter()
+            .position(|m| m.range == range)
+            .ok_or(MapError::NoSuchMigration { range })?;
+        Ok(self.migrations.remove(at))
     }
 
     fn remove_range(&mut self, range: SlotRange) {

@@ -476,4 +476,10 @@ fn a_closed_stderr_does_not_stop_the_policy_engine() {
         child.process.try_wait().unwrap().is_none(),
         "the server is running"
     );
+    // Its last words ("shut down cleanly") go nowhere, and it still exits cleanly.
+    child.sigterm();
+    let exit = child
+        .wait_for_exit(Duration::from_secs(30))
+        .expect("SIGTERM stops the server");
+    assert!(exit.success(), "{exit:?}");
 }

@@ -3,9 +3,7 @@
 
 use super::replay::Args;
 use anyhow::{bail, Context, Result};
-use cache::Capacity;
 use sim::nodes::{replay_nodes, Balancer, ClusterReport, NodesConfig, Placement, MAX_NODES};
-use sim::{CacheSize, WorkingSet};
 
 /// The flags of a simulated cluster.
 #[derive(clap::Args)]
@@ -55,22 +53,7 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     let format = args.input.format()?;
     let options = args.input.options()?;
     let open = || trace::open(&args.input.trace, format, &options);
-    let capacity = match cache_size {
-        CacheSize::Objects(n) => Capacity {
-            objects: Some(n),
-            bytes: None,
-        },
-        CacheSize::Bytes(n) => Capacity {
-            objects: None,
-            bytes: Some(n),
-        },
-        CacheSize::Unlimited => Capacity::default(),
-        CacheSize::Percent(p) => {
-            let mut reader = open()?;
-            let ws = WorkingSet::scan(|| reader.next_request())?;
-            super::replay::capacity_from_percent(ws, p, &args.input.trace)?
-        }
-    };
+    let (capacity, _) = super::replay::resolve_capacity(cache_size, &open, &args.input.trace)?;
     let reader = open()?;
     let (tick, notice) =
         super::ticks::resolve(args.tick, reader.has_timestamps(), &args.input.trace)?;
@@ -88,12 +71,8 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     };
     let mut balancer = match &args.policy {
         Some(path) => {
-            let limits = policy::Limits {
-                instructions: args.policy_instructions,
-                memory_bytes: usize::try_from(args.policy_memory).unwrap_or(usize::MAX),
-                ..policy::Limits::default()
-            };
             let params = args.params.iter().cloned().collect();
+            let limits = super::replay::policy_limits(args);
             Some(
                 Balancer::from_file(path, nodes, params, limits)
                     .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?,

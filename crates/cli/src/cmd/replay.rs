@@ -76,10 +76,11 @@ pub struct Args {
     /// an always-warm cache (see docs/warmup.md).
     #[arg(long, value_name = "N|P%")]
     pub restart_at: Option<RestartAt>,
-    /// At the restart, bulk-load the set this strategy picks (firstk also takes :PERIOD).
+    /// At the restart, bulk-load the set this strategy picks; K is a count or a share of the
+    /// cache (lastk:100%); firstk also takes :PERIOD.
     #[arg(
         long,
-        value_name = "lastk:K|firstk:K|topk:K|randomk:K",
+        value_name = "lastk:K|firstk:K|topk:K|randomk:K (K: N or P%)",
         requires = "restart_at"
     )]
     pub warmup: Option<WarmupSpec>,
@@ -87,8 +88,9 @@ pub struct Args {
     /// or `keys`. Default: regions for block formats, keys otherwise.
     #[arg(long, value_name = "1MiB|keys", requires = "restart_at")]
     pub region: Option<String>,
-    /// Lookups per warm-up convergence window (default: about 1/200 of the lookups after
-    /// the restart, at least 100).
+    /// Lookups per point of the warm-up chart, and how many lookups must follow a
+    /// convergence point for it to count (default: about 1/200 of the lookups after the
+    /// restart, at least 100).
     #[arg(long, value_name = "N", requires = "restart_at")]
     pub warmup_window: Option<u64>,
     /// Most units (keys or regions) the warm-up monitor keeps.
@@ -167,24 +169,7 @@ pub fn run(args: Args) -> Result<()> {
     let options = args.input.options()?;
     let open = || trace::open(&args.input.trace, format, &options);
 
-    let mut working_set = None;
-    let capacity = match cache_size {
-        CacheSize::Objects(n) => Capacity {
-            objects: Some(n),
-            bytes: None,
-        },
-        CacheSize::Bytes(n) => Capacity {
-            objects: None,
-            bytes: Some(n),
-        },
-        CacheSize::Unlimited => Capacity::default(),
-        CacheSize::Percent(p) => {
-            let mut reader = open()?;
-            let ws = WorkingSet::scan(|| reader.next_request())?;
-            working_set = Some(ws);
-            capacity_from_percent(ws, p, &args.input.trace)?
-        }
-    };
+    let (capacity, working_set) = resolve_capacity(cache_size, &open, &args.input.trace)?;
 
     let classes = args
         .classes
@@ -208,14 +193,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut controller = match &args.policy {
         Some(path) => {
-            let limits = policy::Limits {
-                instructions: args.policy_instructions,
-                memory_bytes: usize::try_from(args.policy_memory).unwrap_or(usize::MAX),
-                ..policy::Limits::default()
-            };
             let params = args.params.iter().cloned().collect();
             Some(
-                PolicyController::from_file(path, params, limits, true)
+                PolicyController::from_file(path, params, policy_limits(&args), true)
                     .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?,
             )
         }
@@ -376,11 +356,47 @@ fn granularity(
 
 /// Resolves `--cache-size P%` against the working set: bytes when the trace carries object
 /// sizes, objects otherwise.
-pub(super) fn capacity_from_percent(
-    ws: WorkingSet,
-    percent: f64,
+/// The capacity `--cache-size` asks for, and the working set when a percentage needed one
+/// (a pass over the trace).
+pub(super) fn resolve_capacity(
+    size: CacheSize,
+    open: impl Fn() -> Result<Box<dyn trace::TraceReader>, trace::TraceError>,
     trace: &Path,
-) -> Result<Capacity> {
+) -> Result<(Capacity, Option<WorkingSet>)> {
+    Ok(match size {
+        CacheSize::Objects(n) => (
+            Capacity {
+                objects: Some(n),
+                bytes: None,
+            },
+            None,
+        ),
+        CacheSize::Bytes(n) => (
+            Capacity {
+                objects: None,
+                bytes: Some(n),
+            },
+            None,
+        ),
+        CacheSize::Unlimited => (Capacity::default(), None),
+        CacheSize::Percent(p) => {
+            let mut reader = open()?;
+            let ws = WorkingSet::scan(|| reader.next_request())?;
+            (capacity_from_percent(ws, p, trace)?, Some(ws))
+        }
+    })
+}
+
+/// `--policy-instructions` and `--policy-memory` as the engine's limits.
+pub(super) fn policy_limits(args: &Args) -> policy::Limits {
+    policy::Limits {
+        instructions: args.policy_instructions,
+        memory_bytes: usize::try_from(args.policy_memory).unwrap_or(usize::MAX),
+        ..policy::Limits::default()
+    }
+}
+
+fn capacity_from_percent(ws: WorkingSet, percent: f64, trace: &Path) -> Result<Capacity> {
     if ws.objects == 0 {
         bail!(
             "--cache-size {percent}%: {} has no requests, so it has no working set",
