@@ -53,7 +53,7 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     let format = args.input.format()?;
     let options = args.input.options()?;
     let open = || trace::open(&args.input.trace, format, &options);
-    let (capacity, _) = super::replay::resolve_capacity(cache_size, &open, &args.input.trace)?;
+    let (capacity, _) = super::replay::resolve_capacity(cache_size, open, &args.input.trace)?;
     let reader = open()?;
     let (tick, notice) =
         super::ticks::resolve(args.tick, reader.has_timestamps(), &args.input.trace)?;

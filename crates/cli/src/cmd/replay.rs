@@ -169,7 +169,7 @@ pub fn run(args: Args) -> Result<()> {
     let options = args.input.options()?;
     let open = || trace::open(&args.input.trace, format, &options);
 
-    let (capacity, working_set) = resolve_capacity(cache_size, &open, &args.input.trace)?;
+    let (capacity, working_set) = resolve_capacity(cache_size, open, &args.input.trace)?;
 
     let classes = args
         .classes
