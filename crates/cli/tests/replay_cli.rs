@@ -8,7 +8,7 @@ use common::{json_of, mantle, repo};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn shared_traces() -> Option<PathBuf> {
     let dir = repo().join("../shared/traces");
