@@ -160,6 +160,15 @@ impl WalGuard {
         ))
     }
 
+    /// A write that raced the first failure gets RocksDB's later message ("Seen error. Skip
+    /// writing buffer"), which does not say why: add the cause that started it.
+    fn with_first_cause(&self, error: StoreError) -> StoreError {
+        match lock(&self.failure).as_ref().map(|f| f.cause.clone()) {
+            Some(first) if first != error.0 => StoreError(format!("{} (after: {first})", error.0)),
+            _ => error,
+        }
+    }
+
     pub fn health(&self) -> Health {
         match &*lock(&self.failure) {
             None => Health::Ok,
@@ -183,7 +192,7 @@ impl WalGuard {
         write(db).map_err(|e| {
             let error = rocks_error(e);
             self.fail(&error.0);
-            error
+            self.with_first_cause(error)
         })
     }
 
@@ -203,7 +212,7 @@ impl WalGuard {
             Err(e) => {
                 let error = rocks_error(e);
                 self.fail(&error.0);
-                Err(error)
+                Err(self.with_first_cause(error))
             }
         }
     }
