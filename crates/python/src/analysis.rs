@@ -1,0 +1,61 @@
+//! `mantle.analyze`: `analyze::Analyzer` over a trace, as `mantle analyze --json` reports it.
+
+use crate::error;
+use crate::input::TraceInput;
+use analyze::{AnalyzeOptions, Analyzer};
+use pyo3::prelude::*;
+
+/// Seconds from a number or a duration string ("60s", "5m", "500ms"; a bare number is seconds).
+pub fn seconds(value: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
+    let bad = |text: &str| {
+        error(format!(
+            "{name}: `{text}` is not a positive duration (examples: 60s, 5m, 500ms)"
+        ))
+    };
+    let secs = if let Ok(s) = value.extract::<String>() {
+        match s.trim().parse::<f64>() {
+            Ok(v) => v,
+            Err(_) => humantime::parse_duration(s.trim())
+                .map_err(|_| bad(&s))?
+                .as_secs_f64(),
+        }
+    } else {
+        value
+            .extract::<f64>()
+            .map_err(|_| error(format!("{name}: expected seconds or a duration string")))?
+    };
+    if secs.is_finite() && secs > 0.0 {
+        Ok(secs)
+    } else {
+        Err(bad(&secs.to_string()))
+    }
+}
+
+/// The analysis of `trace` as JSON text (the GIL released while it runs).
+#[pyfunction]
+#[pyo3(signature = (trace, format=None, window=None, regimes=4, mrc_max_keys=1 << 22))]
+pub fn analyze_json(
+    py: Python<'_>,
+    trace: &Bound<'_, PyAny>,
+    format: Option<&str>,
+    window: Option<&Bound<'_, PyAny>>,
+    regimes: usize,
+    mrc_max_keys: usize,
+) -> PyResult<String> {
+    let input = TraceInput::from_py(trace, format)?;
+    let options = AnalyzeOptions {
+        window_s: window.map(|w| seconds(w, "window")).transpose()?.unwrap_or(60.0),
+        regimes,
+        mrc_max_keys,
+        ..AnalyzeOptions::default()
+    };
+    py.detach(move || {
+        let mut reader = trace::Batched::new(input.open().map_err(|e| e.to_string())?);
+        let mut analyzer = Analyzer::new(options);
+        while let Some(request) = reader.next_request().map_err(|e| e.to_string())? {
+            analyzer.feed(&request);
+        }
+        serde_json::to_string(&analyzer.finish()).map_err(|e| e.to_string())
+    })
+    .map_err(error)
+}

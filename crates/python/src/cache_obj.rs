@@ -1,0 +1,202 @@
+//! `mantle.Cache`: one of Mantle's caches driven from Python, request by request or a whole
+//! trace at a time (`process_trace`, in Rust with the GIL released).
+
+use crate::error;
+use crate::input::TraceInput;
+use crate::run::{parse_algorithm, parse_cache_size, resolve_capacity_of};
+use pyo3::prelude::*;
+use trace::{Op, Request};
+
+#[pyclass(module = "mantle._mantle")]
+pub struct Cache {
+    cache: cache::Cache,
+}
+
+/// Lookups and misses of one pass, in requests and bytes.
+#[derive(Default)]
+struct Tally {
+    lookups: u64,
+    misses: u64,
+    lookup_bytes: u64,
+    miss_bytes: u64,
+}
+
+impl Tally {
+    fn ratios(&self) -> (f64, f64) {
+        let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+        (
+            ratio(self.misses, self.lookups),
+            ratio(self.miss_bytes, self.lookup_bytes),
+        )
+    }
+}
+
+/// One request with the replay's semantics (DESIGN.md §5): get and access look up and insert
+/// on a miss, put (re)inserts, delete removes.
+#[inline]
+fn serve(cache: &mut cache::Cache, r: &Request, t: &mut Tally) {
+    match r.op {
+        Op::Get | Op::Access => {
+            t.lookups += 1;
+            t.lookup_bytes += u64::from(r.size);
+            if !cache.get(r.key) {
+                t.misses += 1;
+                t.miss_bytes += u64::from(r.size);
+                cache.insert(r.key, r.size);
+            }
+        }
+        Op::Put => {
+            cache.insert(r.key, r.size);
+        }
+        Op::Delete => {
+            cache.remove(r.key);
+        }
+    }
+}
+
+fn serve_trace(
+    cache: &mut cache::Cache,
+    input: &TraceInput,
+    start: u64,
+    max: Option<u64>,
+) -> Result<Tally, trace::TraceError> {
+    let mut reader = trace::Batched::new(input.open()?);
+    let mut tally = Tally::default();
+    let mut skipped = 0;
+    while skipped < start {
+        if reader.next_request()?.is_none() {
+            return Ok(tally);
+        }
+        skipped += 1;
+    }
+    let mut left = max.unwrap_or(u64::MAX);
+    while left > 0 {
+        let Some(r) = reader.next_request()? else {
+            break;
+        };
+        serve(cache, &r, &mut tally);
+        left -= 1;
+    }
+    Ok(tally)
+}
+
+#[pymethods]
+impl Cache {
+    /// `cache_size` as `mantle replay --cache-size` takes it: objects (1000), bytes with a
+    /// unit ("64MiB"), "unlimited", or a percentage ("10%") of `reader`'s working set.
+    #[new]
+    #[pyo3(signature = (eviction, cache_size, *, reader=None))]
+    fn new(
+        py: Python<'_>,
+        eviction: &str,
+        cache_size: &Bound<'_, PyAny>,
+        reader: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Cache> {
+        let algorithm = parse_algorithm(eviction)?;
+        let (size, _) = parse_cache_size(cache_size)?;
+        let input = reader.map(|r| TraceInput::from_py(r, None)).transpose()?;
+        let (capacity, _) = py
+            .detach(|| resolve_capacity_of(size, input.as_ref()))
+            .map_err(error)?;
+        Ok(Cache {
+            cache: cache::Cache::new(algorithm, capacity),
+        })
+    }
+
+    /// Replays a trace (a `mantle.TraceReader` or a path) through this cache from its current
+    /// state and returns `(miss_ratio, byte_miss_ratio)` of this pass; on a fresh cache these
+    /// are `mantle replay`'s. `start_req` requests are skipped, at most `max_req` served
+    /// (-1: all).
+    #[pyo3(signature = (reader, start_req=0, max_req=-1))]
+    fn process_trace(
+        &mut self,
+        py: Python<'_>,
+        reader: &Bound<'_, PyAny>,
+        start_req: u64,
+        max_req: i64,
+    ) -> PyResult<(f64, f64)> {
+        let input = TraceInput::from_py(reader, None)?;
+        let max = u64::try_from(max_req).ok();
+        let cache = &mut self.cache;
+        let tally = py
+            .detach(|| serve_trace(cache, &input, start_req, max))
+            .map_err(error)?;
+        Ok(tally.ratios())
+    }
+
+    /// A lookup that inserts `key` on a miss, as a trace's get does; returns whether it hit.
+    #[pyo3(signature = (key, size=1))]
+    fn get(&mut self, key: u64, size: u32) -> bool {
+        self.cache.access(key, size)
+    }
+
+    /// A lookup that never inserts; a hit counts as an access for the eviction algorithm.
+    fn find(&mut self, key: u64) -> bool {
+        self.cache.get(key)
+    }
+
+    /// Inserts `key` (or updates its size); false when it cannot be cached (too large).
+    #[pyo3(signature = (key, size=1))]
+    fn insert(&mut self, key: u64, size: u32) -> bool {
+        self.cache.insert(key, size)
+    }
+
+    /// Removes `key`; returns whether it was cached.
+    fn remove(&mut self, key: u64) -> bool {
+        self.cache.remove(key)
+    }
+
+    /// Evicts up to `n` objects as the algorithm chooses; returns how many went.
+    #[pyo3(signature = (n=1))]
+    fn evict(&mut self, n: u64) -> u64 {
+        self.cache.evict(n)
+    }
+
+    fn __contains__(&self, key: u64) -> bool {
+        self.cache.contains(key)
+    }
+
+    fn __len__(&self) -> usize {
+        usize::try_from(self.cache.len()).unwrap_or(usize::MAX)
+    }
+
+    /// Objects cached (libCacheSim's name).
+    fn get_n_obj(&self) -> u64 {
+        self.cache.len()
+    }
+
+    /// Bytes cached (libCacheSim's name).
+    fn get_occupied_byte(&self) -> u64 {
+        self.cache.bytes()
+    }
+
+    #[getter]
+    fn evictions(&self) -> u64 {
+        self.cache.evictions()
+    }
+
+    #[getter]
+    fn eviction(&self) -> String {
+        self.cache.algorithm().to_string()
+    }
+
+    /// `(objects, bytes)` the cache may hold; None where unbounded.
+    #[getter]
+    fn capacity(&self) -> (Option<u64>, Option<u64>) {
+        let c = self.cache.capacity();
+        (c.objects, c.bytes)
+    }
+
+    fn __repr__(&self) -> String {
+        let (objects, bytes) = self.capacity();
+        let show = |v: Option<u64>| v.map_or("None".to_string(), |v| v.to_string());
+        format!(
+            "mantle.Cache({:?}, capacity_objects={}, capacity_bytes={}, objects={}, bytes={})",
+            self.cache.algorithm().to_string(),
+            show(objects),
+            show(bytes),
+            self.cache.len(),
+            self.cache.bytes()
+        )
+    }
+}
