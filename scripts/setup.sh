@@ -25,3 +25,15 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: no Rust toolchain found; install one with rustup (stable, with rustfmt and clippy)" >&2
   exit 1
 fi
+
+# The Python package (crates/python): a virtual environment of the clone's own, .venv
+# (MANTLE_VENV overrides), with maturin to build the wheel and what its tests and docs use.
+venv="${MANTLE_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating the Python environment $venv" >&2
+  python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import maturin, pytest, pandas, matplotlib' 2>/dev/null; then
+  echo "setup: installing maturin, pytest, pandas and matplotlib into $venv" >&2
+  "$venv/bin/pip" install -q "maturin>=1.16,<2" pytest pandas matplotlib
+fi

@@ -11,3 +11,10 @@ cargo fmt --all --check
 cargo build --release --workspace --locked
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 cargo test --release --workspace --locked
+
+# The Python package: its abi3 wheel built (release, same target directory) into the venv
+# scripts/setup.sh made, then its pytest suite against the binary built above.
+venv="${MANTLE_VENV:-$PWD/.venv}"
+VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --release --locked -q \
+  -m crates/python/Cargo.toml
+MANTLE_BIN="$MANTLE" "$venv/bin/python" -m pytest -q crates/python/tests

@@ -44,7 +44,10 @@ pub fn analyze_json(
 ) -> PyResult<String> {
     let input = TraceInput::from_py(trace, format)?;
     let options = AnalyzeOptions {
-        window_s: window.map(|w| seconds(w, "window")).transpose()?.unwrap_or(60.0),
+        window_s: window
+            .map(|w| seconds(w, "window"))
+            .transpose()?
+            .unwrap_or(60.0),
         regimes,
         mrc_max_keys,
         ..AnalyzeOptions::default()

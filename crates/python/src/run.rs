@@ -55,9 +55,13 @@ fn text_of(value: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
         return Ok(s);
     }
     if value.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(error(format!("{name}: expected a number or a string, got a bool")));
+        return Err(error(format!(
+            "{name}: expected a number or a string, got a bool"
+        )));
     }
-    if value.is_instance_of::<pyo3::types::PyInt>() || value.is_instance_of::<pyo3::types::PyFloat>() {
+    if value.is_instance_of::<pyo3::types::PyInt>()
+        || value.is_instance_of::<pyo3::types::PyFloat>()
+    {
         return Ok(value.str()?.to_string());
     }
     Err(error(format!(
@@ -84,7 +88,9 @@ pub fn parse_algorithm(text: &str) -> PyResult<Algorithm> {
 fn parse_params(params: Option<&Bound<'_, PyDict>>) -> PyResult<policy::Params> {
     let mut out = policy::Params::new();
     for (k, v) in params.into_iter().flat_map(|d| d.iter()) {
-        let key: String = k.extract().map_err(|_| error("params: keys must be strings"))?;
+        let key: String = k
+            .extract()
+            .map_err(|_| error("params: keys must be strings"))?;
         let value = if let Ok(b) = v.extract::<bool>() {
             b.to_string()
         } else {
@@ -176,8 +182,7 @@ impl Setup {
                     .map_err(|e| error(format!("warmup: {e}")))
             })
             .transpose()?;
-        if restart_at.is_none()
-            && (warmup.is_some() || region.is_some() || warmup_window.is_some())
+        if restart_at.is_none() && (warmup.is_some() || region.is_some() || warmup_window.is_some())
         {
             return Err(error(
                 "warmup, region and warmup_window go with restart_at (the restart they measure)",
@@ -221,8 +226,11 @@ impl Setup {
                 if self.params.is_empty() {
                     stem
                 } else {
-                    let kv: Vec<String> =
-                        self.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let kv: Vec<String> = self
+                        .params
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect();
                     format!("{stem} {}", kv.join(","))
                 }
             }
@@ -512,4 +520,3 @@ pub fn compare_json<'py>(
     }
     Ok(out)
 }
-
