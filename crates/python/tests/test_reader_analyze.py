@@ -88,3 +88,16 @@ def test_gen_parsplice_writes_what_the_cli_writes(tmp_path, mantle_bin):
         mantle.gen_parsplice(tmp_path / "x.csv", duration="soon")
     with pytest.raises(mantle.MantleError):
         mantle.gen_parsplice(tmp_path / "x.csv", workers=0)
+
+
+def test_an_empty_trace_gives_empty_frames(tmp_path, cli):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    r = mantle.replay(empty, cache_size=10, format="parsplice")
+    want = cli("replay", "--trace", empty, "--format", "parsplice", "--cache-size", "10", "--json", "--quiet")
+    assert r.requests == want["requests"] == 0 and r.miss_ratio == want["miss_ratio"]
+    assert r.metrics.empty and "cache_objects" in r.metrics.columns
+    a = mantle.analyze(empty, format="parsplice")
+    assert a.summary["requests"] == 0 and a.fans.empty and a.mrc.empty
+    assert list(mantle.TraceReader(empty, "parsplice")) == []
+    assert mantle.Cache("lru", 10).process_trace(mantle.TraceReader(empty, "parsplice")) == (0.0, 0.0)

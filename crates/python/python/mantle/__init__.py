@@ -68,13 +68,10 @@ class ReplayResult:
     def metrics(self):
         if self._metrics is None:
             pd = _pandas()
-            columns = [
-                "tick", "time", "requests", "cache_objects", "cache_bytes",
-                "capacity_objects", "capacity_bytes", "lookups", "hits", "hit_ratio",
-                "backend_reads", "backend_writes", "backend_queue", "evictions", "action",
-                "policy_error",
-            ]
-            self._metrics = pd.DataFrame(self._ticks, columns=columns)
+            # Columns in the order --metrics-out writes them (TickRow's fields).
+            self._metrics = pd.DataFrame(self._ticks) if self._ticks else pd.DataFrame(
+                columns=["tick", "time", "requests", "cache_objects", "cache_bytes"]
+            )
         return self._metrics
 
     def to_dict(self) -> dict:
@@ -158,7 +155,8 @@ def compare(
         rows.append(row)
     frame = pd.json_normalize(rows, max_level=1)
     # Lists (per-class rows, warm-up windows) stay in the ReplayResults.
-    frame = frame[[c for c in frame.columns if not isinstance(frame[c].iloc[0], (list, dict))]]
+    frame = frame[[c for c in frame.columns
+                   if not any(isinstance(v, (list, dict)) for v in frame[c])]]
     return (frame, outs) if results else frame
 
 
@@ -179,15 +177,13 @@ class Analysis:
             for k, v in raw[group].items():
                 if not isinstance(v, (dict, list)):
                     self.summary[f"{group}.{k}"] = v
-        self.fans = pd.DataFrame(
-            raw["fans"]["fans"], columns=["start", "end", "bottom", "top", "keys", "accesses"]
-        )
-        self.regimes = pd.DataFrame(
-            raw["regimes"]["regimes"],
-            columns=["start", "end", "centroid_read_rate", "mean_read_rate",
-                     "keyspace_at_start", "buckets"],
-        )
-        self.mrc = pd.DataFrame(raw["mrc"]["points"], columns=["cache_size", "miss_ratio"])
+        def frame(rows, columns):
+            # Columns from the data when there is any (new fields show up), else these.
+            return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
+
+        self.fans = frame(raw["fans"]["fans"], ["start", "end", "bottom", "top", "keys", "accesses"])
+        self.regimes = frame(raw["regimes"]["regimes"], ["start", "end", "mean_read_rate"])
+        self.mrc = frame(raw["mrc"]["points"], ["cache_size", "miss_ratio"])
         self.series = pd.DataFrame(raw["series"])
 
     def __getattr__(self, name: str) -> Any:
