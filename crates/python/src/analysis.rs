@@ -1,7 +1,7 @@
 //! `mantle.analyze`: `analyze::Analyzer` over a trace, as `mantle analyze --json` reports it.
 
-use crate::error;
 use crate::input::TraceInput;
+use crate::{error, Signals, Stop};
 use analyze::{AnalyzeOptions, Analyzer};
 use pyo3::prelude::*;
 
@@ -52,13 +52,15 @@ pub fn analyze_json(
         mrc_max_keys,
         ..AnalyzeOptions::default()
     };
-    py.detach(move || {
-        let mut reader = trace::Batched::new(input.open().map_err(|e| e.to_string())?);
+    let json = py.detach(move || -> Result<String, Stop> {
+        let mut reader = trace::Batched::new(input.open()?);
         let mut analyzer = Analyzer::new(options);
-        while let Some(request) = reader.next_request().map_err(|e| e.to_string())? {
+        let mut signals = Signals::new();
+        while let Some(request) = reader.next_request()? {
+            signals.poll()?;
             analyzer.feed(&request);
         }
-        serde_json::to_string(&analyzer.finish()).map_err(|e| e.to_string())
-    })
-    .map_err(error)
+        serde_json::to_string(&analyzer.finish()).map_err(|e| Stop::Input(e.to_string()))
+    })?;
+    Ok(json)
 }

@@ -1,9 +1,9 @@
 //! `mantle.Cache`: one of Mantle's caches driven from Python, request by request or a whole
 //! trace at a time (`process_trace`, in Rust with the GIL released).
 
-use crate::error;
 use crate::input::TraceInput;
 use crate::run::{parse_algorithm, parse_cache_size, resolve_capacity_of};
+use crate::{error, Signals, Stop};
 use pyo3::prelude::*;
 use trace::{Op, Request};
 
@@ -59,9 +59,10 @@ fn serve_trace(
     input: &TraceInput,
     start: u64,
     max: Option<u64>,
-) -> Result<Tally, trace::TraceError> {
+) -> Result<Tally, Stop> {
     let mut reader = trace::Batched::new(input.open()?);
     let mut tally = Tally::default();
+    let mut signals = Signals::new();
     let mut skipped = 0;
     while skipped < start {
         if reader.next_request()?.is_none() {
@@ -71,6 +72,7 @@ fn serve_trace(
     }
     let mut left = max.unwrap_or(u64::MAX);
     while left > 0 {
+        signals.poll()?;
         let Some(r) = reader.next_request()? else {
             break;
         };
@@ -118,9 +120,7 @@ impl Cache {
         let input = TraceInput::from_py(reader, None)?;
         let max = u64::try_from(max_req).ok();
         let cache = &mut self.cache;
-        let tally = py
-            .detach(|| serve_trace(cache, &input, start_req, max))
-            .map_err(error)?;
+        let tally = py.detach(|| serve_trace(cache, &input, start_req, max))?;
         Ok(tally.ratios())
     }
 

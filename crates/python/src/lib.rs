@@ -3,7 +3,7 @@
 //! half (`python/mantle`) only turns results into pandas objects.
 //!
 //! Long runs (replay, compare, analyze, `Cache.process_trace`, trace generation) release the
-//! GIL, so other Python threads keep running. Errors become `mantle.MantleError` with the
+//! GIL, so other Python threads keep running, and check for Ctrl-C as they go. Errors become `mantle.MantleError` with the
 //! library's one-line message, never a panic across the FFI boundary.
 
 use pyo3::create_exception;
@@ -28,6 +28,59 @@ create_exception!(
 /// A `MantleError` carrying `msg`.
 pub(crate) fn error(msg: impl std::fmt::Display) -> PyErr {
     MantleError::new_err(msg.to_string())
+}
+
+/// Why a run with the GIL released ended early: bad input (raised as `MantleError`), or a
+/// Python exception that came up meanwhile (Ctrl-C's `KeyboardInterrupt`).
+pub(crate) enum Stop {
+    Input(String),
+    Python(PyErr),
+}
+
+impl From<String> for Stop {
+    fn from(msg: String) -> Stop {
+        Stop::Input(msg)
+    }
+}
+
+impl From<trace::TraceError> for Stop {
+    fn from(e: trace::TraceError) -> Stop {
+        Stop::Input(e.to_string())
+    }
+}
+
+impl From<Stop> for PyErr {
+    fn from(stop: Stop) -> PyErr {
+        match stop {
+            Stop::Input(msg) => error(msg),
+            Stop::Python(e) => e,
+        }
+    }
+}
+
+/// Lets Ctrl-C stop a long run: every [`Signals::EVERY`] requests it takes the GIL back for
+/// a moment to run pending signal handlers (on the main thread; elsewhere a no-op).
+pub(crate) struct Signals {
+    left: u32,
+}
+
+impl Signals {
+    /// About a millisecond of replay: rare enough to cost nothing, often enough to feel instant.
+    const EVERY: u32 = 1 << 16;
+
+    pub fn new() -> Signals {
+        Signals { left: Self::EVERY }
+    }
+
+    #[inline]
+    pub fn poll(&mut self) -> Result<(), Stop> {
+        self.left -= 1;
+        if self.left == 0 {
+            self.left = Self::EVERY;
+            Python::attach(|py| py.check_signals()).map_err(Stop::Python)?;
+        }
+        Ok(())
+    }
 }
 
 #[pymodule]

@@ -7,8 +7,8 @@
 //! moves into crates/sim it is mirrored here, and tests/test_replay.py holds the two to the
 //! same numbers.
 
-use crate::error;
 use crate::input::TraceInput;
+use crate::{error, Signals, Stop};
 use cache::{Algorithm, Capacity};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -247,8 +247,7 @@ struct Outcome {
     notices: Vec<String>,
 }
 
-fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, String> {
-    let s = |e: trace::TraceError| e.to_string();
+fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, Stop> {
     let mut notices = Vec::new();
     let (capacity, working_set) = resolve_capacity(setup, input)?;
     let warmup = match setup.restart_at {
@@ -262,13 +261,13 @@ fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, String> {
         ),
         None => None,
     };
-    let mut reader = trace::Batched::new(input.open().map_err(s)?);
+    let mut reader = trace::Batched::new(input.open()?);
     let tick = match (setup.tick, reader.has_timestamps()) {
         (Some(Tick::Seconds(secs)), false) => {
-            return Err(format!(
+            return Err(Stop::Input(format!(
                 "tick {secs}s: {} has no timestamps, so a time tick would never fire; use a request-count tick such as tick=\"{TIMELESS_TICK}ops\"",
                 input.path.display()
-            ))
+            )))
         }
         (Some(t), _) => t,
         (None, true) => Tick::Seconds(1.0),
@@ -292,14 +291,22 @@ fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, String> {
         classes: setup.classes.clone(),
         warmup,
     };
+    let mut signals = Signals::new();
     let mut report = sim::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn sim::Controller),
-        || reader.next_request(),
+        || {
+            signals.poll()?;
+            reader.next_request().map_err(Stop::from)
+        },
     )
     .map_err(|e| match e {
-        sim::ReplayError::Source(e) => e.to_string(),
-        clock => format!("{}: {clock}", input.path.display()),
+        sim::ReplayError::Source(stop) => stop,
+        clock => Stop::Input(format!(
+            "{}: {}",
+            input.path.display(),
+            clock.map_source(|_| "")
+        )),
     })?;
     if let Some(p) = &report.policy {
         if p.ticks == 0 && report.requests > 0 {
@@ -460,7 +467,7 @@ pub fn replay_json<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let input = TraceInput::from_py(trace, format)?;
     let setup = setup.get().clone();
-    let outcome = py.detach(|| run_setup(&setup, &input)).map_err(error)?;
+    let outcome = py.detach(|| run_setup(&setup, &input))?;
     to_py(py, setup.label(), outcome)
 }
 
@@ -491,9 +498,9 @@ pub fn compare_json<'py>(
     let jobs = jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, setups.len());
-    let results: Vec<Result<Outcome, String>> = py.detach(|| {
+    let results: Vec<Result<Outcome, Stop>> = py.detach(|| {
         let next = AtomicUsize::new(0);
-        let slots: Mutex<Vec<Option<Result<Outcome, String>>>> =
+        let slots: Mutex<Vec<Option<Result<Outcome, Stop>>>> =
             Mutex::new((0..setups.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
             for _ in 0..jobs {
@@ -509,13 +516,16 @@ pub fn compare_json<'py>(
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .into_iter()
-            .map(|o| o.unwrap_or_else(|| Err("the replay thread stopped".to_string())))
+            .map(|o| o.unwrap_or_else(|| Err(Stop::Input("the replay thread stopped".to_string()))))
             .collect()
     });
     let out = PyList::empty(py);
     for (setup, result) in setups.into_iter().zip(results) {
         let label = setup.label();
-        let outcome = result.map_err(|e| error(format!("{label}: {e}")))?;
+        let outcome = result.map_err(|stop| match stop {
+            Stop::Input(msg) => error(format!("{label}: {msg}")),
+            Stop::Python(e) => e,
+        })?;
         out.append(to_py(py, label, outcome)?)?;
     }
     Ok(out)

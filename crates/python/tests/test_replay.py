@@ -125,3 +125,4 @@ def test_long_runs_release_the_gil(tmp_path):
     t.join()
     # With the GIL held for the whole replay this thread could not have looped meanwhile.
     assert spins > 5
+
