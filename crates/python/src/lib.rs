@@ -3,8 +3,9 @@
 //! half (`python/mantle`) only turns results into pandas objects.
 //!
 //! Long runs (replay, compare, analyze, `Cache.process_trace`, trace generation) release the
-//! GIL, so other Python threads keep running, and check for Ctrl-C as they go. Errors become `mantle.MantleError` with the
-//! library's one-line message, never a panic across the FFI boundary.
+//! GIL, so other Python threads keep running, and check for Ctrl-C as they go. Errors become
+//! `mantle.MantleError` with the library's one-line message, never a panic across the FFI
+//! boundary.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
