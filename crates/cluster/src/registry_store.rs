@@ -11,8 +11,11 @@
 
 use crate::control::{ClusterError, ControlPlane, Versioned};
 use etcd_client::{
-    Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, WatchOptions,
+    Compare, CompareOp, EventType, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    WatchOptions,
 };
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -20,9 +23,23 @@ use tokio::task::JoinHandle;
 /// Attempts at taking the next version number while other nodes take them too.
 const VERSION_ATTEMPTS: usize = 64;
 
+/// Version records kept in memory; they never change once written, so a copy is never
+/// stale, and the watch fills it so a node activating a pushed version need not read it.
+const CACHED_VERSIONS: usize = 256;
+
 #[derive(Clone)]
 pub struct PolicyStore {
     plane: ControlPlane,
+    /// Version records by key.
+    cache: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+}
+
+fn remember(cache: &Mutex<HashMap<String, Vec<u8>>>, key: String, value: Vec<u8>) {
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.len() >= CACHED_VERSIONS {
+        cache.clear();
+    }
+    cache.insert(key, value);
 }
 
 /// What a [`PolicyWatch`] reports: the etcd revision of the last change seen under the
@@ -35,7 +52,10 @@ pub struct RegistryState {
 
 impl PolicyStore {
     pub fn new(plane: ControlPlane) -> PolicyStore {
-        PolicyStore { plane }
+        PolicyStore {
+            plane,
+            cache: Arc::default(),
+        }
     }
 
     fn prefix(&self) -> String {
@@ -97,15 +117,17 @@ impl PolicyStore {
         let mut next = self.latest(name).await?.map_or(1, |(n, _)| n + 1);
         for _ in 0..VERSION_ATTEMPTS {
             let key = self.version_key(name, next);
+            let value = encode(next);
             let txn = Txn::new()
                 .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(key, encode(next), None)]);
+                .and_then([TxnOp::put(key.clone(), value.clone(), None)]);
             if self
                 .plane
                 .bounded(self.plane.client().txn(txn))
                 .await?
                 .succeeded()
             {
+                remember(&self.cache, key, value);
                 return Ok(next);
             }
             next = self.latest(name).await?.map_or(1, |(n, _)| n + 1);
@@ -114,15 +136,25 @@ impl PolicyStore {
     }
 
     pub async fn version(&self, name: &str, version: u32) -> Result<Option<Vec<u8>>, ClusterError> {
+        let key = self.version_key(name, version);
+        let cached = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if cached.is_some() {
+            return Ok(cached);
+        }
         let resp = self
             .plane
-            .bounded(
-                self.plane
-                    .client()
-                    .get(self.version_key(name, version), None),
-            )
+            .bounded(self.plane.client().get(key.clone(), None))
             .await?;
-        Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
+        let found = resp.kvs().first().map(|kv| kv.value().to_vec());
+        if let Some(value) = &found {
+            remember(&self.cache, key, value.clone());
+        }
+        Ok(found)
     }
 
     /// Every version of every policy, by name then number.
@@ -178,6 +210,41 @@ impl PolicyStore {
         Ok(Err(self.active().await?))
     }
 
+    /// The activation stack and every parameter, read at one revision in one round trip
+    /// (what a node adopts when the registry changed).
+    pub async fn snapshot(
+        &self,
+    ) -> Result<(Versioned<Option<Vec<u8>>>, Vec<(String, Vec<u8>)>), ClusterError> {
+        let prefix = self.plane.key("policy/param/");
+        let txn = Txn::new().and_then([
+            TxnOp::get(self.active_key(), None),
+            TxnOp::get(prefix.clone(), Some(GetOptions::new().with_prefix())),
+        ]);
+        let resp = self.plane.bounded(self.plane.client().txn(txn)).await?;
+        let mut active = Versioned {
+            value: None,
+            revision: 0,
+        };
+        let mut params = Vec::new();
+        for (i, op) in resp.op_responses().into_iter().enumerate() {
+            let TxnOpResponse::Get(get) = op else {
+                continue;
+            };
+            for kv in get.kvs() {
+                if i == 0 {
+                    active = Versioned {
+                        value: Some(kv.value().to_vec()),
+                        revision: kv.mod_revision(),
+                    };
+                } else {
+                    let name = String::from_utf8_lossy(&kv.key()[prefix.len()..]).into_owned();
+                    params.push((name, kv.value().to_vec()));
+                }
+            }
+        }
+        Ok((active, params))
+    }
+
     /// Every parameter, by name.
     pub async fn params(&self) -> Result<Vec<(String, Vec<u8>)>, ClusterError> {
         let prefix = self.plane.key("policy/param/");
@@ -221,12 +288,23 @@ impl PolicyStore {
             revision: first,
             connected: true,
         });
-        let task = tokio::spawn(follow(self.plane.clone(), self.prefix(), tx));
+        let task = tokio::spawn(follow(
+            self.plane.clone(),
+            self.prefix(),
+            Arc::clone(&self.cache),
+            tx,
+        ));
         Ok(PolicyWatch { state: rx, task })
     }
 }
 
-async fn follow(plane: ControlPlane, prefix: String, tx: watch::Sender<RegistryState>) {
+async fn follow(
+    plane: ControlPlane,
+    prefix: String,
+    cache: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    tx: watch::Sender<RegistryState>,
+) {
+    let versions = format!("{prefix}v/");
     let mut backoff = Duration::from_millis(100);
     loop {
         let start = tx.borrow().revision + 1;
@@ -258,11 +336,16 @@ async fn follow(plane: ControlPlane, prefix: String, tx: watch::Sender<RegistryS
                 tx.send_modify(|s| s.revision = s.revision.max(now));
                 break;
             }
-            let revision = message
-                .events()
-                .iter()
-                .filter_map(|e| e.kv().map(|kv| kv.mod_revision()))
-                .max();
+            let mut revision = None;
+            for event in message.events() {
+                let Some(kv) = event.kv() else { continue };
+                revision = revision.max(Some(kv.mod_revision()));
+                if event.event_type() == EventType::Put && kv.key().starts_with(versions.as_bytes())
+                {
+                    let key = String::from_utf8_lossy(kv.key()).into_owned();
+                    remember(&cache, key, kv.value().to_vec());
+                }
+            }
             if let Some(revision) = revision {
                 tx.send_modify(|s| {
                     s.revision = s.revision.max(revision);

@@ -205,6 +205,20 @@ impl Shared for EtcdRegistry {
         self.block(self.store.set_param(key, raw)).map_err(refused)
     }
 
+    fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {
+        let (active, raw_params) = self.block(self.store.snapshot()).map_err(refused)?;
+        let stack: Vec<VersionRef> = match &active.value {
+            Some(raw) => decode("the activation stack", raw)?,
+            None => Vec::new(),
+        };
+        *self.seen() = (stack.clone(), active.revision);
+        let mut params = Params::new();
+        for (key, raw) in raw_params {
+            params.insert(key, decode::<Scalar>("a policy parameter", &raw)?);
+        }
+        Ok((stack, params))
+    }
+
     fn record(&self, event: &Event) {
         let mut entry = LogEntry::new(&event.level, &event.kind, &event.policy, &event.message);
         entry.at_ms = event.at_ms;

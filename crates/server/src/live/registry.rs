@@ -86,6 +86,11 @@ pub trait Shared: Send + Sync {
     fn set_history(&self, history: &[VersionRef]) -> Result<(), StoreError>;
     fn params(&self) -> Result<Params, StoreError>;
     fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError>;
+    /// The activation stack and the parameters, read together (one round trip where that
+    /// matters: every node does this after every push).
+    fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {
+        Ok((self.history()?, self.params()?))
+    }
     /// Adds an event to the central log without waiting for it to be written.
     fn record(&self, event: &Event);
     /// The central log's last `n` events (this node's recorded ones included), oldest first.
@@ -241,6 +246,14 @@ impl Registry {
         }
         self.space
             .write(&[(b"active".to_vec(), Some(encode(&keep)))], true)
+    }
+
+    /// The activation stack and the parameters as they are now.
+    pub fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {
+        match &self.shared {
+            Some(shared) => shared.snapshot(),
+            None => Ok((self.history()?, self.params()?)),
+        }
     }
 
     /// The version recorded as wedged in a tick, if any.

@@ -511,11 +511,10 @@ impl Runner {
     /// Adopts the shared registry's activation stack and parameters after another node
     /// changed them: every node of a cluster runs the same version.
     fn op_sync(&mut self) -> Result<Frame, String> {
-        let params = self.registry.params().map_err(|e| e.to_string())?;
+        let (history, params) = self.registry.snapshot().map_err(|e| e.to_string())?;
         if params != self.params {
             self.params = params;
         }
-        let history = self.registry.history().map_err(|e| e.to_string())?;
         if history == self.history {
             return Ok(Frame::ok());
         }
