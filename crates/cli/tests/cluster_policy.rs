@@ -167,21 +167,33 @@ fn a_push_rollback_or_param_on_any_node_runs_on_every_node_and_logs_centrally() 
     // One log, read from any node: the push, then each node's activation (each written by
     // that node in the background, so wait for the three after the rollback).
     let mut log = Vec::new();
-    wait_until("every node's activation in the log", Duration::from_secs(10), || {
-        log = nodes[2].log(200);
-        let after = log
-            .iter()
-            .position(|l| l.contains("event=rolled_back"))
-            .unwrap_or(log.len());
-        nodes.iter().all(|n| {
-            log[after..].iter().any(|l| {
-                l.contains("event=activated policy=p@2") && l.ends_with(&format!("node={}", n.id))
+    wait_until(
+        "every node's activation in the log",
+        Duration::from_secs(10),
+        || {
+            log = nodes[2].log(200);
+            let after = log
+                .iter()
+                .position(|l| l.contains("event=rolled_back"))
+                .unwrap_or(log.len());
+            nodes.iter().all(|n| {
+                log[after..].iter().any(|l| {
+                    l.contains("event=activated policy=p@2")
+                        && l.ends_with(&format!("node={}", n.id))
+                })
             })
-        })
-    });
+        },
+    );
     let seqs: Vec<u64> = log
         .iter()
-        .map(|l| l["seq=".len()..].split(' ').next().unwrap().parse().unwrap())
+        .map(|l| {
+            l["seq=".len()..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
         .collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "ordered: {log:#?}");
     assert!(
@@ -190,7 +202,10 @@ fn a_push_rollback_or_param_on_any_node_runs_on_every_node_and_logs_centrally() 
         "{log:#?}"
     );
     let later = nodes[0].log(200);
-    assert!(later.starts_with(&log), "every node reads the same log: {later:#?}");
+    assert!(
+        later.starts_with(&log),
+        "every node reads the same log: {later:#?}"
+    );
 
     // Every node sees the same versions, and a node that joins later runs the active one.
     let listed: Vec<String> = redis::cmd("POLICY")
@@ -268,15 +283,17 @@ fn with_etcd_away_pushes_are_refused_nodes_keep_their_version_and_recover() {
 
     etcd.restart();
     let mut pushed = 0;
-    wait_until("a push to work again", Duration::from_secs(20), || {
-        match nodes[1].policy(&["LOAD", "p", "-- again\nfunction when() return false end"]) {
+    wait_until(
+        "a push to work again",
+        Duration::from_secs(20),
+        || match nodes[1].policy(&["LOAD", "p", "-- again\nfunction when() return false end"]) {
             Ok(redis::Value::Int(n)) => {
                 pushed = n;
                 true
             }
             _ => false,
-        }
-    });
+        },
+    );
     assert_eq!(pushed, 2);
     all_run(&nodes, "p@2");
 }

@@ -43,8 +43,11 @@ fn refused(e: ClusterError) -> StoreError {
 }
 
 fn decode<T: for<'de> serde::Deserialize<'de>>(what: &str, raw: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(raw)
-        .map_err(|e| StoreError(format!("cluster policy registry: {what} is unreadable: {e}")))
+    serde_json::from_slice(raw).map_err(|e| {
+        StoreError(format!(
+            "cluster policy registry: {what} is unreadable: {e}"
+        ))
+    })
 }
 
 impl EtcdRegistry {
@@ -90,7 +93,11 @@ impl EtcdRegistry {
 
 /// What `desired` does to `base` (a push of one version, or a rollback of the top), redone
 /// on `now`, the stack another node left; `None` when it is neither.
-fn rebase(base: &[VersionRef], desired: &[VersionRef], now: &[VersionRef]) -> Option<Vec<VersionRef>> {
+fn rebase(
+    base: &[VersionRef],
+    desired: &[VersionRef],
+    now: &[VersionRef],
+) -> Option<Vec<VersionRef>> {
     if desired.len() == base.len() + 1 && desired[..base.len()] == *base {
         let mut next = now.to_vec();
         next.extend(desired.last().cloned());
@@ -177,9 +184,7 @@ impl Shared for EtcdRegistry {
                         StoreError(format!(
                             "another node changed the cluster's active policy meanwhile (now {}); \
                              try again",
-                            stack
-                                .last()
-                                .map_or("none".to_string(), ToString::to_string)
+                            stack.last().map_or("none".to_string(), ToString::to_string)
                         ))
                     })?;
                     base = stack;
@@ -232,7 +237,9 @@ impl Shared for EtcdRegistry {
 
     fn tail(&self, n: usize) -> Result<Vec<Event>, StoreError> {
         self.block(self.queue.flush(FLUSH_WAIT));
-        let entries = self.block(self.log.tail(n)).map_err(|e| StoreError(e.to_string()))?;
+        let entries = self
+            .block(self.log.tail(n))
+            .map_err(|e| StoreError(e.to_string()))?;
         Ok(entries
             .into_iter()
             .map(|e| Event {

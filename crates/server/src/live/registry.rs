@@ -76,8 +76,11 @@ pub trait Shared: Send + Sync {
         now_ms: u64,
     ) -> Result<VersionRecord, StoreError>;
     /// Version `version` of `name`, or its latest with `None`.
-    fn version(&self, name: &str, version: Option<u32>)
-        -> Result<Option<VersionRecord>, StoreError>;
+    fn version(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<Option<VersionRecord>, StoreError>;
     fn list(&self) -> Result<Vec<VersionRecord>, StoreError>;
     fn history(&self) -> Result<Vec<VersionRef>, StoreError>;
     /// Replaces the activation stack read by the last [`Shared::history`]; if another node
