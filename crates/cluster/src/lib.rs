@@ -17,6 +17,8 @@ pub mod admin;
 pub mod central_log;
 #[cfg(feature = "etcd")]
 pub mod control;
+#[cfg(feature = "etcd")]
+pub mod failover;
 pub mod node;
 #[cfg(feature = "etcd")]
 pub mod registry_store;

@@ -166,6 +166,12 @@ impl Server {
             )),
             None => None,
         };
+        if let Some(node) = &cluster {
+            let cache_tier = matches!(db.store(), Store::Upstream(_));
+            crate::cluster_failover::start(node, cache_tier)
+                .await
+                .context("setting up failover")?;
+        }
         let (shared, policy_watch) = match &cluster {
             Some(node) => {
                 let (registry, watch) = crate::cluster_policy::EtcdRegistry::open(node)
