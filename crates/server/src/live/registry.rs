@@ -365,6 +365,98 @@ mod tests {
         assert_eq!(kept.last().unwrap().version, 40);
     }
 
+    /// A cluster's registry in memory: what `Registry` must route to when it has one.
+    #[derive(Default)]
+    struct FakeShared {
+        versions: std::sync::Mutex<Vec<VersionRecord>>,
+        stack: std::sync::Mutex<Vec<VersionRef>>,
+        params: std::sync::Mutex<Params>,
+    }
+
+    impl Shared for FakeShared {
+        fn add_version(
+            &self,
+            name: &str,
+            source: &str,
+            author: &str,
+            now_ms: u64,
+        ) -> Result<VersionRecord, StoreError> {
+            let mut versions = self.versions.lock().unwrap();
+            let version = versions.iter().filter(|r| r.name == name).count() as u32 + 1;
+            let record = VersionRecord {
+                name: name.into(),
+                version,
+                source: source.into(),
+                loaded_at_ms: now_ms,
+                author: author.into(),
+            };
+            versions.push(record.clone());
+            Ok(record)
+        }
+        fn version(
+            &self,
+            name: &str,
+            version: Option<u32>,
+        ) -> Result<Option<VersionRecord>, StoreError> {
+            let versions = self.versions.lock().unwrap();
+            let mut of = versions.iter().filter(|r| r.name == name);
+            Ok(match version {
+                Some(v) => of.find(|r| r.version == v).cloned(),
+                None => of.next_back().cloned(),
+            })
+        }
+        fn list(&self) -> Result<Vec<VersionRecord>, StoreError> {
+            Ok(self.versions.lock().unwrap().clone())
+        }
+        fn history(&self) -> Result<Vec<VersionRef>, StoreError> {
+            Ok(self.stack.lock().unwrap().clone())
+        }
+        fn set_history(&self, history: &[VersionRef]) -> Result<(), StoreError> {
+            *self.stack.lock().unwrap() = history.to_vec();
+            Ok(())
+        }
+        fn params(&self) -> Result<Params, StoreError> {
+            Ok(self.params.lock().unwrap().clone())
+        }
+        fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError> {
+            self.params
+                .lock()
+                .unwrap()
+                .insert(key.into(), value.clone());
+            Ok(())
+        }
+        fn record(&self, _event: &Event) {}
+        fn tail(&self, _n: usize) -> Result<Vec<Event>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_shared_registry_holds_versions_stack_and_params_and_the_node_keeps_its_states() {
+        let space = Space::memory();
+        let shared = Arc::new(FakeShared::default());
+        let registry =
+            Registry::new(space.clone()).with_shared(Some(shared.clone() as Arc<dyn Shared>));
+        let record = registry.add_version("p", "x", "me", 1).unwrap();
+        registry.set_history(&[record.id()]).unwrap();
+        registry.set_param("n", &Scalar::Number(7.0)).unwrap();
+        let mut states = BTreeMap::new();
+        states.insert("p".to_string(), StateValue::Scalar(Scalar::Number(3.0)));
+        registry.save_states(states.iter()).unwrap();
+        // Versions, stack and params went to the shared store, none to the node's space...
+        assert_eq!(shared.list().unwrap().len(), 1);
+        assert_eq!(shared.history().unwrap(), vec![record.id()]);
+        assert_eq!(registry.latest("p").unwrap().unwrap().source, "x");
+        let (stack, params) = registry.snapshot().unwrap();
+        assert_eq!((stack.len(), params.len()), (1, 1));
+        let local = Registry::new(space);
+        assert!(local.list().unwrap().is_empty());
+        assert!(local.history().unwrap().is_empty());
+        assert!(local.params().unwrap().is_empty());
+        // ...while the policies' states stay the node's own.
+        assert_eq!(local.states().unwrap(), states);
+    }
+
     #[test]
     fn names_are_checked() {
         assert!(validate_name("fixed-size_2.lua").is_ok());
