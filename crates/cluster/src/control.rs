@@ -146,6 +146,16 @@ impl ControlPlane {
         &self.config
     }
 
+    /// A handle on the etcd client, for the other stores under this cluster's prefix.
+    pub(crate) fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The etcd key of `rest` under this cluster's prefix.
+    pub(crate) fn key(&self, rest: &str) -> String {
+        format!("{}{rest}", self.prefix)
+    }
+
     fn member_key(&self, id: &NodeId) -> String {
         format!("{}members/{id}", self.prefix)
     }
@@ -159,7 +169,7 @@ impl ControlPlane {
     }
 
     /// Runs one etcd call under the timeout.
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, etcd_client::Error>>,
     ) -> Result<T, ClusterError> {
@@ -382,9 +392,9 @@ impl ControlPlane {
         key: &[u8],
         value: &[u8],
         revision: i64,
-    ) -> Result<(), ClusterError> {
+    ) -> Result<bool, ClusterError> {
         let Some(rest) = key.strip_prefix(self.prefix.as_bytes()) else {
-            return Ok(());
+            return Ok(false);
         };
         if rest == b"slotmap" {
             view.slot_map = match kind {
@@ -408,8 +418,12 @@ impl ControlPlane {
                 }
                 (EventType::Delete, None) => {}
             }
+        } else {
+            // The policy registry and the central log share the prefix; their writes do
+            // not change the view.
+            return Ok(false);
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -517,21 +531,28 @@ async fn follow(plane: ControlPlane, tx: watch::Sender<ClusterView>) {
             let revision = message.header().map_or(0, |h| h.revision());
             let mut view = tx.borrow().clone();
             let mut bad = false;
+            let mut changed = !view.connected;
             for event in message.events() {
                 if let Some(kv) = event.kv() {
-                    bad |= plane
-                        .apply(
-                            &mut view,
-                            event.event_type(),
-                            kv.key(),
-                            kv.value(),
-                            kv.mod_revision(),
-                        )
-                        .is_err();
+                    match plane.apply(
+                        &mut view,
+                        event.event_type(),
+                        kv.key(),
+                        kv.value(),
+                        kv.mod_revision(),
+                    ) {
+                        Ok(relevant) => changed |= relevant,
+                        Err(_) => bad = true,
+                    }
                 }
             }
             if bad {
                 break;
+            }
+            if !changed {
+                // A policy push or a log line: followers of the view (every node's
+                // routing table) need not wake up.
+                continue;
             }
             view.revision = view.revision.max(revision);
             view.connected = true;

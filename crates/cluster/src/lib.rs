@@ -7,23 +7,35 @@
 //!   only of owned ranges);
 //! - [`control`]: membership under kept-alive leases, the slot map changed only by
 //!   compare-and-swap transactions, and a watch that keeps a node's view current through
-//!   etcd outages.
+//!   etcd outages;
+//! - [`registry_store`] and [`central_log`]: the policy registry and the central log every
+//!   node shares.
 
 #[cfg(feature = "etcd")]
 pub mod admin;
 #[cfg(feature = "etcd")]
+pub mod central_log;
+#[cfg(feature = "etcd")]
 pub mod control;
+#[cfg(feature = "etcd")]
+pub mod failover;
 pub mod node;
+#[cfg(feature = "etcd")]
+pub mod registry_store;
 pub mod slot;
 pub mod slotmap;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 #[cfg(feature = "etcd")]
+pub use central_log::{CentralLog, LogEntry, LogQueue};
+#[cfg(feature = "etcd")]
 pub use control::{
     ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, Membership,
     MembershipState, Versioned,
 };
 pub use node::{Member, NodeId};
+#[cfg(feature = "etcd")]
+pub use registry_store::{PolicyStore, PolicyWatch, RegistryState};
 pub use slot::{key_slot, SLOTS};
 pub use slotmap::{MapError, Migration, OwnerTable, SlotMap, SlotRange};

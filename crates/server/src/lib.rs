@@ -21,6 +21,8 @@
 
 pub mod admin;
 pub mod cluster;
+pub mod cluster_failover;
+pub mod cluster_policy;
 pub mod cmd;
 pub mod config;
 pub mod connection;

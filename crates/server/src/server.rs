@@ -157,9 +157,7 @@ impl Server {
             ),
             None => None,
         };
-        let live = LivePolicy::start(db.clone(), &config)
-            .await
-            .context("starting the policy engine")?;
+        // A cluster node joins first: its policy registry is the cluster's.
         let cluster = match &config.cluster {
             Some(settings) => Some(Arc::new(
                 crate::cluster::ClusterNode::join(settings, local_addr)
@@ -168,11 +166,34 @@ impl Server {
             )),
             None => None,
         };
+        if let Some(node) = &cluster {
+            let cache_tier = matches!(db.store(), Store::Upstream(_));
+            crate::cluster_failover::start(node, cache_tier)
+                .await
+                .context("setting up failover")?;
+        }
+        let (shared, policy_watch) = match &cluster {
+            Some(node) => {
+                let (registry, watch) = crate::cluster_policy::EtcdRegistry::open(node)
+                    .await
+                    .context("opening the cluster's policy registry")?;
+                let registry: Arc<dyn crate::live::registry::Shared> = Arc::new(registry);
+                (Some(registry), Some(watch))
+            }
+            None => (None, None),
+        };
+        let live = LivePolicy::start_shared(db.clone(), &config, shared)
+            .await
+            .context("starting the policy engine")?;
         let mut instance = Instance::new(db, live, config, local_addr);
         instance.cluster = cluster;
+        let instance = Arc::new(instance);
+        if let Some(watch) = policy_watch {
+            crate::cluster_policy::follow(Arc::downgrade(&instance), watch);
+        }
         Ok(Server {
             listener,
-            instance: Arc::new(instance),
+            instance,
             metrics,
             warmup_space,
         })

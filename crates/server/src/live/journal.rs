@@ -5,9 +5,11 @@
 //! still shows why; every event is also written to stderr, the server's log, as one
 //! `key=value` line.
 
+use super::registry::Shared;
 use super::space::{Change, Space};
 use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Events kept; older ones are deleted as new ones arrive.
 pub const JOURNAL_CAPACITY: u64 = 1_000;
@@ -27,12 +29,15 @@ pub struct Event {
     /// `name@N`, or empty when no version is concerned.
     pub policy: String,
     pub message: String,
+    /// The node it happened on, in a cluster's central log; empty on a node of its own.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
 }
 
 impl Event {
     /// The line `POLICY LOG` returns and stderr shows.
     pub fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "seq={} at_ms={} level={} event={} policy={} msg={:?}",
             self.seq,
             self.at_ms,
@@ -44,7 +49,12 @@ impl Event {
                 &self.policy
             },
             self.message
-        )
+        );
+        if !self.node.is_empty() {
+            line.push_str(" node=");
+            line.push_str(&self.node);
+        }
+        line
     }
 }
 
@@ -53,6 +63,8 @@ pub struct Journal {
     next_seq: u64,
     /// Print events on stderr (off in unit tests).
     echo: bool,
+    /// A cluster's central log: every event goes there too, and `tail` reads it.
+    shared: Option<Arc<dyn Shared>>,
 }
 
 fn key(seq: u64) -> Vec<u8> {
@@ -71,7 +83,14 @@ impl Journal {
             space,
             next_seq: last.map_or(1, |s| s + 1),
             echo,
+            shared: None,
         })
+    }
+
+    /// Also sends every event to a cluster's central log, and reads that log in `tail`.
+    pub fn with_shared(mut self, shared: Option<Arc<dyn Shared>>) -> Journal {
+        self.shared = shared;
+        self
     }
 
     /// Records an event; a store failure is reported on stderr only (logging must not fail
@@ -93,6 +112,7 @@ impl Journal {
             kind: kind.to_string(),
             policy: policy.to_string(),
             message,
+            node: String::new(),
         };
         self.next_seq += 1;
         if self.echo {
@@ -108,10 +128,22 @@ impl Journal {
         if let Err(e) = self.space.write(&changes, false) {
             super::stderr_line(&format!("mantle: policy log not persisted: {e}"));
         }
+        if let Some(shared) = &self.shared {
+            shared.record(&event);
+        }
     }
 
-    /// The last `n` events, oldest first.
+    /// The last `n` events, oldest first: the cluster's, or this node's own while the
+    /// central log cannot be read.
     pub fn tail(&self, n: usize) -> Result<Vec<Event>, StoreError> {
+        if let Some(shared) = &self.shared {
+            match shared.tail(n) {
+                Ok(events) => return Ok(events),
+                Err(e) => super::stderr_line(&format!(
+                    "mantle: the central policy log is unreadable ({e}); showing this node's"
+                )),
+            }
+        }
         let all = self.space.scan(b"log/")?;
         all[all.len().saturating_sub(n)..]
             .iter()

@@ -64,6 +64,9 @@ pub enum Op {
     Log {
         count: usize,
     },
+    /// A cluster's shared registry changed (or etcd came back): adopt its activation stack
+    /// and parameters.
+    Sync,
 }
 
 enum Message {
@@ -114,6 +117,15 @@ impl LivePolicy {
     /// logged and the engine rebuilt from the registry, quarantining a version whose tick
     /// panicked.
     pub async fn start(db: Db, config: &Config) -> anyhow::Result<LivePolicy> {
+        LivePolicy::start_shared(db, config, None).await
+    }
+
+    /// [`LivePolicy::start`] with the registry and log of a cluster (`--cluster`).
+    pub async fn start_shared(
+        db: Db,
+        config: &Config,
+        shared: Option<Arc<dyn registry::Shared>>,
+    ) -> anyhow::Result<LivePolicy> {
         let (sender, receiver) = mpsc::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (exited_tx, exited_rx) = mpsc::channel();
@@ -132,6 +144,7 @@ impl LivePolicy {
             no_policy: config.no_policy,
             interrupt: interrupt.clone(),
             watch: watch.clone(),
+            shared,
         };
         let watchdog = watchdog::spawn(watch.clone(), space.clone())?;
         let thread_gauges = gauges.clone();

@@ -4,17 +4,23 @@
 //! recorded there too, as are the policies' `WRstate` values and `POLICY PARAM` settings, so a
 //! restarted server manages its cache exactly as before.
 //!
+//! With `--cluster` the versions, the activation stack and the parameters live in the
+//! cluster's etcd instead, behind [`Shared`] (`crate::cluster_policy`), so a push on any node
+//! is the push of every node; states and the wedge record stay with the node.
+//!
 //! Layout (keys in the policy column family, values JSON):
 //! `v/<name>/<N, 10 digits>` a version; `active` the activation stack (last = active);
 //! `param/<k>` a parameter; `state/<name>` a policy's state; `wedged` the version whose tick
 //! was running too long (see `watchdog`).
 
+use super::journal::Event;
 use super::space::{Change, Space};
 use crate::store::StoreError;
 use policy::{Params, Scalar, StateValue};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Activations remembered for rollback; older ones are forgotten.
 pub const MAX_HISTORY: usize = 32;
@@ -56,8 +62,47 @@ impl VersionRecord {
     }
 }
 
+/// The part of the registry, and the log, that a cluster's nodes share. Calls block (the
+/// engine's thread makes them); a failure is a [`StoreError`] whose message says etcd is
+/// unreachable, so pushes are refused while it is.
+pub trait Shared: Send + Sync {
+    /// Stores `source` as the next version of `name`; a number is never given out twice,
+    /// even to pushes racing on other nodes.
+    fn add_version(
+        &self,
+        name: &str,
+        source: &str,
+        author: &str,
+        now_ms: u64,
+    ) -> Result<VersionRecord, StoreError>;
+    /// Version `version` of `name`, or its latest with `None`.
+    fn version(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<Option<VersionRecord>, StoreError>;
+    fn list(&self) -> Result<Vec<VersionRecord>, StoreError>;
+    fn history(&self) -> Result<Vec<VersionRef>, StoreError>;
+    /// Replaces the activation stack read by the last [`Shared::history`]; if another node
+    /// changed it since, a push or a rollback is applied to the stack as it is now, and
+    /// anything else is refused.
+    fn set_history(&self, history: &[VersionRef]) -> Result<(), StoreError>;
+    fn params(&self) -> Result<Params, StoreError>;
+    fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError>;
+    /// The activation stack and the parameters, read together (one round trip where that
+    /// matters: every node does this after every push).
+    fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {
+        Ok((self.history()?, self.params()?))
+    }
+    /// Adds an event to the central log without waiting for it to be written.
+    fn record(&self, event: &Event);
+    /// The central log's last `n` events (this node's recorded ones included), oldest first.
+    fn tail(&self, n: usize) -> Result<Vec<Event>, StoreError>;
+}
+
 pub struct Registry {
     space: Space,
+    shared: Option<Arc<dyn Shared>>,
 }
 
 /// Checks a policy name: it becomes part of keys and log lines.
@@ -102,11 +147,21 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 
 impl Registry {
     pub fn new(space: Space) -> Registry {
-        Registry { space }
+        Registry {
+            space,
+            shared: None,
+        }
+    }
+
+    /// Keeps versions, the activation stack and parameters in `shared` (a cluster's etcd)
+    /// instead of the node's own space.
+    pub fn with_shared(mut self, shared: Option<Arc<dyn Shared>>) -> Registry {
+        self.shared = shared;
+        self
     }
 
     pub fn is_durable(&self) -> bool {
-        self.space.is_durable()
+        self.shared.is_some() || self.space.is_durable()
     }
 
     /// Stores `source` as the next version of `name`.
@@ -117,6 +172,9 @@ impl Registry {
         author: &str,
         now_ms: u64,
     ) -> Result<VersionRecord, StoreError> {
+        if let Some(shared) = &self.shared {
+            return shared.add_version(name, source, author, now_ms);
+        }
         let version = self.latest(name)?.map_or(1, |r| r.version + 1);
         let record = VersionRecord {
             name: name.to_string(),
@@ -131,6 +189,9 @@ impl Registry {
     }
 
     pub fn latest(&self, name: &str) -> Result<Option<VersionRecord>, StoreError> {
+        if let Some(shared) = &self.shared {
+            return shared.version(name, None);
+        }
         let versions = self.space.scan(&version_prefix(name))?;
         match versions.last() {
             Some((key, raw)) => Ok(Some(decode(key, raw)?)),
@@ -144,6 +205,9 @@ impl Registry {
         name: &str,
         version: Option<u32>,
     ) -> Result<Option<VersionRecord>, StoreError> {
+        if let Some(shared) = &self.shared {
+            return shared.version(name, version);
+        }
         let Some(version) = version else {
             return self.latest(name);
         };
@@ -156,6 +220,9 @@ impl Registry {
 
     /// Every version of every policy, by name then version.
     pub fn list(&self) -> Result<Vec<VersionRecord>, StoreError> {
+        if let Some(shared) = &self.shared {
+            return shared.list();
+        }
         self.space
             .scan(b"v/")?
             .iter()
@@ -166,6 +233,9 @@ impl Registry {
     /// The activation stack: the last entry is the active version, the ones before it were
     /// active earlier (what rollback returns to).
     pub fn history(&self) -> Result<Vec<VersionRef>, StoreError> {
+        if let Some(shared) = &self.shared {
+            return shared.history();
+        }
         match self.space.get(b"active")? {
             Some(raw) => decode(b"active", &raw),
             None => Ok(Vec::new()),
@@ -174,8 +244,19 @@ impl Registry {
 
     pub fn set_history(&self, history: &[VersionRef]) -> Result<(), StoreError> {
         let keep = &history[history.len().saturating_sub(MAX_HISTORY)..];
+        if let Some(shared) = &self.shared {
+            return shared.set_history(keep);
+        }
         self.space
             .write(&[(b"active".to_vec(), Some(encode(&keep)))], true)
+    }
+
+    /// The activation stack and the parameters as they are now.
+    pub fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {
+        match &self.shared {
+            Some(shared) => shared.snapshot(),
+            None => Ok((self.history()?, self.params()?)),
+        }
     }
 
     /// The version recorded as wedged in a tick, if any.
@@ -194,6 +275,9 @@ impl Registry {
     }
 
     pub fn params(&self) -> Result<Params, StoreError> {
+        if let Some(shared) = &self.shared {
+            return shared.params();
+        }
         let mut params = Params::new();
         for (key, raw) in self.space.scan(b"param/")? {
             let name = String::from_utf8_lossy(&key[b"param/".len()..]).into_owned();
@@ -203,6 +287,9 @@ impl Registry {
     }
 
     pub fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError> {
+        if let Some(shared) = &self.shared {
+            return shared.set_param(key, value);
+        }
         let change = (format!("param/{key}").into_bytes(), Some(encode(value)));
         self.space.write(&[change], true)
     }
@@ -276,6 +363,98 @@ mod tests {
         let kept = registry.history().unwrap();
         assert_eq!(kept.len(), MAX_HISTORY);
         assert_eq!(kept.last().unwrap().version, 40);
+    }
+
+    /// A cluster's registry in memory: what `Registry` must route to when it has one.
+    #[derive(Default)]
+    struct FakeShared {
+        versions: std::sync::Mutex<Vec<VersionRecord>>,
+        stack: std::sync::Mutex<Vec<VersionRef>>,
+        params: std::sync::Mutex<Params>,
+    }
+
+    impl Shared for FakeShared {
+        fn add_version(
+            &self,
+            name: &str,
+            source: &str,
+            author: &str,
+            now_ms: u64,
+        ) -> Result<VersionRecord, StoreError> {
+            let mut versions = self.versions.lock().unwrap();
+            let version = versions.iter().filter(|r| r.name == name).count() as u32 + 1;
+            let record = VersionRecord {
+                name: name.into(),
+                version,
+                source: source.into(),
+                loaded_at_ms: now_ms,
+                author: author.into(),
+            };
+            versions.push(record.clone());
+            Ok(record)
+        }
+        fn version(
+            &self,
+            name: &str,
+            version: Option<u32>,
+        ) -> Result<Option<VersionRecord>, StoreError> {
+            let versions = self.versions.lock().unwrap();
+            let mut of = versions.iter().filter(|r| r.name == name);
+            Ok(match version {
+                Some(v) => of.find(|r| r.version == v).cloned(),
+                None => of.next_back().cloned(),
+            })
+        }
+        fn list(&self) -> Result<Vec<VersionRecord>, StoreError> {
+            Ok(self.versions.lock().unwrap().clone())
+        }
+        fn history(&self) -> Result<Vec<VersionRef>, StoreError> {
+            Ok(self.stack.lock().unwrap().clone())
+        }
+        fn set_history(&self, history: &[VersionRef]) -> Result<(), StoreError> {
+            *self.stack.lock().unwrap() = history.to_vec();
+            Ok(())
+        }
+        fn params(&self) -> Result<Params, StoreError> {
+            Ok(self.params.lock().unwrap().clone())
+        }
+        fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError> {
+            self.params
+                .lock()
+                .unwrap()
+                .insert(key.into(), value.clone());
+            Ok(())
+        }
+        fn record(&self, _event: &Event) {}
+        fn tail(&self, _n: usize) -> Result<Vec<Event>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_shared_registry_holds_versions_stack_and_params_and_the_node_keeps_its_states() {
+        let space = Space::memory();
+        let shared = Arc::new(FakeShared::default());
+        let registry =
+            Registry::new(space.clone()).with_shared(Some(shared.clone() as Arc<dyn Shared>));
+        let record = registry.add_version("p", "x", "me", 1).unwrap();
+        registry.set_history(&[record.id()]).unwrap();
+        registry.set_param("n", &Scalar::Number(7.0)).unwrap();
+        let mut states = BTreeMap::new();
+        states.insert("p".to_string(), StateValue::Scalar(Scalar::Number(3.0)));
+        registry.save_states(states.iter()).unwrap();
+        // Versions, stack and params went to the shared store, none to the node's space...
+        assert_eq!(shared.list().unwrap().len(), 1);
+        assert_eq!(shared.history().unwrap(), vec![record.id()]);
+        assert_eq!(registry.latest("p").unwrap().unwrap().source, "x");
+        let (stack, params) = registry.snapshot().unwrap();
+        assert_eq!((stack.len(), params.len()), (1, 1));
+        let local = Registry::new(space);
+        assert!(local.list().unwrap().is_empty());
+        assert!(local.history().unwrap().is_empty());
+        assert!(local.params().unwrap().is_empty());
+        // ...while the policies' states stay the node's own.
+        assert_eq!(local.states().unwrap(), states);
     }
 
     #[test]

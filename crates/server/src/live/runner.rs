@@ -37,6 +37,8 @@ pub struct Settings {
     /// Stops a running callback when the server shuts down.
     pub interrupt: Interrupt,
     pub watch: Arc<TickWatch>,
+    /// A cluster's registry and central log (`--cluster`).
+    pub shared: Option<Arc<dyn registry::Shared>>,
 }
 
 /// Runs the engine's thread: opens the runner, runs it, and rebuilds it from the registry
@@ -121,6 +123,9 @@ pub struct Runner {
     /// The top of the activation stack is not running (`--no-policy`) until an operator
     /// activates or rolls back.
     suspended: bool,
+    /// When the running version was last swapped in (µs since the Unix epoch): what the
+    /// propagation bench reads from every node.
+    activated_at_us: u64,
 }
 
 impl Runner {
@@ -130,8 +135,10 @@ impl Runner {
         settings: Settings,
         gauges: Arc<Gauges>,
     ) -> Result<Runner, String> {
-        let registry = Registry::new(space.clone());
-        let journal = Journal::open(space, settings.echo).map_err(|e| e.to_string())?;
+        let registry = Registry::new(space.clone()).with_shared(settings.shared.clone());
+        let journal = Journal::open(space, settings.echo)
+            .map_err(|e| e.to_string())?
+            .with_shared(settings.shared.clone());
         let mut engine = PolicyEngine::with_interrupt(settings.limits, settings.interrupt.clone());
         let persisted = registry.states().map_err(|e| e.to_string())?;
         for (name, value) in &persisted {
@@ -156,6 +163,7 @@ impl Runner {
             warned_where: false,
             gauges,
             suspended: false,
+            activated_at_us: 0,
         };
         if !runner.registry.is_durable() {
             stderr_line(
@@ -403,6 +411,7 @@ impl Runner {
                     Frame::Array(events.iter().map(|e| Frame::bulk_str(&e.line())).collect())
                 })
                 .map_err(|e| e.to_string()),
+            Op::Sync => self.op_sync(),
         };
         self.update_gauges();
         result.unwrap_or_else(Frame::err)
@@ -455,7 +464,7 @@ impl Runner {
         self.note(
             "info",
             "loaded",
-            &label,
+            &record.id().to_string(),
             &format!("stored by {author}, {} bytes", source.len()),
         );
         Ok(record)
@@ -497,6 +506,38 @@ impl Runner {
         );
         self.activate()?;
         Ok(Frame::bulk_str(&to))
+    }
+
+    /// Adopts the shared registry's activation stack and parameters after another node
+    /// changed them: every node of a cluster runs the same version.
+    fn op_sync(&mut self) -> Result<Frame, String> {
+        let (history, params) = self.registry.snapshot().map_err(|e| e.to_string())?;
+        if params != self.params {
+            self.params = params;
+        }
+        if history == self.history {
+            return Ok(Frame::ok());
+        }
+        let top_changed = history.last() != self.history.last();
+        self.history = history;
+        self.suspended = false;
+        let top = self
+            .history
+            .last()
+            .map_or("no management".to_string(), |t| t.to_string());
+        match self.activate() {
+            Ok(()) if top_changed => {
+                self.note("info", "activated", &top, "from the cluster's registry")
+            }
+            Ok(()) => {}
+            Err(e) => self.note(
+                "error",
+                "error",
+                &top,
+                &format!("cannot run the cluster's active version here: {e}"),
+            ),
+        }
+        Ok(Frame::ok())
     }
 
     fn op_list(&self) -> Result<Frame, String> {
@@ -550,6 +591,7 @@ impl Runner {
             ("last_error", text(&self.last_error)),
             ("durable", int(u64::from(self.registry.is_durable()))),
             ("suspended", text(&suspended)),
+            ("activated_at_us", int(self.activated_at_us)),
         ];
         Frame::Map(
             pairs
@@ -638,6 +680,11 @@ impl Runner {
             .collect();
         self.ids
             .retain(|(name, v), _| current.iter().any(|c| &c.name == name && c.version == *v));
+        if loaded.is_ok() {
+            self.activated_at_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64);
+        }
         loaded
     }
 

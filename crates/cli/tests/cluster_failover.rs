@@ -1,0 +1,197 @@
+//! A pure cache tier (three `mantle serve --cluster --upstream` nodes in front of one
+//! upstream) survives a node's SIGKILL: once its lease lapses, one survivor wins the etcd
+//! transaction that gives its slots to the survivors, every slot is served again, reads come
+//! through from the upstream, and the central log says what happened.
+
+use cluster::testing::Etcd;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(args: &[&str], port: u16) -> Proc {
+    let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mantle serve starts");
+    let proc = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "port {port} never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    proc
+}
+
+fn conn(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+fn cluster_info(port: u16) -> String {
+    redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut conn(port))
+        .unwrap_or_default()
+}
+
+fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn admin(etcd: &Etcd, args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(["cluster", "--etcd", &etcd.address(), "--name", "tier"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn node(id: &str, etcd: &Etcd, upstream: u16, root: &Path) -> (Proc, u16) {
+    let _ = root;
+    let port = free_port();
+    let up = format!("redis://127.0.0.1:{upstream}");
+    let proc = serve(
+        &[
+            "--upstream",
+            &up,
+            "--cluster",
+            &etcd.address(),
+            "--cluster-name",
+            "tier",
+            "--node-id",
+            id,
+            "--cluster-ttl",
+            "2s",
+        ],
+        port,
+    );
+    (proc, port)
+}
+
+#[test]
+fn a_killed_cache_tier_nodes_slots_go_to_the_survivors() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    let upstream_port = free_port();
+    let data = root.path().join("upstream");
+    let _upstream = serve(&["--data-dir", data.to_str().unwrap()], upstream_port);
+    let mut nodes: Vec<(Proc, u16)> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|id| node(id, &etcd, upstream_port, root.path()))
+        .collect();
+    let ports: Vec<u16> = nodes.iter().map(|(_, p)| *p).collect();
+    wait_until("three members", Duration::from_secs(10), || {
+        cluster_info(ports[0]).contains("cluster_known_nodes:3")
+    });
+    admin(&etcd, &["rebalance"]);
+    for port in &ports {
+        wait_until("the new map", Duration::from_secs(10), || {
+            cluster_info(*port).contains("cluster_size:3")
+        });
+    }
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|p| format!("redis://127.0.0.1:{p}"))
+        .collect();
+    let mut client = redis::cluster::ClusterClient::new(urls)
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut client)
+            .unwrap();
+    }
+
+    let killed = Instant::now();
+    let (mut n2, _) = nodes.remove(1);
+    let _ = n2.0.kill();
+    let _ = n2.0.wait();
+    let survivors = [ports[0], ports[2]];
+    wait_until(
+        "the survivors to serve every slot",
+        Duration::from_secs(20),
+        || {
+            survivors.iter().all(|p| {
+                let info = cluster_info(*p);
+                info.contains("cluster_state:ok")
+                    && info.contains("cluster_slots_assigned:16384")
+                    && info.contains("cluster_size:2")
+            })
+        },
+    );
+    eprintln!(
+        "every slot served again {:?} after the SIGKILL",
+        killed.elapsed()
+    );
+
+    // A fresh cluster client finds every key, through the upstream where the dead node
+    // had them cached, and writes land on every slot.
+    let urls: Vec<String> = survivors
+        .iter()
+        .map(|p| format!("redis://127.0.0.1:{p}"))
+        .collect();
+    let mut client = redis::cluster::ClusterClient::new(urls)
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for i in 0..300 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query(&mut client)
+            .unwrap();
+        assert_eq!(v, i);
+    }
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("after{i}"))
+            .arg(i)
+            .query(&mut client)
+            .unwrap();
+    }
+    let log: Vec<String> = redis::cmd("POLICY")
+        .arg("LOG")
+        .arg(100)
+        .query(&mut conn(survivors[1]))
+        .unwrap();
+    let reassigned = log
+        .iter()
+        .filter(|l| l.contains("event=slots_reassigned"))
+        .count();
+    assert_eq!(reassigned, 1, "exactly one survivor reassigned: {log:#?}");
+}
