@@ -103,11 +103,7 @@ impl FromStr for WarmupSpec {
         let period = match parts.next() {
             None => None,
             Some(p) if strategy == Strategy::FirstK => {
-                let d = humantime::parse_duration(p)
-                    .map_err(|e| format!("'{text}': period '{p}': {e}"))?;
-                if d.is_zero() {
-                    return Err(format!("'{text}': the period must be > 0"));
-                }
+                let d = units::parse_duration(p).map_err(|e| format!("'{text}': period: {e}"))?;
                 Some(d)
             }
             Some(_) => return Err(format!("'{text}': only firstk takes a period")),

@@ -10,7 +10,6 @@ pub mod nodes;
 pub mod policy_driver;
 pub mod replay;
 pub mod replay_cache;
-pub mod size;
 pub mod warmup;
 pub mod working_set;
 
@@ -18,6 +17,6 @@ pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{replay, ReplayConfig, ReplayError, ReplayReport, Tick, TickRow, MAX_EMPTY_TICKS};
 pub use replay_cache::ClassReport;
-pub use size::{parse_bytes, CacheSize};
+pub use units::{parse_bytes, parse_duration, CacheSize};
 pub use warmup::{Granularity, RestartAt, Strategy, WarmupConfig, WarmupReport, WarmupSpec};
 pub use working_set::WorkingSet;

@@ -37,7 +37,7 @@ fn parse_placement(text: &str) -> Result<Placement, String> {
 }
 
 fn parse_rate(text: &str) -> Result<u64, String> {
-    match sim::parse_bytes(text)? {
+    match units::parse_bytes(text)? {
         0 => Err("must be more than 0 bytes per second".into()),
         n => Ok(n),
     }

@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions, requires = "policy")]
     pub policy_instructions: u64,
     /// Memory limit of the policy's Lua state (bytes, or with a unit: 64MiB).
-    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = sim::parse_bytes, requires = "policy")]
+    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = units::parse_bytes, requires = "policy")]
     pub policy_memory: u64,
     /// Most access events kept for the policy's timeseries().
     #[arg(
@@ -339,7 +339,7 @@ fn granularity(
     match region {
         Some(r) if r.eq_ignore_ascii_case("keys") => Ok(Granularity::Keys),
         Some(r) => {
-            let bytes = sim::parse_bytes(r).map_err(|e| anyhow::anyhow!("--region: {e}"))?;
+            let bytes = units::parse_bytes(r).map_err(|e| anyhow::anyhow!("--region: {e}"))?;
             if bytes == 0 {
                 bail!("--region must be > 0 bytes (or `keys`)");
             }
