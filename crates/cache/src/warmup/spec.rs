@@ -1,6 +1,5 @@
-//! The warm-up strategies of Bonfire (seed 001) and the `--warmup STRATEGY:K[:PERIOD]` spec
-//! that selects one; shared by replay (`crates/sim`) and the server, which rank their own
-//! records of accesses by it.
+//! The `--warmup STRATEGY:K[:PERIOD]` spec: which of Bonfire's strategies (seed 001), how many
+//! units, and First-K's look-back.
 
 use std::fmt;
 use std::str::FromStr;
