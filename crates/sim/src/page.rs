@@ -1,7 +1,9 @@
-//! Turns replay results into the report crate's per-policy records, downsampling the
-//! per-tick series so a report stays a few hundred kilobytes however long the trace.
+//! Replay's HTML page (`--report`): the report crate's per-policy records, downsampled so a
+//! report stays a few hundred kilobytes however long the trace, and the page with the
+//! per-class table and the warm-up chart when classes or a restart were asked for.
 
-use sim::{ReplayReport, TickRow};
+use crate::{ReplayReport, TickRow};
+use report::ReportError;
 
 /// Most points per chart series.
 const MAX_POINTS: usize = 1500;
@@ -48,6 +50,133 @@ pub fn policy_run(name: &str, report: &ReplayReport) -> report::PolicyRun {
         hit_ratio,
         backend_load,
     }
+}
+
+/// The `--report` page of one replay: `name` labels the run (the policy file, or the cache).
+pub fn replay_page(
+    title: &str,
+    intro: &str,
+    name: &str,
+    report: &ReplayReport,
+) -> Result<String, ReportError> {
+    let run = policy_run(name, report);
+    if report.classes.is_some() || report.warmup.is_some() {
+        hints_report(title, intro, report, run)
+    } else {
+        report::comparison_report(title, intro, &[run])
+    }
+}
+
+/// The report page with the per-class table and the warm-up chart.
+fn hints_report(
+    title: &str,
+    intro: &str,
+    r: &ReplayReport,
+    run: report::PolicyRun,
+) -> Result<String, ReportError> {
+    let mut doc = report::Document::new(title);
+    doc.paragraph(intro);
+    if let Some(classes) = &r.classes {
+        doc.heading("Classes");
+        let rows: Vec<Vec<String>> = classes
+            .iter()
+            .map(|c| {
+                vec![
+                    c.id.to_string(),
+                    c.rule.clone(),
+                    c.priority.map_or("pinned".to_string(), |p| p.to_string()),
+                    c.pinning.clone(),
+                    format!("{}", c.allocation),
+                    c.hits.to_string(),
+                    c.misses.to_string(),
+                    c.hit_ratio.map_or("-".to_string(), |h| format!("{:.4}", h)),
+                    c.objects.to_string(),
+                    c.bytes.to_string(),
+                    c.evictions.to_string(),
+                    format!("{}/{}/{}", c.bypassed, c.fenced, c.refused),
+                ]
+            })
+            .collect();
+        doc.table(
+            &[
+                "id",
+                "rule",
+                "priority",
+                "pinning",
+                "allocation",
+                "hits",
+                "misses",
+                "hit ratio",
+                "objects",
+                "bytes",
+                "evictions",
+                "bypassed/fenced/refused",
+            ],
+            &rows,
+        );
+    }
+    if let Some(w) = &r.warmup {
+        doc.heading("Warm-up after the restart");
+        let name = w
+            .strategy
+            .clone()
+            .unwrap_or_else(|| "restarted".to_string());
+        let series = |f: &dyn Fn(&crate::warmup::WindowRow) -> f64| {
+            w.windows
+                .iter()
+                .map(|row| (row.requests as f64, f(row)))
+                .collect::<Vec<_>>()
+        };
+        let mut lines = vec![
+            report::Series::new("always-warm", series(&|row| row.warm_hit_ratio)),
+            report::Series::new("on-demand", series(&|row| row.ondemand_hit_ratio)),
+        ];
+        if w.strategy.is_some() {
+            lines.push(report::Series::new(name, series(&|row| row.hit_ratio)));
+        }
+        let chart = report::Chart::new(
+            "Hit ratio per window after the restart",
+            "requests since the restart",
+            "hit ratio",
+        );
+        doc.svg(&report::line_chart(&chart, &lines)?);
+        let opt = |v: Option<u64>| v.map_or("never".to_string(), |v| v.to_string());
+        doc.table(
+            &["figure", "value"],
+            &[
+                vec!["loaded objects".into(), w.loaded_objects.to_string()],
+                vec![
+                    "convergence (strict / loose), requests".into(),
+                    format!(
+                        "{} / {}",
+                        opt(w.convergence_requests),
+                        opt(w.convergence_requests_loose)
+                    ),
+                ],
+                vec![
+                    "on-demand convergence (strict / loose), requests".into(),
+                    format!(
+                        "{} / {}",
+                        opt(w.ondemand_convergence_requests),
+                        opt(w.ondemand_convergence_requests_loose)
+                    ),
+                ],
+                vec![
+                    "back-end reads during warm-up (this run / on-demand)".into(),
+                    format!(
+                        "{} / {}",
+                        w.backend_reads_during_warmup, w.ondemand_backend_reads_during_warmup
+                    ),
+                ],
+            ],
+        );
+    }
+    doc.heading("Over time");
+    for svg in report::policy_charts(&[run])? {
+        doc.svg(&svg);
+    }
+    doc.note("Back-end figures come from the replay's store model, not from a real store.");
+    Ok(doc.render())
 }
 
 /// Length of one tick, estimated from the first two rows (1 s when unknown).
