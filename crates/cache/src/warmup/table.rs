@@ -76,10 +76,10 @@ impl<P, S: BuildHasher + Default> Default for UnitTable<P, S> {
 }
 
 impl<P, S: BuildHasher> UnitTable<P, S> {
-    /// Records an access to unit `id`. `same(payload)` says whether the unit kept under `id`
-    /// is this one (a table keyed by hash may hold another key with the same hash: the newer
-    /// one then takes the slot, with `fresh()`); `update` refreshes a known unit's payload.
-    /// Returns whether the table was full and dropped its colder half.
+    /// Records an access to unit `id`. `refresh(payload)` says whether the unit kept under
+    /// `id` is this one, updating its payload if so (a table keyed by hash may hold another
+    /// key with the same hash: the newer one then takes the slot, with `fresh()`). Returns
+    /// whether the table was full and dropped its colder half.
     #[inline]
     pub fn record(
         &mut self,
@@ -87,25 +87,23 @@ impl<P, S: BuildHasher> UnitTable<P, S> {
         at: Stamp,
         period: f64,
         limit: usize,
-        same: impl FnOnce(&P) -> bool,
-        update: impl FnOnce(&mut P),
+        refresh: impl FnOnce(&mut P) -> bool,
         fresh: impl FnOnce() -> P,
     ) -> bool {
-        match self.units.get_mut(&id) {
-            Some(unit) if same(&unit.payload) => {
+        if let Some(unit) = self.units.get_mut(&id) {
+            if refresh(&mut unit.payload) {
                 unit.record.touch(at, period);
-                update(&mut unit.payload);
-                false
+                return false;
             }
-            _ => self.insert(
-                id,
-                Unit {
-                    record: Record::first(at),
-                    payload: fresh(),
-                },
-                limit,
-            ),
         }
+        self.insert(
+            id,
+            Unit {
+                record: Record::first(at),
+                payload: fresh(),
+            },
+            limit,
+        )
     }
 
     /// Puts `unit` under `id` (replacing what was there), then trims to `limit`; returns
@@ -176,15 +174,7 @@ mod tests {
         let mut t: UnitTable<(), FixedState> = UnitTable::default();
         let mut trims = 0;
         for i in 0..1000u64 {
-            let trimmed = t.record(
-                i % 300,
-                at(i + 1, i as f64),
-                1e9,
-                100,
-                |_| true,
-                |_| {},
-                || (),
-            );
+            let trimmed = t.record(i % 300, at(i + 1, i as f64), 1e9, 100, |_| true, || ());
             trims += u64::from(trimmed);
             assert!(t.len() <= 100);
         }
@@ -197,10 +187,10 @@ mod tests {
     #[test]
     fn another_unit_under_the_same_id_takes_the_slot() {
         let mut t: UnitTable<&str, FixedState> = UnitTable::default();
-        t.record(7, at(1, 0.0), 1e9, 10, |p| *p == "a", |_| {}, || "a");
-        t.record(7, at(2, 0.0), 1e9, 10, |p| *p == "a", |_| {}, || "a");
+        t.record(7, at(1, 0.0), 1e9, 10, |p| *p == "a", || "a");
+        t.record(7, at(2, 0.0), 1e9, 10, |p| *p == "a", || "a");
         assert_eq!(t.get(7).unwrap().record.count, 2);
-        t.record(7, at(3, 0.0), 1e9, 10, |p| *p == "b", |_| {}, || "b");
+        t.record(7, at(3, 0.0), 1e9, 10, |p| *p == "b", || "b");
         let unit = t.get(7).unwrap();
         assert_eq!((unit.payload, unit.record.count), ("b", 1));
     }

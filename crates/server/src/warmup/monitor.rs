@@ -146,7 +146,6 @@ impl AccessMonitor {
             period,
             limit,
             |known| known.len() == key.len(),
-            |_| {},
             || key.into(),
         );
         if trimmed {

@@ -138,8 +138,10 @@ impl Monitor {
             at,
             self.period,
             self.limit,
-            |_| true,
-            |s| *s = seen,
+            |s| {
+                *s = seen;
+                true
+            },
             || seen,
         );
         self.trims += u64::from(trimmed);
