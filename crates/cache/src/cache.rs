@@ -1,5 +1,5 @@
-//! The cache itself: ties the slab and index ([`crate::store`]) to an eviction algorithm
-//! ([`crate::policy`]) and keeps the capacity invariant: after every call, the objects and
+//! The cache itself: ties the slab and index ([`crate::slab`]) to an eviction algorithm
+//! ([`crate::eviction`]) and keeps the capacity invariant: after every call, the objects and
 //! bytes cached are within the capacity.
 //!
 //! The order of operations on a miss is libCacheSim's `cache_get_base`: refuse objects that
@@ -11,8 +11,8 @@
 //! object's node instead of through the hash index: on a server's cache hit that index walk
 //! was a second dependent lookup after the caller's own.
 
-use crate::policy::{EvictionPolicy, Policy};
-use crate::store::{Slot, Store, NIL};
+use crate::eviction::{EvictionPolicy, Evictor};
+use crate::slab::{Slab, Slot, NIL};
 use crate::{Algorithm, Capacity};
 
 /// Where a cached object's node sits in the slab, as returned by [`Cache::insert_hinted`] or
@@ -36,8 +36,8 @@ impl Default for SlotHint {
 pub struct Cache {
     algorithm: Algorithm,
     capacity: Capacity,
-    store: Store,
-    policy: Policy,
+    store: Slab,
+    policy: Evictor,
     evictions: u64,
     /// The key the last lookup missed, so that the insert that usually follows does not
     /// report the same miss to the algorithm twice.
@@ -49,8 +49,8 @@ impl Cache {
         Cache {
             algorithm,
             capacity,
-            store: Store::new(),
-            policy: Policy::new(algorithm, capacity),
+            store: Slab::new(),
+            policy: Evictor::new(algorithm, capacity),
             evictions: 0,
             reported_miss: None,
         }

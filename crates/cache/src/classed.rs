@@ -1,7 +1,7 @@
 //! A cache with one queue per class ([`crate::classes`]): selective allocation and selective
 //! eviction as seed 004 describes them, with allocation caps and soft and hard pinning.
 //!
-//! It shares the slab and index of [`crate::Cache`] (one [`Store`] for every class, so a key
+//! It shares the slab and index of [`crate::Cache`] (one [`Slab`] for every class, so a key
 //! is found with one probe whatever its class) and runs one instance of the chosen eviction
 //! algorithm per class over its own objects. It is a separate type rather than a mode of
 //! `Cache` so that the unclassed cache keeps its exact libCacheSim behaviour and speed.
@@ -16,8 +16,8 @@
 //!    evictable as itself, so a low-priority class is fenced off under pressure (`fenced`).
 
 use crate::classes::{ClassIndex, ClassSet, ClassSpec, Pinning, Probe};
-use crate::policy::{EvictionPolicy, Policy};
-use crate::store::{Slot, Store, NIL};
+use crate::eviction::{EvictionPolicy, Evictor};
+use crate::slab::{Slab, Slot, NIL};
 use crate::{Algorithm, Capacity};
 
 /// Counters of one class.
@@ -43,7 +43,7 @@ pub struct ClassStats {
 }
 
 struct ClassState {
-    policy: Policy,
+    policy: Evictor,
     limit: Capacity,
     rank: Option<u16>,
     pinning: Pinning,
@@ -55,7 +55,7 @@ pub struct ClassedCache {
     algorithm: Algorithm,
     capacity: Capacity,
     set: ClassSet,
-    store: Store,
+    store: Slab,
     classes: Vec<ClassState>,
     /// Class of the object in each slab slot.
     slot_class: Vec<ClassIndex>,
@@ -87,7 +87,7 @@ impl ClassedCache {
             .map(|spec| {
                 let limit = class_limit(capacity, spec.allocation);
                 ClassState {
-                    policy: Policy::new(algorithm, limit),
+                    policy: Evictor::new(algorithm, limit),
                     limit,
                     rank: spec.eviction_rank(),
                     pinning: spec.pinning,
@@ -106,7 +106,7 @@ impl ClassedCache {
             algorithm,
             capacity,
             set,
-            store: Store::new(),
+            store: Slab::new(),
             classes,
             slot_class: Vec::new(),
             eviction_order,

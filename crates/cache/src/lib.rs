@@ -27,9 +27,9 @@ mod algorithm;
 mod cache;
 mod capacity;
 mod classed;
-mod policy;
+mod eviction;
 mod queue;
-mod store;
+mod slab;
 
 pub use access_log::AccessLog;
 pub use algorithm::Algorithm;

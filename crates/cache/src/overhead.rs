@@ -10,7 +10,7 @@
 //! unlinks, there are no tombstones. S3-FIFO's ghost entries are metadata for objects *not*
 //! cached and are accounted separately (see `docs/cache.md`).
 
-use crate::store::Node;
+use crate::slab::Node;
 use core::mem::size_of;
 
 /// Bytes of a key (kept once per object, in its slab node).

@@ -5,7 +5,7 @@
 //! orientation keeps algorithms such as SIEVE, whose hand walks `prev` from the tail,
 //! step-for-step identical.
 
-use crate::store::{Node, Slot, NIL};
+use crate::slab::{Node, Slot, NIL};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Queue {

@@ -27,35 +27,18 @@ pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
 /// Policy decision period when `--tick` is not given.
 pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
 
-/// Parses a tick period: a number with `ms`, `s`, `m` or `h` (`200ms`, `1s`, `1.5s`); a bare
-/// number is seconds. Periods under 1 ms are refused (the engine would spin).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let scale = match unit.trim().to_ascii_lowercase().as_str() {
-        "ms" => 0.001,
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => {
-            return Err(format!(
-                "invalid duration '{text}': unknown unit '{other}' (use ms, s, m or h)"
-            ))
-        }
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration '{text}': expected a number with a unit"))?;
-    let seconds = value * scale;
-    if !seconds.is_finite() || !(0.001..=86_400.0).contains(&seconds) {
+/// Parses one of the server's periods (`--tick`, timeouts, `--warmup-persist`,
+/// `--cluster-ttl`) in the grammar every flag shares (`units::parse_duration`: `200ms`, `1s`,
+/// `1.5s`, `1m`), within the server's bounds: under 1 ms the engine would spin, and past a
+/// day a period is a typo rather than a plan.
+pub fn parse_period(text: &str) -> Result<Duration, String> {
+    let period = units::parse_duration(text)?;
+    if !(Duration::from_millis(1)..=Duration::from_secs(86_400)).contains(&period) {
         return Err(format!(
             "invalid duration '{text}': must be between 1ms and 24h"
         ));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(period)
 }
 
 /// When RocksDB's write-ahead log is forced to stable storage.
@@ -240,66 +223,24 @@ impl Config {
     }
 }
 
-/// Parses a byte size: a plain number of bytes, or a number with a unit. Decimal units
-/// (`KB`, `MB`, `GB`, `TB`, also `k`, `m`, `g`) are powers of 1000 and binary units (`KiB`,
-/// `MiB`, `GiB`, `TiB`) powers of 1024, case-insensitively; a trailing `B` alone means bytes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1_000,
-        "m" | "mb" => 1_000_000,
-        "g" | "gb" => 1_000_000_000,
-        "t" | "tb" => 1_000_000_000_000,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "invalid size '{text}': unknown unit '{other}' (use B, KB, MB, GB, KiB, MiB, GiB)"
-            ))
-        }
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid size '{text}': expected a number with an optional unit"))?;
-    let bytes = value * multiplier as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("invalid size '{text}': out of range"));
-    }
-    Ok(bytes.round() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn sizes_accept_decimal_and_binary_units() {
-        assert_eq!(parse_size("1000").unwrap(), 1000);
-        assert_eq!(parse_size("292272B").unwrap(), 292_272);
-        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
-        assert_eq!(parse_size("1GB").unwrap(), 1_000_000_000);
-        assert_eq!(parse_size("1.5kib").unwrap(), 1536);
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("").is_err());
-        assert!(parse_size("-5").is_err());
-    }
-
-    #[test]
-    fn durations_take_units() {
-        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
-        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("5 fortnights").is_err());
+    fn periods_use_the_shared_grammar_within_the_servers_bounds() {
+        assert_eq!(parse_period("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_period("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_period("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_period("1m").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_period("24h").unwrap(), Duration::from_secs(86_400));
+        for bad in ["0s", "5 fortnights", "500us", "25h", "-1s"] {
+            let err = parse_period(bad).unwrap_err();
+            assert!(
+                err.starts_with(&format!("invalid duration '{bad}'")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

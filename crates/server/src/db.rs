@@ -583,7 +583,11 @@ impl Db {
 
     /// One key of warm-up's bulk fill: read from the store and cached only into free room,
     /// and only if no client cached or wrote the key meanwhile (clients win). Not an access.
-    pub async fn warm_fill(&self, key: &[u8]) -> Result<crate::warmup::Fill, StoreError> {
+    pub async fn warm_fill(
+        &self,
+        key: &[u8],
+        spec: &crate::warmup::WarmupSpec,
+    ) -> Result<crate::warmup::Fill, StoreError> {
         use crate::warmup::Fill;
         let hash = self.hash(key);
         if self.is_cached(key) {
@@ -604,12 +608,8 @@ impl Db {
         }
         let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
         let size = u64::from(self.charge(&entry));
-        let capacity = state.cache.capacity();
-        let room_for_one = capacity.objects.is_none_or(|n| state.cache.len() < n)
-            && capacity
-                .bytes
-                .is_none_or(|b| state.cache.bytes() + size <= b);
-        if !room_for_one {
+        let budget = cache::warmup::LoadBudget::new(spec, state.cache.capacity());
+        if !budget.admits(state.cache.len(), state.cache.bytes(), size) {
             return Ok(Fill::Full);
         }
         Ok(if self.install(&mut state, hash, entry) {

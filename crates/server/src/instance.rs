@@ -111,19 +111,6 @@ impl Instance {
     pub fn requires_auth(&self) -> bool {
         self.config.requirepass.is_some()
     }
-
-    /// Compares in time independent of where the first difference is.
-    pub fn password_matches(&self, candidate: &[u8]) -> bool {
-        let Some(expected) = &self.config.requirepass else {
-            return false;
-        };
-        let expected = expected.as_bytes();
-        let mut diff = expected.len() ^ candidate.len();
-        for (i, &b) in candidate.iter().enumerate() {
-            diff |= usize::from(b ^ expected.get(i).copied().unwrap_or(0));
-        }
-        diff == 0
-    }
 }
 
 /// Per-connection state that commands read and change.

@@ -40,5 +40,5 @@ pub mod stats;
 pub mod store;
 pub mod warmup;
 
-pub use config::{parse_duration, parse_size, Backend, Config, Fsync, WalRecovery};
+pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};
 pub use server::{run, serve, Server};

@@ -213,7 +213,9 @@ fn a_client_write_during_the_fill_wins_and_the_fill_never_evicts() {
     assert_eq!(value, "written-during-warm-up");
     server.shutdown().unwrap();
 
-    // Room for only half the hot set: the fill loads the first half in key order, then stops.
+    // Room for only half the hot set: the fill loads the longest prefix of the ranking that
+    // fits (`cache::warmup::LoadBudget`, replay's rule), i.e. the half read last, whatever
+    // the keys' order (the hot keys read last sort last).
     let server = TestServer::rocks(dir.path(), |c| {
         configure(c, Some(&format!("lastk:{HOT}")));
         c.max_keys = Some(HOT as u64 / 2);
@@ -227,8 +229,48 @@ fn a_client_write_during_the_fill_wins_and_the_fill_never_evicts() {
     assert_eq!(field(&mut con, "warmup_skipped"), HOT as u64 / 2);
     assert_eq!(info_field(&mut con, "stats", "evicted_keys"), "0");
     let db = server.db.clone();
-    assert!(hot[..HOT / 2].iter().all(|k| db.is_cached(k.as_bytes())));
-    assert!(!hot[HOT / 2..].iter().any(|k| db.is_cached(k.as_bytes())));
+    assert!(hot[HOT / 2..].iter().all(|k| db.is_cached(k.as_bytes())));
+    assert!(!hot[..HOT / 2].iter().any(|k| db.is_cached(k.as_bytes())));
+}
+
+/// The shared rule's other half: an object that does not fit ends the fill, even when
+/// smaller, lower-ranked keys after it would fit (replay:
+/// `sim::warmup::tests::warm_up_loads_the_longest_prefix_of_the_ranking_that_fits`).
+#[test]
+fn the_fill_stops_at_the_first_ranked_key_that_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = "v".repeat(10);
+    let big = "B".repeat(1 << 20);
+    let limit = |c: &mut Config| c.maxmemory = Some(64 << 10);
+    let first = TestServer::rocks(dir.path(), |c| {
+        configure(c, None);
+        limit(c);
+    });
+    let mut con = first.client();
+    // Last-K ranks d, c, b, a; c is larger than the whole cache.
+    for (key, value) in [("a", &small), ("b", &small), ("c", &big), ("d", &small)] {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query(&mut con)
+            .unwrap();
+    }
+    first.shutdown().unwrap();
+
+    let server = TestServer::rocks(dir.path(), |c| {
+        configure(c, Some("lastk:4"));
+        limit(c);
+    });
+    let mut con = server.client();
+    wait_for_warmup(&mut con);
+    assert_eq!(info_field(&mut con, "warmup", "warmup_loaded"), "1");
+    assert_eq!(info_field(&mut con, "warmup", "warmup_skipped"), "3");
+    let db = server.db.clone();
+    let cached: Vec<bool> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|k| db.is_cached(k.as_bytes()))
+        .collect();
+    assert_eq!(cached, [false, false, false, true]);
 }
 
 #[test]

@@ -20,19 +20,15 @@ pub struct TickContext<'a> {
     pub access_log: &'a AccessLog,
 }
 
-/// One change to the cache requested at a tick.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Action {
-    /// Evict this many objects now (the algorithm chooses which).
-    Evict(u64),
-    /// Set the target capacity to this many objects (evicting down to it at once).
-    SetCapacityObjects(u64),
-}
+/// The change to the cache a tick asks for: the policy crate's type, so the action a policy
+/// returns is the one the loop applies, with no second enum kept in step by hand.
+pub use policy::Action;
 
 /// A controller's answer for one tick.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TickDecision {
-    pub actions: Vec<Action>,
+    /// `Action::None` when the controller leaves the cache alone.
+    pub action: Action,
     /// Set when the tick failed; the loop applies no action and counts the error.
     pub error: Option<String>,
 }

@@ -3,14 +3,16 @@
 //! and back-end load.
 
 pub mod backend;
+pub mod compare;
 pub mod control;
 pub mod live;
 pub mod metrics_csv;
 pub mod nodes;
+pub mod page;
 pub mod policy_driver;
 pub mod replay;
 pub mod replay_cache;
-pub mod size;
+pub mod summary;
 pub mod warmup;
 pub mod working_set;
 
@@ -18,6 +20,8 @@ pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{replay, ReplayConfig, ReplayError, ReplayReport, Tick, TickRow, MAX_EMPTY_TICKS};
 pub use replay_cache::ClassReport;
-pub use size::{parse_bytes, CacheSize};
-pub use warmup::{Granularity, RestartAt, Strategy, WarmupConfig, WarmupReport, WarmupSpec};
-pub use working_set::WorkingSet;
+pub use units::{parse_bytes, parse_duration, CacheSize};
+pub use warmup::{
+    Granularity, RestartAt, Strategy, WarmupConfig, WarmupFlags, WarmupReport, WarmupSpec,
+};
+pub use working_set::{resolve_capacity, WorkingSet};

@@ -120,17 +120,12 @@ impl Controller for PolicyController {
         self.print_logs();
         if let Some(error) = outcome.error {
             return TickDecision {
-                actions: Vec::new(),
+                action: Action::None,
                 error: Some(error.to_string()),
             };
         }
-        let actions = match outcome.decision.action {
-            policy::Action::None => Vec::new(),
-            policy::Action::Evict(n) => vec![Action::Evict(n)],
-            policy::Action::SetCapacity(n) => vec![Action::SetCapacityObjects(n)],
-        };
         TickDecision {
-            actions,
+            action: outcome.decision.action,
             error: None,
         }
     }

@@ -37,12 +37,16 @@ impl std::str::FromStr for Tick {
             }
             return Ok(Tick::Ops(n));
         }
-        let d = humantime::parse_duration(s).map_err(|e| {
-            format!("invalid tick '{text}': {e} (expected a duration like 1s, 200ms, 5m, or Nops)")
-        })?;
-        if d.is_zero() {
-            return Err(format!("invalid tick '{text}': must be > 0"));
+        // A bare number would be seconds to the duration grammar, but a tick can also count
+        // requests: make the user say which rather than guess.
+        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return Err(format!(
+                "invalid tick '{text}': give a unit: {s}s of trace time or {s}ops for requests"
+            ));
         }
+        let d = units::parse_duration(s).map_err(|e| {
+            format!("invalid tick: {e} (expected a duration like 1s, 200ms, 5m, or Nops)")
+        })?;
         Ok(Tick::Seconds(d.as_secs_f64()))
     }
 }
@@ -560,28 +564,25 @@ impl<C: ReplayCache> Loop<'_, C> {
                 failed = true;
                 self.policy_errors += 1;
             } else {
-                for action in &decision.actions {
-                    self.policy_actions += 1;
-                    if !actions_text.is_empty() {
-                        actions_text.push(';');
+                match decision.action {
+                    Action::None => {}
+                    Action::Evict(n) => {
+                        self.policy_actions += 1;
+                        self.cache.evict(n);
+                        if let Some(w) = &mut self.warmup {
+                            w.evict(n);
+                        }
+                        actions_text.push_str(&format!("evict:{n}"));
                     }
-                    match *action {
-                        Action::Evict(n) => {
-                            self.cache.evict(n);
-                            if let Some(w) = &mut self.warmup {
-                                w.evict(n);
-                            }
-                            actions_text.push_str(&format!("evict:{n}"));
+                    Action::SetCapacity(n) => {
+                        self.policy_actions += 1;
+                        let mut cap = self.cache.capacity();
+                        cap.objects = Some(n);
+                        self.cache.set_capacity(cap);
+                        if let Some(w) = &mut self.warmup {
+                            w.set_capacity(cap);
                         }
-                        Action::SetCapacityObjects(n) => {
-                            let mut cap = self.cache.capacity();
-                            cap.objects = Some(n);
-                            self.cache.set_capacity(cap);
-                            if let Some(w) = &mut self.warmup {
-                                w.set_capacity(cap);
-                            }
-                            actions_text.push_str(&format!("capacity:{n}"));
-                        }
+                        actions_text.push_str(&format!("capacity:{n}"));
                     }
                 }
             }

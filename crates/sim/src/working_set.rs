@@ -31,6 +31,40 @@ impl WorkingSet {
     }
 }
 
+/// The capacity `--cache-size` asks for, and the working set when a percentage needed one (a
+/// pass over the trace, opened by `open`). A percentage is of the bytes when the trace carries
+/// object sizes, else of the objects. `trace` names the file in the error of an empty trace.
+pub fn resolve_capacity(
+    size: units::CacheSize,
+    open: impl Fn() -> Result<Box<dyn trace::TraceReader>, trace::TraceError>,
+    trace: &std::path::Path,
+) -> anyhow::Result<(cache::Capacity, Option<WorkingSet>)> {
+    use cache::Capacity;
+    use units::CacheSize;
+    Ok(match size {
+        CacheSize::Objects(n) => (Capacity::objects(n), None),
+        CacheSize::Bytes(n) => (Capacity::bytes(n), None),
+        CacheSize::Unlimited => (Capacity::default(), None),
+        CacheSize::Percent(percent) => {
+            let mut reader = open()?;
+            let ws = WorkingSet::scan(|| reader.next_request())?;
+            if ws.objects == 0 {
+                anyhow::bail!(
+                    "--cache-size {percent}%: {} has no requests, so it has no working set",
+                    trace.display()
+                );
+            }
+            let of = |total: u64| ((total as f64 * percent / 100.0) as u64).max(1);
+            let capacity = if ws.has_sizes {
+                Capacity::bytes(of(ws.bytes))
+            } else {
+                Capacity::objects(of(ws.objects))
+            };
+            (capacity, Some(ws))
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,17 +112,17 @@ impl Controller for Shrinker {
         ));
         if Some(ctx.tick) == self.fail_on_tick {
             return TickDecision {
-                actions: vec![],
+                action: Action::None,
                 error: Some("boom".into()),
             };
         }
         let action = if self.as_capacity {
-            Action::SetCapacityObjects(self.target)
+            Action::SetCapacity(self.target)
         } else {
             Action::Evict((ctx.metrics.cachesize as u64).saturating_sub(self.target))
         };
         TickDecision {
-            actions: vec![action],
+            action,
             error: None,
         }
     }

@@ -28,26 +28,10 @@ pub struct Args {
     pub report: Option<PathBuf>,
 }
 
-/// Parses `60`, `60s`, `5m`, `1h` or `500ms` into seconds.
+/// A duration flag (`60`, `60s`, `5m`, `500ms`) in seconds, for the analyses that count time
+/// as a float.
 pub fn parse_seconds(text: &str) -> Result<f64, String> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = text.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (text, 1.0)
-    };
-    match number.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
-        _ => Err(format!(
-            "`{text}` is not a positive duration (examples: 60s, 5m, 500ms)"
-        )),
-    }
+    units::parse_duration(text).map(|d| d.as_secs_f64())
 }
 
 pub fn run(args: Args) -> Result<()> {

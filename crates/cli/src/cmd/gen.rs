@@ -79,7 +79,7 @@ pub struct MixedArgs {
     #[arg(long, default_value_t = MixedParams::default().files)]
     pub files: u64,
     /// Checkpoint file size (IOR wrote 20 GB).
-    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "2GiB", value_parser = units::parse_bytes)]
     pub checkpoint: u64,
     /// Share of requests from the random small-file/metadata stream.
     #[arg(long, default_value_t = MixedParams::default().small_share)]
@@ -87,10 +87,6 @@ pub struct MixedArgs {
     /// Output file.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
-}
-
-fn parse_bytes(text: &str) -> Result<u64, String> {
-    sim::parse_bytes(text)
 }
 
 #[derive(clap::Args)]

@@ -8,7 +8,7 @@ pub mod nodes;
 pub mod policy;
 pub mod progress;
 pub mod replay;
-pub mod runs;
+pub mod replay_flags;
 pub mod serve;
 pub mod ticks;
 pub mod trace_args;

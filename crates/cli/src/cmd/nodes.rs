@@ -37,7 +37,7 @@ fn parse_placement(text: &str) -> Result<Placement, String> {
 }
 
 fn parse_rate(text: &str) -> Result<u64, String> {
-    match sim::parse_bytes(text)? {
+    match units::parse_bytes(text)? {
         0 => Err("must be more than 0 bytes per second".into()),
         n => Ok(n),
     }
@@ -53,7 +53,7 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     let format = args.input.format()?;
     let options = args.input.options()?;
     let open = || trace::open(&args.input.trace, format, &options);
-    let (capacity, _) = super::replay::resolve_capacity(cache_size, open, &args.input.trace)?;
+    let (capacity, _) = sim::resolve_capacity(cache_size, open, &args.input.trace)?;
     let reader = open()?;
     let (tick, notice) =
         super::ticks::resolve(args.tick, reader.has_timestamps(), &args.input.trace)?;
@@ -69,10 +69,10 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
         migration_rate: args.cluster.migration_rate as f64,
         record_ticks: args.cluster.loads_out.is_some(),
     };
-    let mut balancer = match &args.policy {
+    let mut balancer = match &args.policy.policy {
         Some(path) => {
-            let params = args.params.iter().cloned().collect();
-            let limits = super::replay::policy_limits(args);
+            let params = args.policy.params.iter().cloned().collect();
+            let limits = args.policy.limits();
             Some(
                 Balancer::from_file(path, nodes, params, limits)
                     .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?,

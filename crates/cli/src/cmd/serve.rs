@@ -24,7 +24,7 @@ pub struct Args {
     pub max_keys: Option<u64>,
     /// Cache capacity in bytes, e.g. 256MiB or 1GB (0: unlimited). Default 256MiB when neither
     /// this nor --max-keys is given.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = units::parse_bytes)]
     pub maxmemory: Option<u64>,
     /// Eviction algorithm: lru, fifo, clock, sieve or s3fifo.
     #[arg(long, default_value = "lru")]
@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long, default_value_t = server::config::DEFAULT_MAXCLIENTS)]
     pub maxclients: usize,
     /// Largest single argument a client may send, e.g. 512MiB (refused before allocation).
-    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+    #[arg(long, default_value = "512MiB", value_parser = units::parse_bytes)]
     pub proto_max_bulk_len: u64,
     /// Password clients must give with AUTH (or HELLO ... AUTH) before anything else.
     #[arg(long)]
@@ -49,13 +49,13 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Largest reply to one command, e.g. 1GiB (0: unlimited); a larger one is an error.
-    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    #[arg(long, default_value = "1GiB", value_parser = units::parse_bytes)]
     pub client_output_limit: u64,
     /// Longest wait for a connection to --upstream, e.g. 1s or 500ms.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = server::parse_period)]
     pub upstream_connect_timeout: std::time::Duration,
     /// Longest an operation on --upstream may take, connecting included, e.g. 2s.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = server::parse_period)]
     pub upstream_timeout: std::time::Duration,
     /// A Lua policy to store in the server's policy registry (as a new version of the file's
     /// name, unless unchanged) and run; the registry's active policy otherwise runs.
@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long)]
     pub no_policy: bool,
     /// Wall-clock period of policy decision ticks, e.g. 1s or 200ms.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = server::parse_period)]
     pub tick: std::time::Duration,
     /// Serve Prometheus metrics over HTTP at this address, e.g. 127.0.0.1:9121.
     #[arg(long)]
@@ -81,7 +81,7 @@ pub struct Args {
     #[arg(long, default_value_t = server::warmup::monitor::DEFAULT_TRACK)]
     pub warmup_track: usize,
     /// How often the access monitor's record is written to the store, e.g. 10s.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = server::parse_period)]
     pub warmup_persist: std::time::Duration,
     /// Join a cluster whose control plane is etcd at these endpoints
     /// (etcd://HOST:PORT[,HOST:PORT...]); see docs/cluster.md.
@@ -97,20 +97,12 @@ pub struct Args {
     #[arg(long, value_name = "HOST:PORT", requires = "cluster")]
     pub advertise: Option<String>,
     /// With --cluster: how soon after a crash the node drops out of the cluster.
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = server::parse_period)]
     pub cluster_ttl: std::time::Duration,
 }
 
 fn parse_warmup(text: &str) -> Result<server::warmup::WarmupSpec, String> {
     text.parse()
-}
-
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    server::parse_duration(text)
-}
-
-fn parse_size(text: &str) -> Result<u64, String> {
-    server::parse_size(text)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

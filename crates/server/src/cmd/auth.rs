@@ -99,7 +99,8 @@ pub fn check(instance: &Instance, username: Option<&[u8]>, password: &[u8]) -> R
         ));
     }
     let user_ok = username.is_none_or(|u| u == b"default");
-    if user_ok && instance.password_matches(password) {
+    let expected = instance.config.requirepass.as_deref().unwrap_or_default();
+    if user_ok && password_matches(expected.as_bytes(), password) {
         Ok(())
     } else {
         Err(Frame::Error(
@@ -114,5 +115,44 @@ pub fn limits_for(instance: &Instance, session: &Session) -> Limits {
         Limits::new(instance.max_bulk_len())
     } else {
         Limits::unauthenticated()
+    }
+}
+
+/// Whether `candidate` is the password, in time that depends only on the candidate's length
+/// (which the client knows): every byte is compared, against the expected password repeated,
+/// with `subtle`'s constant-time operations, so neither the position of the first wrong byte
+/// nor the expected length shows in the reply's timing.
+fn password_matches(expected: &[u8], candidate: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    if expected.is_empty() {
+        return candidate.is_empty();
+    }
+    let mut equal = (expected.len() as u64).ct_eq(&(candidate.len() as u64));
+    for (i, byte) in candidate.iter().enumerate() {
+        equal &= byte.ct_eq(&expected[i % expected.len()]);
+    }
+    equal.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::password_matches;
+
+    #[test]
+    fn only_the_exact_password_matches() {
+        assert!(password_matches(b"s3cret", b"s3cret"));
+        for wrong in [
+            &b""[..],
+            b"s",
+            b"s3cre",
+            b"s3cret!",
+            b"s3cres",
+            b"S3cret",
+            b"s3crets3cret",
+        ] {
+            assert!(!password_matches(b"s3cret", wrong), "{wrong:?}");
+        }
+        assert!(password_matches(b"", b""));
+        assert!(!password_matches(b"", b"x"));
     }
 }

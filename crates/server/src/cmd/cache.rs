@@ -2,7 +2,6 @@
 //! time (`n` objects, or a byte size with a unit such as `64MiB`). RESIZE evicts at once down
 //! to the new capacity and replies with the number of objects evicted.
 
-use crate::config::parse_size;
 use crate::frame::Frame;
 use crate::instance::Instance;
 use crate::parse::{Parse, ParseError};
@@ -60,7 +59,7 @@ fn parse_capacity(text: &str) -> Result<Capacity, String> {
         });
     }
     Ok(Capacity {
-        bytes: nonzero(parse_size(text)?),
+        bytes: nonzero(units::parse_bytes(text)?),
         objects: None,
     })
 }

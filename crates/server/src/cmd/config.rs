@@ -2,7 +2,7 @@
 //! the cache's own settings (capacity, algorithm, limits) plus the few read-only ones that
 //! tools such as redis-benchmark ask for at start-up (`save`, `appendonly`).
 
-use crate::config::{parse_size, Backend};
+use crate::config::Backend;
 use crate::frame::Frame;
 use crate::instance::Instance;
 use crate::parse::{Parse, ParseError};
@@ -145,7 +145,7 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
             Some((_, false)) => return Err(fail("can't set immutable config")),
             Some(_) => {}
         }
-        let number = parse_size(&value).map_err(|e| fail(&e))?;
+        let number = units::parse_bytes(&value).map_err(|e| fail(&e))?;
         match name.as_str() {
             "maxmemory" => capacity.bytes = (number > 0).then_some(number),
             "max-keys" => capacity.objects = (number > 0).then_some(number),

@@ -10,8 +10,6 @@ use crate::store::Store;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// Random-K's seed: fixed, so the same record gives the same set.
-const RANDOM_SEED: u64 = 0x0b0f_14e5;
 /// Keys filled between yields to the scheduler (RocksDB reads are synchronous).
 const YIELD_EVERY: usize = 64;
 
@@ -44,36 +42,26 @@ pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
     Ok(Some(space))
 }
 
-/// Loads the keys `spec` picks into the cache, in key order, recording progress.
+/// Loads the keys `spec` picks into the cache, recording progress: the longest prefix of the
+/// ranking that fits, the rule replay applies too (`cache::warmup::LoadBudget` says why). The
+/// server learns a value's size only by reading it, so it reads in rank order and stops at the
+/// first key that does not fit; replay, which knows sizes from its record, chooses the same
+/// prefix and then reads it in key order. A key skipped because a client cached or wrote it
+/// meanwhile (or it is gone) does not end the load: it was not offered to the budget.
 pub async fn fill(db: Db, spec: WarmupSpec) {
     let warmup = db.warmup();
     let progress = &warmup.progress;
     let now = super::monitor::unix_seconds();
-    let mut keys = warmup
+    let keys = warmup
         .monitor
-        .choose(spec.strategy, spec.k, now, RANDOM_SEED);
-    keys.sort_unstable();
+        .choose(spec.strategy, spec.k, now, cache::warmup::DEFAULT_SEED);
     progress.begin(spec, keys.len() as u64);
-    // K given as a share of the cache (`lastk:50%`): stop once that share is filled.
-    let budget = spec
-        .share()
-        .map(|_| spec.load_budget(db.cache_snapshot().capacity));
-    let filled = |b: &cache::Capacity| {
-        let now = db.cache_snapshot();
-        b.objects.is_some_and(|o| now.objects >= o) || b.bytes.is_some_and(|x| now.bytes >= x)
-    };
     let bump = |counter: &std::sync::atomic::AtomicU64, n: u64| {
         counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     };
     for (i, key) in keys.iter().enumerate() {
-        match db.warm_fill(key).await {
-            Ok(Fill::Loaded) => {
-                bump(&progress.loaded, 1);
-                if budget.as_ref().is_some_and(filled) {
-                    bump(&progress.skipped, (keys.len() - i - 1) as u64);
-                    break;
-                }
-            }
+        match db.warm_fill(key, &spec).await {
+            Ok(Fill::Loaded) => bump(&progress.loaded, 1),
             Ok(Fill::Skipped) => bump(&progress.skipped, 1),
             Ok(Fill::Full) => {
                 bump(&progress.skipped, (keys.len() - i) as u64);

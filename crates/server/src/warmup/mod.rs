@@ -5,10 +5,11 @@
 //! - [`monitor`] records accesses (GET, MGET, SET, MSET) with bounded memory;
 //! - [`persist`] keeps that record in RocksDB, every `--warmup-persist` period and at clean
 //!   shutdown, and reads it back at start;
-//! - [`load`] picks the K keys the strategy ranks first, sorts them by key (RocksDB's order,
-//!   so the store reads sequentially) and fills the cache in the background. The fill only
-//!   uses free space (it never evicts what clients brought in) and never overwrites a key a
-//!   client wrote or read meanwhile: clients always win.
+//! - [`load`] picks the K keys the strategy ranks first (`cache::warmup::choose`, the ranking
+//!   replay uses) and fills the cache with them in rank order in the background, up to the
+//!   first key that does not fit (`cache::warmup::LoadBudget`, replay's rule too). The fill
+//!   only uses free space (it never evicts what clients brought in) and never overwrites a
+//!   key a client wrote or read meanwhile: clients always win.
 //!
 //! INFO's `warmup` section shows the progress; `docs/server.md` documents it.
 
@@ -109,7 +110,8 @@ pub enum Fill {
     Loaded,
     /// Already cached, touched by a client meanwhile, or not in the store.
     Skipped,
-    /// The cache has no free room: the fill stops rather than evict.
+    /// The key does not fit in the free room (or the share of the cache `K%` allows): the
+    /// fill stops there rather than evict or skip ahead to lower-ranked keys.
     Full,
 }
 

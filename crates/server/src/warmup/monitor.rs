@@ -1,8 +1,9 @@
 //! The server's access monitor (Bonfire's, seed 001): for each key read or written it keeps a
 //! count, the last access and the start of the current run of accesses — enough to rank keys
-//! for any of the four warm-up strategies after a restart. The replay simulator has the same
-//! monitor over trace ids (`crates/sim/src/warmup/monitor.rs`); this one holds key bytes and
-//! is shared by every connection.
+//! for any of the four warm-up strategies after a restart. The record, the bounded table and
+//! the rankings are `cache::warmup`'s, the same the replay simulator uses
+//! (`crates/sim/src/warmup/monitor.rs`); this front end holds key bytes and is shared by every
+//! connection.
 //!
 //! Bounds and costs:
 //! - At most `track` keys (`--warmup-track`), split over [`SHARDS`] independently locked
@@ -15,8 +16,7 @@
 //! - Recording allocates only the first time a key is seen (to copy its bytes); the time is a
 //!   coarse clock (whole seconds) refreshed by the persister, not a clock read per request.
 
-use cache::warmup::Strategy;
-use hashbrown::HashMap;
+use cache::warmup::{choose, Name, Stamp, Strategy, UnitTable};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -26,19 +26,8 @@ pub const SHARDS: usize = 16;
 /// Keys tracked when `--warmup-track` is not given.
 pub const DEFAULT_TRACK: usize = 100_000;
 
-/// What the monitor knows about one key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unit {
-    pub key: Box<[u8]>,
-    pub count: u64,
-    /// Monitor-wide order of the last access (larger is later).
-    pub last_seq: u64,
-    /// Unix seconds of the last access.
-    pub last_s: u64,
-    /// Start of the current run: the first access after a gap longer than the period.
-    pub run_s: u64,
-    pub run_seq: u64,
-}
+/// What the monitor knows about one key: its record and the key's bytes.
+pub type Unit = cache::warmup::Unit<Box<[u8]>>;
 
 /// The keys are hashed already (by the server's table hasher), so the map uses that hash as is.
 #[derive(Clone, Copy, Default)]
@@ -67,7 +56,7 @@ impl Hasher for PassThroughHasher {
     }
 }
 
-type Units = HashMap<u64, Unit, PassThrough>;
+type Units = UnitTable<Box<[u8]>, PassThrough>;
 
 pub struct AccessMonitor {
     shards: Box<[Mutex<Units>]>,
@@ -141,31 +130,26 @@ impl AccessMonitor {
             }
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let now = self.clock_s.load(Ordering::Relaxed);
-        let period = self.period_s.load(Ordering::Relaxed);
-        match units.get_mut(&hash) {
-            // The map is keyed by the key's 64-bit table hash already; comparing the key's
-            // bytes too would cost a dependent read of a cold allocation on every access, to
-            // guard against a collision whose worst outcome is one key counted for another
-            // of the same length (a warm-up then loads a key less hot than it looks).
-            Some(unit) if unit.key.len() == key.len() => {
-                if now.saturating_sub(unit.last_s) > period {
-                    unit.run_s = now;
-                    unit.run_seq = seq;
-                }
-                unit.count += 1;
-                unit.last_seq = seq;
-                unit.last_s = now;
-            }
-            // A new key, or one of another length with the same 64-bit hash (the newer one
-            // takes the slot).
-            _ => {
-                units.insert(hash, Unit::first(key.into(), seq, now));
-                if units.len() > limit {
-                    trim(&mut units, limit / 2);
-                    self.trims.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+        let at = Stamp {
+            seq,
+            time: self.clock_s.load(Ordering::Relaxed) as f64,
+        };
+        let period = self.period_s.load(Ordering::Relaxed) as f64;
+        // The table is keyed by the key's 64-bit table hash already; comparing the key's bytes
+        // too would cost a dependent read of a cold allocation on every access, to guard
+        // against a collision whose worst outcome is one key counted for another of the same
+        // length (a warm-up then loads a key less hot than it looks). A key of another length
+        // with the same hash takes the slot. Allocates only for a new key.
+        let trimmed = units.record(
+            hash,
+            at,
+            period,
+            limit,
+            |known| known.len() == key.len(),
+            || key.into(),
+        );
+        if trimmed {
+            self.trims.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -196,7 +180,7 @@ impl AccessMonitor {
     /// Calls `visit` with every tracked key, one shard locked at a time.
     pub fn for_each(&self, mut visit: impl FnMut(&Unit)) {
         for shard in self.shards.iter() {
-            for unit in lock(shard).values() {
+            for (_, unit) in lock(shard).iter() {
                 visit(unit);
             }
         }
@@ -211,77 +195,39 @@ impl AccessMonitor {
         }
         let mut top = 0;
         for unit in units {
-            top = top.max(unit.last_seq).max(unit.run_seq);
-            let h = hash(&unit.key);
+            top = top.max(unit.record.last_seq).max(unit.record.run_seq);
+            let h = hash(&unit.payload);
             let mut shard = lock(&self.shards[shard_of(h)]);
-            let newer = shard.get(&h).is_none_or(|old| old.last_seq < unit.last_seq);
+            let newer = shard
+                .get(h)
+                .is_none_or(|old| old.record.last_seq < unit.record.last_seq);
             if newer {
-                shard.insert(h, unit);
-            }
-            if shard.len() > limit {
-                trim(&mut shard, limit / 2);
+                shard.insert(h, unit, limit);
             }
         }
         self.seq.fetch_max(top, Ordering::Relaxed);
     }
 
-    /// The keys `strategy` picks, best first (at most `k`). `now_s` is the start time (for
-    /// First-K's period); `seed` drives Random-K.
+    /// The keys `strategy` picks, best first (at most `k`), ranked as replay ranks trace ids
+    /// (`cache::warmup::choose`). `now_s` is the start time (for First-K's period); `seed`
+    /// drives Random-K.
     pub fn choose(&self, strategy: Strategy, k: u64, now_s: u64, seed: u64) -> Vec<Box<[u8]>> {
         let mut units: Vec<Unit> = Vec::with_capacity(self.len());
         self.for_each(|u| units.push(u.clone()));
-        rank(&mut units, strategy, now_s, self.period_s(), seed);
-        units
-            .into_iter()
-            .take(usize::try_from(k).unwrap_or(usize::MAX))
-            .map(|u| u.key)
-            .collect()
+        let window = (now_s as f64, self.period_s() as f64);
+        choose(
+            units,
+            strategy,
+            k,
+            window,
+            seed,
+            |u| &u.record,
+            |u| Name::Bytes(&u.payload),
+        )
+        .into_iter()
+        .map(|u| u.payload)
+        .collect()
     }
-}
-
-impl Unit {
-    fn first(key: Box<[u8]>, seq: u64, now: u64) -> Unit {
-        Unit {
-            key,
-            count: 1,
-            last_seq: seq,
-            last_s: now,
-            run_s: now,
-            run_seq: seq,
-        }
-    }
-}
-
-/// Orders `units` best first for `strategy`.
-pub fn rank(units: &mut Vec<Unit>, strategy: Strategy, now_s: u64, period_s: u64, seed: u64) {
-    // A fixed order whatever the shards' hash order, so equal ranks are reproducible.
-    units.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-    match strategy {
-        Strategy::LastK => units.sort_by_key(|u| std::cmp::Reverse(u.last_seq)),
-        Strategy::TopK => units.sort_by_key(|u| std::cmp::Reverse((u.count, u.last_seq))),
-        Strategy::FirstK => {
-            let window_start = now_s.saturating_sub(period_s);
-            units.retain(|u| u.last_s >= window_start);
-            // A key whose run began before the window was already live when it opened: it
-            // ranks at the window's start, in run order.
-            units.sort_by_key(|u| (u.run_s.max(window_start), u.run_seq));
-        }
-        Strategy::RandomK => {
-            let state = ahash::RandomState::with_seeds(seed, 0x6d61_6e74, 0x6c65, 1);
-            units.sort_by_cached_key(|u| state.hash_one(&u.key));
-        }
-    }
-}
-
-/// Keeps the `keep` most recently accessed units.
-fn trim(units: &mut Units, keep: usize) {
-    let mut stamps: Vec<u64> = units.values().map(|u| u.last_seq).collect();
-    let cut = stamps.len().saturating_sub(keep);
-    if cut == 0 {
-        return;
-    }
-    let (_, &mut threshold, _) = stamps.select_nth_unstable(cut);
-    units.retain(|_, u| u.last_seq >= threshold);
 }
 
 fn shard_of(hash: u64) -> usize {

@@ -11,6 +11,7 @@
 use super::monitor::{AccessMonitor, Unit};
 use crate::live::space::Space;
 use crate::store::StoreError;
+use cache::warmup::Record;
 
 /// The key the record is stored under.
 pub const KEY: &[u8] = b"warmup/units";
@@ -23,9 +24,13 @@ pub fn encode(monitor: &AccessMonitor) -> (Vec<u8>, u64) {
     let mut n = 0;
     monitor.for_each(|u| {
         n += 1;
-        out.extend_from_slice(&(u.key.len() as u32).to_le_bytes());
-        out.extend_from_slice(&u.key);
-        for field in [u.count, u.last_seq, u.last_s, u.run_s, u.run_seq] {
+        let r = &u.record;
+        out.extend_from_slice(&(u.payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&u.payload);
+        // Times are whole Unix seconds (the monitor's clock is), so the format keeps them as
+        // integers.
+        let (last_s, run_s) = (r.last_time as u64, r.run_time as u64);
+        for field in [r.count, r.last_seq, last_s, run_s, r.run_seq] {
             out.extend_from_slice(&field.to_le_bytes());
         }
     });
@@ -57,12 +62,14 @@ pub fn decode(raw: &[u8]) -> Result<Vec<Unit>, StoreError> {
         }
         let [count, last_seq, last_s, run_s, run_seq] = fields;
         units.push(Unit {
-            key: key.into(),
-            count,
-            last_seq,
-            last_s,
-            run_s,
-            run_seq,
+            record: Record {
+                count,
+                last_seq,
+                last_time: last_s as f64,
+                run_time: run_s as f64,
+                run_seq,
+            },
+            payload: key.into(),
         });
     }
     Ok(units)
@@ -103,10 +110,10 @@ mod tests {
         assert!(load(&space).unwrap().is_empty());
         assert_eq!(save(&space, &monitor, false).unwrap(), 3);
         let mut units = load(&space).unwrap();
-        units.sort_by(|a, b| a.key.cmp(&b.key));
-        let keys: Vec<&[u8]> = units.iter().map(|u| &*u.key).collect();
+        units.sort_by(|a, b| a.payload.cmp(&b.payload));
+        let keys: Vec<&[u8]> = units.iter().map(|u| &*u.payload).collect();
         assert_eq!(keys, [&b""[..], b"alpha", b"beta"]);
-        assert_eq!(units[1].count, 2);
+        assert_eq!(units[1].record.count, 2);
 
         let (raw, _) = encode(&monitor);
         let error = decode(&raw[..raw.len() - 3]).unwrap_err();

@@ -8,6 +8,8 @@
 mod monitor;
 
 pub use cache::warmup::{Strategy, WarmupSpec};
+
+use cache::warmup::LoadBudget;
 pub use monitor::{Granularity, Monitor};
 
 use crate::replay_cache::ReplayCache;
@@ -74,6 +76,65 @@ pub struct WarmupConfig {
     pub loose_band: f64,
 }
 
+/// `replay`'s warm-up flags as given, before they are resolved against the trace.
+#[derive(Clone, Debug, Default)]
+pub struct WarmupFlags {
+    pub restart_at: Option<RestartAt>,
+    pub spec: Option<WarmupSpec>,
+    /// `--region`: a size or `keys`.
+    pub region: Option<String>,
+    pub window: Option<u64>,
+    pub monitor_limit: usize,
+    pub seed: u64,
+}
+
+impl WarmupConfig {
+    /// Resolves the restart point and the window against the trace (one counting pass over
+    /// what `open` opens) and picks the monitor's granularity for `format`; `None` without
+    /// `--restart-at`.
+    pub fn for_trace(
+        flags: &WarmupFlags,
+        trace_path: &std::path::Path,
+        format: Option<trace::Format>,
+        block_size: u32,
+        open: impl Fn() -> Result<Box<dyn trace::TraceReader>, trace::TraceError>,
+    ) -> anyhow::Result<Option<WarmupConfig>> {
+        use anyhow::bail;
+        let Some(at) = flags.restart_at else {
+            return Ok(None);
+        };
+        let (mut requests, mut lookups) = (0u64, Vec::new());
+        let mut reader = open()?;
+        while let Some(r) = reader.next_request()? {
+            requests += 1;
+            if matches!(r.op, Op::Get | Op::Access) {
+                lookups.push(requests);
+            }
+        }
+        let restart_at = at.resolve(requests);
+        if restart_at >= requests {
+            bail!("--restart-at: the trace has {requests} requests, so a restart after {restart_at} leaves nothing to measure");
+        }
+        let lookups_after = lookups.iter().filter(|&&i| i > restart_at).count() as u64;
+        let window_lookups = match flags.window {
+            Some(0) => bail!("--warmup-window must be > 0"),
+            Some(n) => n,
+            None => (lookups_after / 200).max(100),
+        };
+        let format = format.or_else(|| trace::detect(trace_path).ok());
+        let granularity = Granularity::from_flag(flags.region.as_deref(), format, block_size)?;
+        Ok(Some(WarmupConfig {
+            restart_at,
+            spec: flags.spec,
+            granularity,
+            monitor_limit: flags.monitor_limit,
+            window_lookups,
+            seed: flags.seed,
+            ..WarmupConfig::default()
+        }))
+    }
+}
+
 /// First-K's default look-back: Bonfire's 24 hours.
 pub const DEFAULT_PERIOD: f64 = 24.0 * 3600.0;
 
@@ -85,7 +146,7 @@ impl Default for WarmupConfig {
             granularity: Granularity::Keys,
             monitor_limit: 1 << 20,
             window_lookups: 1000,
-            seed: 1,
+            seed: cache::warmup::DEFAULT_SEED,
             strict_band: 0.01,
             loose_band: 0.05,
         }
@@ -275,23 +336,11 @@ impl<C: ReplayCache> WarmupRun<C> {
         self.selected_units = chosen.len() as u64;
         let mut objects = monitor.objects_of(&chosen);
         drop(monitor);
-        // Take objects in rank order while they fit (the share of the cache, when K is one),
-        // then read them in key order (Bonfire sorts the warm-up set by address so the store
-        // reads it sequentially).
-        let capacity = spec.load_budget(main.capacity());
-        let (mut count, mut bytes) = (0u64, 0u64);
-        let fitting = objects
-            .iter()
-            .take_while(|o| {
-                let fits = !capacity.exceeded_by(count + 1, bytes + u64::from(o.size));
-                if fits {
-                    count += 1;
-                    bytes += u64::from(o.size);
-                }
-                fits
-            })
-            .count();
-        objects.truncate(fitting);
+        // The longest prefix of the ranking that fits (the rule both hosts share, reasons in
+        // `cache::warmup::LoadBudget`), then read in key order (Bonfire sorts the warm-up set
+        // by address so the store reads it sequentially).
+        let budget = LoadBudget::new(&spec, main.capacity());
+        objects.truncate(budget.prefix(objects.iter().map(|o| u64::from(o.size))));
         objects.sort_unstable_by_key(|o| o.key);
         for object in &objects {
             let class = main.classify(object);
@@ -807,6 +856,35 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert_eq!(got, expect);
+    }
+
+    /// The rule shared with the server (`cache::warmup::LoadBudget`): an object that does not
+    /// fit ends the load, even when smaller, lower-ranked ones after it would.
+    #[test]
+    fn warm_up_loads_the_longest_prefix_of_the_ranking_that_fits() {
+        let config = WarmupConfig {
+            restart_at: 4,
+            spec: Some("lastk:4".parse().unwrap()),
+            ..WarmupConfig::default()
+        };
+        let mut main = Recorder {
+            capacity: cache::Capacity::bytes(100),
+            ..Recorder::default()
+        };
+        let mut run = WarmupRun::new(config, &main);
+        // Last-K ranks 4, 3, 2, 1: 4 (30 B) fits, 3 (80 B) does not, so 2 and 1 stay out.
+        for (key, size) in [(1u64, 10u32), (2, 10), (3, 80), (4, 30)] {
+            let req = Request {
+                time: key as f64,
+                key,
+                size,
+                op: Op::Get,
+                offset: 0,
+            };
+            run.observe(&req, (), Some(false));
+        }
+        run.restart(&mut main, 4.0);
+        assert_eq!(main.inserted, [(4, 30)]);
     }
 
     #[test]

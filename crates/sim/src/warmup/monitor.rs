@@ -7,10 +7,12 @@
 //! are kept; when a table is full, the half accessed least recently is dropped, so the
 //! monitor forgets the coldest units first (Bonfire keeps a bounded log for the same reason).
 //! Each entry costs about 64 bytes with the hash table's overhead.
+//!
+//! The record, the bounded table and the rankings are `cache::warmup`'s, shared with the
+//! server's monitor; this file adds regions and the objects to reload.
 
-use cache::warmup::Strategy;
+use cache::warmup::{choose, recency_threshold, Name, Stamp, Strategy, UnitTable};
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use trace::Request;
 
 /// What the monitor records.
@@ -24,6 +26,36 @@ pub enum Granularity {
 }
 
 impl Granularity {
+    /// `--region`: an explicit size or `keys`; by default 1 MiB regions for block formats
+    /// (where keys are blocks and a region is what a device reads ahead), keys otherwise.
+    pub fn from_flag(
+        region: Option<&str>,
+        format: Option<trace::Format>,
+        block_size: u32,
+    ) -> anyhow::Result<Granularity> {
+        use trace::Format as F;
+        let regions = |bytes: u64| Granularity::Regions {
+            region_bytes: bytes,
+            block_size: u64::from(block_size),
+        };
+        match region {
+            Some(r) if r.eq_ignore_ascii_case("keys") => Ok(Granularity::Keys),
+            Some(r) => {
+                let bytes = units::parse_bytes(r).map_err(|e| anyhow::anyhow!("--region: {e}"))?;
+                if bytes == 0 {
+                    anyhow::bail!("--region must be > 0 bytes (or `keys`)");
+                }
+                Ok(regions(bytes))
+            }
+            None => Ok(match format {
+                Some(F::Vscsi | F::Msr | F::Arc | F::Systor | F::TencentCbs | F::Lirs) => {
+                    regions(1 << 20)
+                }
+                _ => Granularity::Keys,
+            }),
+        }
+    }
+
     /// The unit a request falls in.
     #[inline]
     pub fn unit(&self, req: &Request) -> u64 {
@@ -48,15 +80,9 @@ impl Granularity {
     }
 }
 
+/// Last size and offset seen of a unit (reloading and classifying a key need them).
 #[derive(Clone, Copy, Debug)]
-struct Unit {
-    count: u64,
-    last_seq: u64,
-    last_time: f64,
-    /// Start of the current run: the first access after a gap longer than the period.
-    run_time: f64,
-    run_seq: u64,
-    /// Last size and offset seen (reloading and classifying a key need them).
+struct Seen {
     size: u32,
     offset: u64,
 }
@@ -73,7 +99,7 @@ pub struct Monitor {
     granularity: Granularity,
     limit: usize,
     period: f64,
-    units: HashMap<u64, Unit>,
+    units: UnitTable<Seen>,
     /// Region mode only: the objects seen, to reload a chosen region's contents.
     objects: HashMap<u64, Object>,
     seq: u64,
@@ -87,7 +113,7 @@ impl Monitor {
             granularity,
             limit: limit.max(2),
             period,
-            units: HashMap::new(),
+            units: UnitTable::default(),
             objects: HashMap::new(),
             seq: 0,
             trims: 0,
@@ -99,29 +125,26 @@ impl Monitor {
         self.seq += 1;
         let seq = self.seq;
         let unit = self.granularity.unit(req);
-        let period = self.period;
-        self.units
-            .entry(unit)
-            .and_modify(|u| {
-                if req.time - u.last_time > period {
-                    u.run_time = req.time;
-                    u.run_seq = seq;
-                }
-                u.count += 1;
-                u.last_seq = seq;
-                u.last_time = req.time;
-                u.size = req.size;
-                u.offset = req.offset;
-            })
-            .or_insert(Unit {
-                count: 1,
-                last_seq: seq,
-                last_time: req.time,
-                run_time: req.time,
-                run_seq: seq,
-                size: req.size,
-                offset: req.offset,
-            });
+        let seen = Seen {
+            size: req.size,
+            offset: req.offset,
+        };
+        let at = Stamp {
+            seq,
+            time: req.time,
+        };
+        let trimmed = self.units.record(
+            unit,
+            at,
+            self.period,
+            self.limit,
+            |s| {
+                *s = seen;
+                true
+            },
+            || seen,
+        );
+        self.trims += u64::from(trimmed);
         if matches!(self.granularity, Granularity::Regions { .. }) {
             self.objects.insert(
                 req.key,
@@ -133,13 +156,12 @@ impl Monitor {
                 },
             );
             if self.objects.len() > self.limit {
-                trim(&mut self.objects, self.limit / 2, |o| o.last_seq);
+                let stamps = self.objects.values().map(|o| o.last_seq);
+                if let Some(t) = recency_threshold(stamps, self.limit / 2) {
+                    self.objects.retain(|_, o| o.last_seq >= t);
+                }
                 self.trims += 1;
             }
-        }
-        if self.units.len() > self.limit {
-            trim(&mut self.units, self.limit / 2, |u| u.last_seq);
-            self.trims += 1;
         }
     }
 
@@ -153,40 +175,23 @@ impl Monitor {
         self.trims
     }
 
-    /// The units `strategy` picks, best first (at most `k`). `now` is the restart time (for
-    /// First-K's period); `seed` drives Random-K.
+    /// The units `strategy` picks, best first (at most `k`), ranked as the server ranks keys
+    /// (`cache::warmup::choose`). `now` is the restart time (for First-K's period); `seed`
+    /// drives Random-K.
     pub fn choose(&self, strategy: Strategy, k: u64, now: f64, seed: u64) -> Vec<u64> {
-        let mut units: Vec<(u64, Unit)> = self.units.iter().map(|(&id, &u)| (id, u)).collect();
-        // Deterministic order whatever the hash table's.
-        units.sort_unstable_by_key(|&(id, _)| id);
-        match strategy {
-            Strategy::LastK => units.sort_by_key(|&(_, u)| std::cmp::Reverse(u.last_seq)),
-            Strategy::TopK => units.sort_by_key(|&(_, u)| std::cmp::Reverse((u.count, u.last_seq))),
-            Strategy::FirstK => {
-                let window_start = now - self.period;
-                units.retain(|(_, u)| u.last_time >= window_start);
-                // A unit whose current run began inside the window entered it then; one whose
-                // run began earlier was live when the window opened (its exact first access in
-                // the window is not kept), so it ranks at the window's start, by run order.
-                units.sort_by(|(_, a), (_, b)| {
-                    let ea = a.run_time.max(window_start);
-                    let eb = b.run_time.max(window_start);
-                    ea.total_cmp(&eb).then(a.run_seq.cmp(&b.run_seq))
-                });
-            }
-            Strategy::RandomK => {
-                units.sort_by_key(|&(id, _)| {
-                    let mut h = DefaultHasher::new();
-                    (seed, id).hash(&mut h);
-                    h.finish()
-                });
-            }
-        }
-        units
-            .into_iter()
-            .take(usize::try_from(k).unwrap_or(usize::MAX))
-            .map(|(id, _)| id)
-            .collect()
+        let units: Vec<_> = self.units.iter().map(|(id, u)| (id, u.record)).collect();
+        choose(
+            units,
+            strategy,
+            k,
+            (now, self.period),
+            seed,
+            |u| &u.1,
+            |u| Name::Id(u.0),
+        )
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
     }
 
     /// The objects to reload for `chosen` units, in the units' rank order (within a region,
@@ -203,7 +208,10 @@ impl Monitor {
         match self.granularity {
             Granularity::Keys => chosen
                 .iter()
-                .filter_map(|id| self.units.get(id).map(|u| object(*id, u.size, u.offset)))
+                .filter_map(|&id| {
+                    let seen = self.units.get(id)?.payload;
+                    Some(object(id, seen.size, seen.offset))
+                })
                 .collect(),
             Granularity::Regions { .. } => {
                 let rank: HashMap<u64, usize> =
@@ -220,17 +228,6 @@ impl Monitor {
             }
         }
     }
-}
-
-/// Keeps the `keep` entries with the largest `recency`, dropping the rest.
-fn trim<V>(map: &mut HashMap<u64, V>, keep: usize, recency: impl Fn(&V) -> u64) {
-    let mut stamps: Vec<u64> = map.values().map(&recency).collect();
-    let cut = stamps.len().saturating_sub(keep);
-    if cut == 0 {
-        return;
-    }
-    let (_, &mut threshold, _) = stamps.select_nth_unstable(cut);
-    map.retain(|_, v| recency(v) >= threshold);
 }
 
 #[cfg(test)]
@@ -284,7 +281,7 @@ mod tests {
         }
         assert!(m.trims() > 0);
         assert!(m.choose(Strategy::LastK, 1, 0.0, 0) == vec![999]);
-        assert!(m.units.contains_key(&990) && !m.units.contains_key(&10));
+        assert!(m.units.get(990).is_some() && m.units.get(10).is_none());
     }
 
     #[test]

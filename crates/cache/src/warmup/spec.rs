@@ -1,6 +1,5 @@
-//! The warm-up strategies of Bonfire (seed 001) and the `--warmup STRATEGY:K[:PERIOD]` spec
-//! that selects one; shared by replay (`crates/sim`) and the server, which rank their own
-//! records of accesses by it.
+//! The `--warmup STRATEGY:K[:PERIOD]` spec: which of Bonfire's strategies (seed 001), how many
+//! units, and First-K's look-back.
 
 use std::fmt;
 use std::str::FromStr;
@@ -103,11 +102,7 @@ impl FromStr for WarmupSpec {
         let period = match parts.next() {
             None => None,
             Some(p) if strategy == Strategy::FirstK => {
-                let d = humantime::parse_duration(p)
-                    .map_err(|e| format!("'{text}': period '{p}': {e}"))?;
-                if d.is_zero() {
-                    return Err(format!("'{text}': the period must be > 0"));
-                }
+                let d = units::parse_duration(p).map_err(|e| format!("'{text}': period: {e}"))?;
                 Some(d)
             }
             Some(_) => return Err(format!("'{text}': only firstk takes a period")),

@@ -103,7 +103,7 @@ const HASH_SEED: u64 = 0x6d61_6e74_6c65_6361;
 const MIN_BUCKETS: usize = 16;
 
 /// Keyed slab of nodes with byte and object counters.
-pub(crate) struct Store {
+pub(crate) struct Slab {
     pub nodes: Vec<Node>,
     free_head: Slot,
     buckets: Vec<u32>,
@@ -112,9 +112,9 @@ pub(crate) struct Store {
     bytes: u64,
 }
 
-impl Store {
-    pub fn new() -> Store {
-        Store {
+impl Slab {
+    pub fn new() -> Slab {
+        Slab {
             nodes: Vec::new(),
             free_head: NIL,
             buckets: vec![CHAIN_END; MIN_BUCKETS],
@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove_recycles_slots() {
-        let mut store = Store::new();
+        let mut store = Slab::new();
         let a = store.insert(10, 100).unwrap();
         let b = store.insert(20, 50).unwrap();
         assert_eq!(store.find(10), Some(a));
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn many_keys_stay_findable_across_index_growth() {
-        let mut store = Store::new();
+        let mut store = Slab::new();
         for k in 0..10_000u64 {
             store.insert(k * 7919, 1).unwrap();
         }
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn churn_does_not_grow_the_index() {
-        let mut store = Store::new();
+        let mut store = Slab::new();
         let mut slots = std::collections::VecDeque::new();
         for k in 0..1_000u64 {
             slots.push_back(store.insert(k, 1).unwrap());
@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn meta_bits_do_not_disturb_the_chain() {
-        let mut store = Store::new();
+        let mut store = Slab::new();
         for k in 0..100u64 {
             let slot = store.insert(k, 1).unwrap();
             store.nodes[slot as usize].set_meta((k as u32) & META_MAX);

@@ -5,7 +5,7 @@
 
 use super::EvictionPolicy;
 use crate::queue::Queue;
-use crate::store::{Node, Slot, NIL};
+use crate::slab::{Node, Slot, NIL};
 
 /// `(1 << n_bit_counter) - 1` with libCacheSim's default `n_bit_counter = 1`.
 pub(crate) const MAX_FREQ: u32 = 1;

@@ -1,7 +1,7 @@
 //! The eviction algorithms, one file each behind one trait, as libCacheSim organises them.
 //!
 //! An algorithm owns only its queues and per-object `meta` bits; the slab, the index and the
-//! capacity checks belong to [`crate::Cache`]. [`Policy`] dispatches statically over the
+//! capacity checks belong to [`crate::Cache`]. [`Evictor`] dispatches statically over the
 //! built-in algorithms so the per-request path has no virtual calls.
 
 mod clock;
@@ -10,7 +10,7 @@ mod lru;
 mod s3fifo;
 mod sieve;
 
-use crate::store::{Node, Slot};
+use crate::slab::{Node, Slot};
 use crate::{Algorithm, Capacity};
 
 /// What an eviction algorithm decides. The cache calls these in libCacheSim's order: a lookup
@@ -57,7 +57,7 @@ pub(crate) trait EvictionPolicy {
 }
 
 /// Static dispatch over the built-in algorithms.
-pub(crate) enum Policy {
+pub(crate) enum Evictor {
     Lru(lru::Lru),
     Fifo(fifo::Fifo),
     Clock(clock::Clock),
@@ -68,28 +68,28 @@ pub(crate) enum Policy {
 macro_rules! dispatch {
     ($self:ident, $p:ident => $e:expr) => {
         match $self {
-            Policy::Lru($p) => $e,
-            Policy::Fifo($p) => $e,
-            Policy::Clock($p) => $e,
-            Policy::Sieve($p) => $e,
-            Policy::S3Fifo($p) => $e,
+            Evictor::Lru($p) => $e,
+            Evictor::Fifo($p) => $e,
+            Evictor::Clock($p) => $e,
+            Evictor::Sieve($p) => $e,
+            Evictor::S3Fifo($p) => $e,
         }
     };
 }
 
-impl Policy {
-    pub fn new(algorithm: Algorithm, capacity: Capacity) -> Policy {
+impl Evictor {
+    pub fn new(algorithm: Algorithm, capacity: Capacity) -> Evictor {
         match algorithm {
-            Algorithm::Lru => Policy::Lru(lru::Lru::default()),
-            Algorithm::Fifo => Policy::Fifo(fifo::Fifo::default()),
-            Algorithm::Clock => Policy::Clock(clock::Clock::default()),
-            Algorithm::Sieve => Policy::Sieve(sieve::Sieve::default()),
-            Algorithm::S3Fifo => Policy::S3Fifo(Box::new(s3fifo::S3Fifo::new(capacity))),
+            Algorithm::Lru => Evictor::Lru(lru::Lru::default()),
+            Algorithm::Fifo => Evictor::Fifo(fifo::Fifo::default()),
+            Algorithm::Clock => Evictor::Clock(clock::Clock::default()),
+            Algorithm::Sieve => Evictor::Sieve(sieve::Sieve::default()),
+            Algorithm::S3Fifo => Evictor::S3Fifo(Box::new(s3fifo::S3Fifo::new(capacity))),
         }
     }
 }
 
-impl EvictionPolicy for Policy {
+impl EvictionPolicy for Evictor {
     #[inline]
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
         dispatch!(self, p => p.on_hit(nodes, slot))

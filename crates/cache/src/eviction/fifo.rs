@@ -1,20 +1,18 @@
-//! LRU: a hit moves the object to the head; the victim is the tail (least recently used).
-//! Same as libCacheSim's `LRU.c`.
+//! FIFO: hits change nothing; the victim is the oldest insertion. Same as libCacheSim's
+//! `FIFO.c`.
 
 use super::EvictionPolicy;
 use crate::queue::Queue;
-use crate::store::{Node, Slot};
+use crate::slab::{Node, Slot};
 
 #[derive(Default)]
-pub(crate) struct Lru {
+pub(crate) struct Fifo {
     queue: Queue,
 }
 
-impl EvictionPolicy for Lru {
+impl EvictionPolicy for Fifo {
     #[inline]
-    fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
-        self.queue.move_to_head(nodes, slot);
-    }
+    fn on_hit(&mut self, _nodes: &mut [Node], _slot: Slot) {}
 
     #[inline]
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {

@@ -1,18 +1,20 @@
-//! FIFO: hits change nothing; the victim is the oldest insertion. Same as libCacheSim's
-//! `FIFO.c`.
+//! LRU: a hit moves the object to the head; the victim is the tail (least recently used).
+//! Same as libCacheSim's `LRU.c`.
 
 use super::EvictionPolicy;
 use crate::queue::Queue;
-use crate::store::{Node, Slot};
+use crate::slab::{Node, Slot};
 
 #[derive(Default)]
-pub(crate) struct Fifo {
+pub(crate) struct Lru {
     queue: Queue,
 }
 
-impl EvictionPolicy for Fifo {
+impl EvictionPolicy for Lru {
     #[inline]
-    fn on_hit(&mut self, _nodes: &mut [Node], _slot: Slot) {}
+    fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
+        self.queue.move_to_head(nodes, slot);
+    }
 
     #[inline]
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {

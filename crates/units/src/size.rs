@@ -1,5 +1,5 @@
-//! Parsing of sizes: `--cache-size` (objects, bytes with a unit, or a percentage of the
-//! working set) and every flag that takes bytes (`--policy-memory`, `--region`, ...).
+//! Sizes: `--cache-size` (objects, bytes with a unit, or a percentage of the working set)
+//! and every flag that takes bytes (`--policy-memory`, `--region`, `--maxmemory`, ...).
 //!
 //! The rule keeps every spelling unambiguous and exact: a plain whole number is a count
 //! (objects for a cache size, bytes for a byte flag), a number with a unit is bytes and must
@@ -93,7 +93,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 
 /// Splits `1.5 GiB` into (`1.5`, `GiB`): a plain decimal (digits with at most one point, no
 /// sign, no exponent) and what follows it. `None` when it does not start with one.
-fn split_number(s: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_number(s: &str) -> Option<(&str, &str)> {
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
@@ -143,28 +143,53 @@ fn bytes_with_unit(number: &str, unit: &str) -> Result<u64, String> {
             ))
         }
     };
-    // Exact decimal arithmetic: whole part times the unit, plus the fraction's digits.
+    exact_product(number, multiplier).map_err(|why| match why {
+        Inexact::NotWhole => format!("{number}{unit} is not a whole number of bytes"),
+        other => other.to_string(),
+    })
+}
+
+/// Why a decimal times a unit is not a `u64`.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Inexact {
+    NotWhole,
+    TooLarge,
+    TooManyDecimals,
+}
+
+impl std::fmt::Display for Inexact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Inexact::NotWhole => "not a whole number of the smallest unit",
+            Inexact::TooLarge => "number too large",
+            Inexact::TooManyDecimals => "too many decimal places",
+        })
+    }
+}
+
+/// `number` (a plain decimal) times `multiplier`, in exact decimal arithmetic: the whole part
+/// times the unit, plus the fraction's digits, which must come to a whole number.
+pub(crate) fn exact_product(number: &str, multiplier: u64) -> Result<u64, Inexact> {
     let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    let too_large = || "number too large".to_string();
     let int: u64 = if int.is_empty() {
         0
     } else {
-        int.parse().map_err(|_| too_large())?
+        int.parse().map_err(|_| Inexact::TooLarge)?
     };
-    let mut total = int.checked_mul(multiplier).ok_or_else(too_large)?;
+    let mut total = int.checked_mul(multiplier).ok_or(Inexact::TooLarge)?;
     let frac = frac.trim_end_matches('0');
     if !frac.is_empty() {
         if frac.len() > 18 {
-            return Err("too many decimal places".to_string());
+            return Err(Inexact::TooManyDecimals);
         }
         let scale = 10u128.pow(frac.len() as u32);
-        let part =
-            u128::from(frac.parse::<u64>().map_err(|_| too_large())?) * u128::from(multiplier);
+        let part = u128::from(frac.parse::<u64>().map_err(|_| Inexact::TooLarge)?)
+            * u128::from(multiplier);
         if part % scale != 0 {
-            return Err(format!("{number}{unit} is not a whole number of bytes"));
+            return Err(Inexact::NotWhole);
         }
-        let part = u64::try_from(part / scale).map_err(|_| too_large())?;
-        total = total.checked_add(part).ok_or_else(too_large)?;
+        let part = u64::try_from(part / scale).map_err(|_| Inexact::TooLarge)?;
+        total = total.checked_add(part).ok_or(Inexact::TooLarge)?;
     }
     Ok(total)
 }

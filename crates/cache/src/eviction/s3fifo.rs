@@ -23,7 +23,7 @@
 
 use super::EvictionPolicy;
 use crate::queue::Queue;
-use crate::store::{Node, Slot, Store, NIL};
+use crate::slab::{Node, Slab, Slot, NIL};
 use crate::Capacity;
 
 const SMALL_SIZE_RATIO: f64 = 0.10;
@@ -98,7 +98,7 @@ fn split(capacity: Capacity) -> (Limits, Limits, Limits) {
 
 /// Keys recently evicted from the small queue, oldest evicted first once over its limits.
 struct Ghost {
-    store: Store,
+    store: Slab,
     fifo: Queue,
     limits: Limits,
 }
@@ -106,7 +106,7 @@ struct Ghost {
 impl Ghost {
     fn new(limits: Limits) -> Ghost {
         Ghost {
-            store: Store::new(),
+            store: Slab::new(),
             fifo: Queue::default(),
             limits,
         }

@@ -7,7 +7,7 @@
 
 use super::EvictionPolicy;
 use crate::queue::Queue;
-use crate::store::{Node, Slot, NIL};
+use crate::slab::{Node, Slot, NIL};
 
 pub(crate) struct Sieve {
     queue: Queue,

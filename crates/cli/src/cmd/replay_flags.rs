@@ -1,0 +1,172 @@
+//! The flags of `replay` that come in groups: a replay against a running server, and the
+//! restart with its warm-up. Flattened into `replay::Args`; turned into the library's types here.
+
+use super::trace_args::TraceArgs;
+use anyhow::Result;
+use serde_json::{json, Value};
+use sim::policy_driver::PolicyController;
+use sim::{RestartAt, WarmupFlags, WarmupSpec};
+use std::path::PathBuf;
+
+/// The flags of a replay against a running server (see docs/replay.md).
+#[derive(clap::Args)]
+pub struct LiveArgs {
+    /// Replay against a running `mantle serve` at HOST:PORT (or redis://HOST:PORT) instead of
+    /// simulating: real time scaled by --speed, figures from the server's counters.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with_all = [
+            "cache_size", "eviction", "backend", "tick", "policy", "params",
+            "policy_instructions", "policy_memory", "timeseries", "metrics_out", "report",
+            "classes", "restart_at", "warmup", "region", "warmup_window", "monitor_limit",
+            "warmup_seed",
+        ]
+    )]
+    pub server: Option<String>,
+    /// With --server: how many times faster than the trace's clock to replay; default 1 (real
+    /// time), 0 as fast as possible (traces without timestamps always are).
+    #[arg(long, value_name = "X")]
+    pub speed: Option<f64>,
+    /// With --server: the password the server wants (its --requirepass).
+    #[arg(long, value_name = "PASSWORD")]
+    pub password: Option<String>,
+    /// With --server: stop after N requests of the trace.
+    #[arg(long, value_name = "N")]
+    pub max_requests: Option<u64>,
+}
+
+/// The restart and warm-up flags (see docs/warmup.md).
+#[derive(clap::Args)]
+pub struct WarmupArgs {
+    /// Empty the cache after N requests (or P% of the trace) and measure its warm-up against
+    /// an always-warm cache (see docs/warmup.md).
+    #[arg(long, value_name = "N|P%")]
+    pub restart_at: Option<RestartAt>,
+    /// At the restart, bulk-load the set this strategy picks; K is a count or a share of the
+    /// cache (lastk:100%); firstk also takes :PERIOD.
+    #[arg(
+        long,
+        value_name = "lastk:K|firstk:K|topk:K|randomk:K (K: N or P%)",
+        requires = "restart_at"
+    )]
+    pub warmup: Option<WarmupSpec>,
+    /// What the warm-up monitor records: regions of this size (block traces; default 1MiB),
+    /// or `keys`. Default: regions for block formats, keys otherwise.
+    #[arg(long, value_name = "1MiB|keys", requires = "restart_at")]
+    pub region: Option<String>,
+    /// Lookups per point of the warm-up chart, and how many lookups must follow a
+    /// convergence point for it to count (default: about 1/200 of the lookups after the
+    /// restart, at least 100).
+    #[arg(long, value_name = "N", requires = "restart_at")]
+    pub warmup_window: Option<u64>,
+    /// Most units (keys or regions) the warm-up monitor keeps.
+    #[arg(long, value_name = "N", default_value_t = 1 << 20, requires = "restart_at")]
+    pub monitor_limit: usize,
+    /// Seed of randomk.
+    #[arg(long, value_name = "N", default_value_t = cache::warmup::DEFAULT_SEED, requires = "warmup")]
+    pub warmup_seed: u64,
+}
+
+impl WarmupArgs {
+    pub fn flags(&self) -> WarmupFlags {
+        WarmupFlags {
+            restart_at: self.restart_at,
+            spec: self.warmup,
+            region: self.region.clone(),
+            window: self.warmup_window,
+            monitor_limit: self.monitor_limit,
+            seed: self.warmup_seed,
+        }
+    }
+}
+
+impl LiveArgs {
+    /// The --server flags given without --server: checked by hand rather than with clap's
+    /// `requires`, which gives way to --server's conflicts.
+    pub fn reject_without_server(&self) -> Result<()> {
+        for (given, flag) in [
+            (self.speed.is_some(), "--speed"),
+            (self.password.is_some(), "--password"),
+            (self.max_requests.is_some(), "--max-requests"),
+        ] {
+            if given {
+                anyhow::bail!("{flag} goes with --server ADDR (a replay against a running server)");
+            }
+        }
+        Ok(())
+    }
+
+    /// `--server`: replays against a running `mantle serve` and prints its report.
+    pub fn run(&self, input: &TraceArgs, json: bool, quiet: bool) -> Result<()> {
+        let options = sim::live::LiveOptions {
+            server: self.server.clone().unwrap_or_default(),
+            password: self.password.clone(),
+            speed: self.speed.unwrap_or(1.0),
+            max_requests: self.max_requests,
+            progress: !quiet,
+        };
+        let reader = trace::open(&input.trace, input.format()?, &input.options()?)?;
+        let report = sim::live::replay(&options, reader)?;
+        let trace = input.trace.display().to_string();
+        let format = input.format_name();
+        if json {
+            let mut value = report.to_json();
+            if let Value::Object(map) = &mut value {
+                map.insert("trace".into(), json!(trace));
+                map.insert("format".into(), json!(format));
+            }
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        } else {
+            sim::live::print_summary(&report, &trace, &format);
+        }
+        Ok(())
+    }
+}
+
+/// The policy flags of a replay (see docs/policy-language.md).
+#[derive(clap::Args)]
+pub struct PolicyArgs {
+    /// Lua policy that manages the cache at every tick (see docs/policy-language.md).
+    #[arg(long, value_name = "FILE.lua")]
+    pub policy: Option<PathBuf>,
+    /// Policy parameter, visible as params.K (numbers are converted); repeatable.
+    #[arg(long = "param", value_name = "K=V", value_parser = policy::parse_param, requires = "policy")]
+    pub params: Vec<(String, policy::Scalar)>,
+    /// Instruction budget of one policy callback.
+    #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions, requires = "policy")]
+    pub policy_instructions: u64,
+    /// Memory limit of the policy's Lua state (bytes, or with a unit: 64MiB).
+    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = units::parse_bytes, requires = "policy")]
+    pub policy_memory: u64,
+    /// Most access events kept for the policy's timeseries().
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        requires = "policy"
+    )]
+    pub timeseries: usize,
+}
+
+impl PolicyArgs {
+    /// `--policy-instructions` and `--policy-memory` as the engine's limits.
+    pub fn limits(&self) -> policy::Limits {
+        policy::Limits {
+            instructions: self.policy_instructions,
+            memory_bytes: usize::try_from(self.policy_memory).unwrap_or(usize::MAX),
+            ..policy::Limits::default()
+        }
+    }
+
+    /// The policy's controller, if `--policy` was given.
+    pub fn controller(&self) -> Result<Option<PolicyController>> {
+        let Some(path) = &self.policy else {
+            return Ok(None);
+        };
+        let params = self.params.iter().cloned().collect();
+        PolicyController::from_file(path, params, self.limits(), true)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))
+    }
+}
