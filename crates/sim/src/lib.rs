@@ -4,7 +4,6 @@
 
 pub mod backend;
 pub mod control;
-pub mod live;
 pub mod metrics_csv;
 pub mod nodes;
 pub mod policy_driver;

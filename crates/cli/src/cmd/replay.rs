@@ -140,7 +140,7 @@ pub struct LiveArgs {
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(server) = &args.live.server {
-        let options = sim::live::LiveOptions {
+        let options = loadgen::LiveOptions {
             server: server.clone(),
             password: args.live.password.clone(),
             speed: args.live.speed.unwrap_or(1.0),
@@ -629,9 +629,9 @@ fn file_label(path: &Path) -> String {
 }
 
 /// `--server`: replays against a running `mantle serve` and prints its report.
-fn run_live(options: &sim::live::LiveOptions, input: &TraceArgs, json: bool) -> Result<()> {
+fn run_live(options: &loadgen::LiveOptions, input: &TraceArgs, json: bool) -> Result<()> {
     let reader = trace::open(&input.trace, input.format()?, &input.options()?)?;
-    let report = sim::live::replay(options, reader)?;
+    let report = loadgen::replay(options, reader)?;
     let trace = input.trace.display().to_string();
     let format = input.format_name();
     if json {
@@ -642,7 +642,7 @@ fn run_live(options: &sim::live::LiveOptions, input: &TraceArgs, json: bool) -> 
         }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        sim::live::print_summary(&report, &trace, &format);
+        loadgen::print_summary(&report, &trace, &format);
     }
     Ok(())
 }
