@@ -52,6 +52,8 @@ struct Shared {
     warmup: crate::warmup::Warmup,
     /// How long store reads take, for the metrics endpoint.
     read_latency: crate::metrics_http::LatencyHistogram,
+    /// The accesses a live policy reads as `timeseries()`.
+    series: crate::access_series::AccessSeries,
 }
 
 struct State {
@@ -100,6 +102,7 @@ impl Db {
                 object_overhead,
                 warmup: crate::warmup::Warmup::default(),
                 read_latency: crate::metrics_http::LatencyHistogram::default(),
+                series: crate::access_series::AccessSeries::default(),
             }),
         }
     }
@@ -110,6 +113,11 @@ impl Db {
 
     pub fn store(&self) -> &Store {
         &self.shared.store
+    }
+
+    /// The access series and policy clock (see `access_series`).
+    pub fn series(&self) -> &crate::access_series::AccessSeries {
+        &self.shared.series
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -132,6 +140,7 @@ impl Db {
     pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
         let hash = self.hash(key);
         self.shared.warmup.monitor.record(hash, key);
+        self.shared.series.record(hash);
         if let Some(value) = self.lookup_cached(hash, key) {
             return Ok(Some(value));
         }
@@ -219,6 +228,7 @@ impl Db {
         };
         let hash = self.hash(key);
         self.shared.warmup.monitor.record(hash, key);
+        self.shared.series.record(hash);
         let stripe = self.stripe(hash);
         let now = now_ms();
         let record = Record {
@@ -292,6 +302,7 @@ impl Db {
         let hashes: Vec<u64> = pairs.iter().map(|(k, _)| self.hash(k)).collect();
         for ((key, _), &hash) in pairs.iter().zip(&hashes) {
             self.shared.warmup.monitor.record(hash, key);
+            self.shared.series.record(hash);
         }
         let now = now_ms();
         let records: Vec<(Bytes, Record)> = pairs

@@ -19,6 +19,7 @@
 
 #![deny(clippy::print_stderr)]
 
+pub mod access_series;
 pub mod admin;
 pub mod cluster;
 pub mod cmd;
