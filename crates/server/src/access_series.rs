@@ -59,12 +59,16 @@ impl PolicyClock {
     /// a finite number.
     pub fn set(&self, seconds: f64) -> Result<(), String> {
         if !self.is_manual() {
-            return Err("the policy clock follows the wall clock; start the server with \
+            return Err(
+                "the policy clock follows the wall clock; start the server with \
                         --tick manual to set it"
-                .into());
+                    .into(),
+            );
         }
         if !seconds.is_finite() {
-            return Err(format!("invalid time '{seconds}': expected a finite number of seconds"));
+            return Err(format!(
+                "invalid time '{seconds}': expected a finite number of seconds"
+            ));
         }
         self.seconds.store(seconds.to_bits(), Ordering::Release);
         Ok(())
@@ -166,7 +170,10 @@ mod tests {
             s.record(key);
         }
         s.drain_into(&mut log, &mut spare);
-        assert_eq!(log.iter().collect::<Vec<_>>(), [(1.0, 0), (1.0, 1), (2.5, 0)]);
+        assert_eq!(
+            log.iter().collect::<Vec<_>>(),
+            [(1.0, 0), (1.0, 1), (2.5, 0)]
+        );
         assert!(spare.is_empty());
         s.record(9);
         s.drain_into(&mut log, &mut spare);

@@ -10,6 +10,7 @@ pub mod policy_driver;
 pub mod replay;
 pub mod replay_cache;
 pub mod size;
+pub mod tick_schedule;
 pub mod warmup;
 pub mod working_set;
 

@@ -119,8 +119,8 @@ pub struct LiveArgs {
         long,
         value_name = "ADDR",
         conflicts_with_all = [
-            "cache_size", "eviction", "backend", "tick", "policy", "params",
-            "policy_instructions", "policy_memory", "timeseries", "metrics_out", "report",
+            "cache_size", "eviction", "backend", "policy", "params",
+            "policy_instructions", "policy_memory", "timeseries", "report",
             "classes", "restart_at", "warmup", "region", "warmup_window", "monitor_limit",
             "warmup_seed",
         ]
@@ -146,8 +146,14 @@ pub fn run(args: Args) -> Result<()> {
             speed: args.live.speed.unwrap_or(1.0),
             max_requests: args.live.max_requests,
             progress: !args.quiet,
+            ticks: args.tick,
         };
-        return run_live(&options, &args.input, args.json);
+        return run_live(
+            &options,
+            &args.input,
+            args.json,
+            args.metrics_out.as_deref(),
+        );
     }
     if let Some(nodes) = args.cluster.nodes {
         return super::nodes::run(&args, nodes);
@@ -629,9 +635,24 @@ fn file_label(path: &Path) -> String {
 }
 
 /// `--server`: replays against a running `mantle serve` and prints its report.
-fn run_live(options: &loadgen::LiveOptions, input: &TraceArgs, json: bool) -> Result<()> {
+/// With --tick, in lock step with a `--tick manual` server; --metrics-out then writes its ticks.
+fn run_live(
+    options: &loadgen::LiveOptions,
+    input: &TraceArgs,
+    json: bool,
+    metrics_out: Option<&Path>,
+) -> Result<()> {
+    if metrics_out.is_some() && options.ticks.is_none() {
+        bail!("--metrics-out goes with --server only together with --tick (a lock-step replay)");
+    }
     let reader = trace::open(&input.trace, input.format()?, &input.options()?)?;
     let report = loadgen::replay(options, reader)?;
+    if let Some(path) = metrics_out {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("--metrics-out: cannot create {}", path.display()))?;
+        sim::metrics_csv::write_ticks(std::io::BufWriter::new(file), report.ticks())
+            .with_context(|| format!("--metrics-out: writing {}", path.display()))?;
+    }
     let trace = input.trace.display().to_string();
     let format = input.format_name();
     if json {

@@ -158,9 +158,7 @@ mod tests {
             "ops",
         ])
         .unwrap();
-        assert!(
-            matches!(load.op, Command::Engine(Op::Load { ref author, .. }) if author == "ops")
-        );
+        assert!(matches!(load.op, Command::Engine(Op::Load { ref author, .. }) if author == "ops"));
         assert!(!load.needs_author);
         assert!(parse(&["POLICY", "LOAD", "p", "x"]).unwrap().needs_author);
         assert_eq!(

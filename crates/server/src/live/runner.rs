@@ -348,7 +348,10 @@ impl Runner {
             .as_ref()
             .map(|id| self.registry_id(id))
             .unwrap_or_default();
-        let error = outcome.error.as_ref().map(|e| self.translate(&e.to_string()));
+        let error = outcome
+            .error
+            .as_ref()
+            .map(|e| self.translate(&e.to_string()));
         if let Some(error) = &error {
             self.last_error = error.clone();
         }
@@ -432,7 +435,10 @@ impl Runner {
         let optional = |n: Option<u64>| n.map_or(Frame::Null, int);
         let pairs = vec![
             ("tick", int(self.tick)),
-            ("now", Frame::bulk_str(&self.db.series().clock.now().to_string())),
+            (
+                "now",
+                Frame::bulk_str(&self.db.series().clock.now().to_string()),
+            ),
             ("action", Frame::bulk_str(&action)),
             ("error", error.map_or(Frame::Null, |e| Frame::bulk_str(&e))),
             ("cache_objects", int(snapshot.objects)),
@@ -442,6 +448,8 @@ impl Runner {
             ("hits", int(Stats::read(&stats.cache_hits))),
             ("misses", int(Stats::read(&stats.cache_misses))),
             ("evictions", int(snapshot.evictions)),
+            ("store_reads", int(Stats::read(&stats.store_reads))),
+            ("store_writes", int(Stats::read(&stats.store_writes))),
             ("series_events", int(self.log.len() as u64)),
             ("series_keys", int(self.log.distinct_keys())),
         ];
