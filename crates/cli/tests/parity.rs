@@ -52,11 +52,16 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(policy: &str, params: &[(&str, &str)]) -> Serve {
+    fn start(policy: &str, params: &[(&str, &str)], classes: Option<&Path>) -> Serve {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_mantle"))
             .args(["serve", "--listen", "127.0.0.1:0", "--threads", "2"])
             .args(["--tick", "manual", "--max-keys", CACHE, "--policy", policy])
+            .args(
+                classes
+                    .map(|c| vec!["--classes".into(), c.as_os_str().to_owned()])
+                    .unwrap_or_default(),
+            )
             .arg("--data-dir")
             .arg(dir.path().join("data"))
             .current_dir(repo())
@@ -85,10 +90,7 @@ impl Serve {
             addr,
             _dir: dir,
         };
-        let mut c = redis::Client::open(format!("redis://{}", serve.addr))
-            .unwrap()
-            .get_connection()
-            .unwrap();
+        let mut c = serve.client();
         for (k, v) in params {
             let _: () = redis::cmd("POLICY")
                 .arg("PARAM")
@@ -98,6 +100,30 @@ impl Serve {
                 .unwrap();
         }
         serve
+    }
+}
+
+impl Serve {
+    fn client(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://{}", self.addr))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// CACHE STATS as numbers (the text ones left out).
+    fn cache_stats(&self) -> std::collections::HashMap<String, i64> {
+        let pairs: std::collections::HashMap<String, redis::Value> = redis::cmd("CACHE")
+            .arg("STATS")
+            .query(&mut self.client())
+            .unwrap();
+        pairs
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                redis::Value::Int(n) => Some((k, n)),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -143,9 +169,30 @@ fn rows(path: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Classes by key rules on the decimal key ids, an op rule and every pinning: a hard-pinned
+/// class capped at 10% of the cache, a soft-pinned one, a capped low-priority one and one
+/// never cached.
+const CLASSES: &str = "IO class id,IO class name,Eviction priority,Allocation
+0,unclassified,5,1
+1,key_glob:*7&done,,0.1
+2,key_prefix:1&done,9,0.3
+3,key_glob:*3&done,soft,1
+4,key_glob:*99&done,1,0
+5,op:put&key_prefix:2&done,2,0.5
+";
+
 fn check(policy: &str, params: &[(&str, &str)]) {
+    check_with(policy, params, None);
+}
+
+fn check_with(policy: &str, params: &[(&str, &str)], classes: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let trace = trace(dir.path());
+    let class_file = dir.path().join("classes.csv");
+    if let Some(text) = classes {
+        std::fs::write(&class_file, text).unwrap();
+    }
+    let class_file = classes.map(|_| class_file.as_path());
     let sim_csv = dir.path().join("sim.csv");
     let live_csv = dir.path().join("live.csv");
     let mut args = vec![
@@ -169,9 +216,12 @@ fn check(policy: &str, params: &[(&str, &str)]) {
     for p in &joined {
         args.extend(["--param", p]);
     }
+    if let Some(file) = class_file {
+        args.extend(["--classes", file.to_str().unwrap()]);
+    }
     let sim = json_of(&mantle(&args));
 
-    let serve = Serve::start(policy, params);
+    let serve = Serve::start(policy, params, class_file);
     let live = json_of(&mantle(&[
         "replay",
         "--trace",
@@ -185,7 +235,33 @@ fn check(policy: &str, params: &[(&str, &str)]) {
         "--metrics-out",
         live_csv.to_str().unwrap(),
     ]));
+    let server_stats = serve.cache_stats();
     drop(serve);
+    if classes.is_some() {
+        let sim_classes = sim["classes"].as_array().expect("replay reports classes");
+        for class in sim_classes {
+            let id = class["id"].as_u64().unwrap();
+            for counter in [
+                "hits",
+                "misses",
+                "objects",
+                "evictions",
+                "bypassed",
+                "fenced",
+                "refused",
+            ] {
+                let served = server_stats
+                    .get(&format!("class_{id}_{counter}"))
+                    .unwrap_or_else(|| panic!("CACHE STATS lacks class_{id}_{counter}"));
+                assert_eq!(
+                    class[counter].as_u64().unwrap() as i64,
+                    *served,
+                    "{policy}: class {id} {counter}: replay {}, serve {served}",
+                    class[counter]
+                );
+            }
+        }
+    }
 
     let (sim_rows, live_rows) = (rows(&sim_csv), rows(&live_csv));
     assert!(
@@ -247,4 +323,9 @@ fn dscache_decides_the_same_in_replay_and_serve() {
 #[test]
 fn decay_decides_the_same_in_replay_and_serve() {
     check("policies/decay.lua", &[("history", "3")]);
+}
+
+#[test]
+fn classes_decide_the_same_in_replay_and_serve() {
+    check_with("policies/fixed.lua", &[("n", "100")], Some(CLASSES));
 }

@@ -168,6 +168,8 @@ pub struct Config {
     pub manual_tick: bool,
     /// `--timeseries N`: most access events kept for `timeseries()`; 0 turns it off.
     pub timeseries: usize,
+    /// `--classes FILE`: the cache's classes, as in `mantle replay --classes`.
+    pub classes: Option<cache::classes::ClassSet>,
     /// Instruction, memory and failure limits of live policies.
     pub policy_limits: policy::Limits,
     /// Write policy events to stderr as well as to the durable log.
@@ -208,6 +210,7 @@ impl Config {
             tick: DEFAULT_TICK,
             manual_tick: false,
             timeseries: crate::access_series::DEFAULT_TIMESERIES,
+            classes: None,
             policy_limits: policy::Limits::default(),
             policy_echo: true,
             no_policy: false,

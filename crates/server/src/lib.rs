@@ -35,6 +35,7 @@ pub mod log;
 pub mod metrics_http;
 pub mod parse;
 pub mod server;
+pub mod server_cache;
 pub mod stats;
 pub mod store;
 pub mod warmup;

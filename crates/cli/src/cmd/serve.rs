@@ -70,6 +70,10 @@ pub struct Args {
     /// wall-clock ticks, POLICY TICK [now] runs one (what `replay --server --tick` drives).
     #[arg(long, default_value = "1s", value_parser = parse_tick, value_name = "PERIOD|manual")]
     pub tick: TickArg,
+    /// Class file (same format and rules as replay's --classes; see docs/cache-hints.md):
+    /// priorities, allocation caps, soft and hard pins; `hint:` rules match SET ... HINT name.
+    #[arg(long, value_name = "FILE")]
+    pub classes: Option<PathBuf>,
     /// Most access events kept for the policy's timeseries() (recorded only while the running
     /// policy reads it); 0 turns it off.
     #[arg(long, value_name = "N", default_value_t = server::access_series::DEFAULT_TIMESERIES)]
@@ -146,6 +150,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config.tick = period;
     }
     config.timeseries = args.timeseries;
+    config.classes = args
+        .classes
+        .as_deref()
+        .map(cache::classes::ClassSet::from_file)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
     config.metrics_listen = args.metrics_listen;
     config.warmup = args.warmup;
     config.warmup_track = args.warmup_track;
