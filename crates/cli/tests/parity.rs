@@ -33,7 +33,7 @@ fn trace(dir: &Path) -> String {
             .wrapping_add(1_442_695_040_888_963_407);
         let r = state >> 33;
         let key = (i / 800) * 60 + r % 90;
-        let op = if seen.insert(key) || r % 20 == 0 {
+        let op = if seen.insert(key) || r.is_multiple_of(20) {
             "PUT"
         } else {
             "GET"

@@ -134,6 +134,7 @@ impl Controller for PolicyController {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cache::AccessLog;
 
     /// The policies that once held `mantle replay` forever now fail their ticks, and the
     /// replay goes on (falling back to no management).
