@@ -172,6 +172,12 @@ impl ClassedCache {
         }
     }
 
+    /// Credits class `class` with a miss of a key the caller knows is not cached (a server
+    /// that found no entry for the key), without telling the algorithm: the key has no id yet.
+    pub fn count_miss(&mut self, class: ClassIndex) {
+        self.classes[class as usize].stats.misses += 1;
+    }
+
     /// Inserts `key` into class `class` (or rewrites it: a new size or class re-inserts it).
     /// Returns whether it is cached afterwards.
     pub fn insert(&mut self, key: u64, size: u32, class: ClassIndex) -> bool {

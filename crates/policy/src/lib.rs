@@ -7,6 +7,7 @@
 //! set the target capacity, plus load targets for a cluster. The engine never lets a policy
 //! take the host down; see `docs/policy-language.md` for the language reference.
 
+mod access_log;
 mod decision;
 mod engine;
 mod env;

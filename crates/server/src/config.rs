@@ -146,6 +146,13 @@ pub struct Config {
     pub policy: Option<PathBuf>,
     /// Wall-clock period of the policy's decision ticks (`--tick`).
     pub tick: Duration,
+    /// `--tick manual`: no wall-clock ticks; `POLICY TICK [now]` runs one, and the policy's
+    /// clock (`now`, the series' timestamps) is what `POLICY TICK`/`POLICY CLOCK` last set.
+    pub manual_tick: bool,
+    /// `--timeseries N`: most access events kept for `timeseries()`; 0 turns it off.
+    pub timeseries: usize,
+    /// `--classes FILE`: the cache's classes, as in `mantle replay --classes`.
+    pub classes: Option<cache::classes::ClassSet>,
     /// Instruction, memory and failure limits of live policies.
     pub policy_limits: policy::Limits,
     /// Write policy events to stderr as well as to the durable log.
@@ -184,6 +191,9 @@ impl Config {
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             policy: None,
             tick: DEFAULT_TICK,
+            manual_tick: false,
+            timeseries: crate::access_series::DEFAULT_TIMESERIES,
+            classes: None,
             policy_limits: policy::Limits::default(),
             policy_echo: true,
             no_policy: false,

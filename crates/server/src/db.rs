@@ -14,10 +14,12 @@
 //!   after [`Db::commit_before_reveal`]; if that fails the reply is an error instead.
 
 use crate::keytable::{Entry, KeyTable};
+use crate::server_cache::{Request, ServerCache};
 use crate::stats::Stats;
 use crate::store::{Condition, Record, Store, StoreError};
 use bytes::Bytes;
-use cache::{Cache, Capacity};
+use cache::classes::{ClassSet, RuleOp};
+use cache::Capacity;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -52,12 +54,20 @@ struct Shared {
     warmup: crate::warmup::Warmup,
     /// How long store reads take, for the metrics endpoint.
     read_latency: crate::metrics_http::LatencyHistogram,
+    /// The accesses a live policy reads as `timeseries()`.
+    series: crate::access_series::AccessSeries,
 }
 
 struct State {
     table: KeyTable,
-    cache: Cache,
+    cache: ServerCache,
+    /// The names `SET ... HINT name` gave, by index - 1 (an entry's `class`).
     classes: Vec<String>,
+}
+
+/// The hint name of an entry's `class` index (0: none).
+fn hint_name(names: &[String], class: u16) -> Option<&[u8]> {
+    (class > 0).then(|| names[class as usize - 1].as_bytes())
 }
 
 #[derive(Default)]
@@ -82,6 +92,16 @@ pub struct CacheSnapshot {
 
 impl Db {
     pub fn new(store: Store, algorithm: cache::Algorithm, capacity: Capacity) -> Db {
+        Db::with_classes(store, algorithm, capacity, None)
+    }
+
+    /// A Db whose cache has the classes of a `--classes` file (see `server_cache`).
+    pub fn with_classes(
+        store: Store,
+        algorithm: cache::Algorithm,
+        capacity: Capacity,
+        classes: Option<ClassSet>,
+    ) -> Db {
         let object_overhead = (crate::keytable::bytes_per_key()
             + 16.0 // allocator header of the key+value allocation
             + cache::overhead::per_object_worst())
@@ -90,7 +110,7 @@ impl Db {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     table: KeyTable::default(),
-                    cache: Cache::new(algorithm, capacity),
+                    cache: ServerCache::new(algorithm, capacity, classes),
                     classes: Vec::new(),
                 }),
                 store,
@@ -100,6 +120,7 @@ impl Db {
                 object_overhead,
                 warmup: crate::warmup::Warmup::default(),
                 read_latency: crate::metrics_http::LatencyHistogram::default(),
+                series: crate::access_series::AccessSeries::default(),
             }),
         }
     }
@@ -110,6 +131,11 @@ impl Db {
 
     pub fn store(&self) -> &Store {
         &self.shared.store
+    }
+
+    /// The access series and policy clock (see `access_series`).
+    pub fn series(&self) -> &crate::access_series::AccessSeries {
+        &self.shared.series
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -132,6 +158,7 @@ impl Db {
     pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
         let hash = self.hash(key);
         self.shared.warmup.monitor.record(hash, key);
+        self.shared.series.record(hash);
         if let Some(value) = self.lookup_cached(hash, key) {
             return Ok(Some(value));
         }
@@ -140,14 +167,24 @@ impl Db {
 
     fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Bytes> {
         let mut state = self.state();
-        let State { table, cache, .. } = &mut *state;
+        let State {
+            table,
+            cache,
+            classes,
+        } = &mut *state;
         let (id, hint, entry) = table.lookup_hinted(hash, key)?;
         if entry.expires_at_ms != 0 && entry.expires_at_ms <= now_ms() {
             self.forget(&mut state, id);
             return None;
         }
         let value = entry.value();
-        cache.get_hinted(id, hint);
+        let class = cache.class_of(&Request {
+            key,
+            size: entry.value_len(),
+            op: RuleOp::Get,
+            hint: hint_name(classes, entry.class),
+        });
+        cache.hit(id, hint, class);
         Stats::bump(&self.shared.stats.cache_hits);
         Some(value)
     }
@@ -160,26 +197,51 @@ impl Db {
         let now = now_ms();
         match self.store_get(key, now).await? {
             None => {
+                self.class_miss(key, 0);
                 Stats::bump(&stats.keyspace_misses);
                 Ok(None)
             }
             Some(record) if !record.is_live(now) => {
+                self.class_miss(key, 0);
                 self.purge_expired(hash, key).await?;
                 Stats::bump(&stats.keyspace_misses);
                 Ok(None)
             }
             Some(record) => {
                 let mut state = self.state();
+                if state.cache.is_classed() {
+                    let class = state.cache.class_of(&Request {
+                        key,
+                        size: record.value.len(),
+                        op: RuleOp::Get,
+                        hint: None,
+                    });
+                    state.cache.miss(class);
+                }
                 if stripe.generation.load(Ordering::Acquire) == generation
                     && state.table.find(hash, key).is_none()
                 {
                     let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
-                    if self.install(&mut state, hash, entry) {
+                    if self.install(&mut state, hash, entry, RuleOp::Get) {
                         Stats::bump(&stats.cache_fills);
                     }
                 }
                 Ok(Some(record.value))
             }
+        }
+    }
+
+    /// With classes: credits a GET of `key` that found nothing (of `size` bytes) to its class.
+    fn class_miss(&self, key: &[u8], size: usize) {
+        let mut state = self.state();
+        if state.cache.is_classed() {
+            let class = state.cache.class_of(&Request {
+                key,
+                size,
+                op: RuleOp::Get,
+                hint: None,
+            });
+            state.cache.miss(class);
         }
     }
 
@@ -219,6 +281,7 @@ impl Db {
         };
         let hash = self.hash(key);
         self.shared.warmup.monitor.record(hash, key);
+        self.shared.series.record(hash);
         let stripe = self.stripe(hash);
         let now = now_ms();
         let record = Record {
@@ -244,6 +307,7 @@ impl Db {
                         &mut state,
                         hash,
                         Entry::new(key, value, expires_at_ms, class),
+                        RuleOp::Put,
                     );
                 }
                 Ok(false) => {}
@@ -292,6 +356,7 @@ impl Db {
         let hashes: Vec<u64> = pairs.iter().map(|(k, _)| self.hash(k)).collect();
         for ((key, _), &hash) in pairs.iter().zip(&hashes) {
             self.shared.warmup.monitor.record(hash, key);
+            self.shared.series.record(hash);
         }
         let now = now_ms();
         let records: Vec<(Bytes, Record)> = pairs
@@ -311,7 +376,7 @@ impl Db {
             let mut state = self.state();
             for ((key, value), &hash) in pairs.iter().zip(&hashes) {
                 if result.is_ok() {
-                    self.install(&mut state, hash, Entry::new(key, value, 0, 0));
+                    self.install(&mut state, hash, Entry::new(key, value, 0, 0), RuleOp::Put);
                 } else {
                     self.forget_key(&mut state, hash, key);
                 }
@@ -405,6 +470,11 @@ impl Db {
         })
     }
 
+    /// Per-class figures (`--classes`); empty without classes.
+    pub fn class_figures(&self) -> Vec<crate::server_cache::ClassFigures> {
+        self.state().cache.classes()
+    }
+
     pub fn cache_snapshot(&self) -> CacheSnapshot {
         let state = self.state();
         CacheSnapshot {
@@ -432,9 +502,19 @@ impl Db {
 
     /// Puts `entry` in the cache (replacing the key's previous value), letting the algorithm
     /// evict to make room. Returns whether the key is cached afterwards.
-    fn install(&self, state: &mut State, hash: u64, entry: Entry) -> bool {
+    fn install(&self, state: &mut State, hash: u64, entry: Entry, op: RuleOp) -> bool {
         let size = self.charge(&entry);
-        let State { table, cache, .. } = state;
+        let State {
+            table,
+            cache,
+            classes,
+        } = state;
+        let class = cache.class_of(&Request {
+            key: entry.key(),
+            size: entry.value_len(),
+            op,
+            hint: hint_name(classes, entry.class),
+        });
         let (id, new) = match table.find(hash, entry.key()) {
             Some(id) => {
                 table.replace(id, entry);
@@ -442,7 +522,7 @@ impl Db {
             }
             None => (table.insert(hash, entry), true),
         };
-        let hint = cache.insert_hinted(id, size, |victim, _| {
+        let hint = cache.insert(id, size, class, |victim, _| {
             table.remove(victim);
         });
         match hint {
@@ -612,7 +692,7 @@ impl Db {
         if !budget.admits(state.cache.len(), state.cache.bytes(), size) {
             return Ok(Fill::Full);
         }
-        Ok(if self.install(&mut state, hash, entry) {
+        Ok(if self.install(&mut state, hash, entry, RuleOp::Get) {
             Fill::Loaded
         } else {
             Fill::Skipped

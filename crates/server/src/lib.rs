@@ -19,6 +19,7 @@
 
 #![deny(clippy::print_stderr)]
 
+pub mod access_series;
 pub mod admin;
 pub mod cluster;
 pub mod cluster_failover;
@@ -36,6 +37,7 @@ pub mod log;
 pub mod metrics_http;
 pub mod parse;
 pub mod server;
+pub mod server_cache;
 pub mod stats;
 pub mod store;
 pub mod warmup;

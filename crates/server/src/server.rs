@@ -143,7 +143,12 @@ impl Server {
             wal_recovery: config.wal_recovery,
         };
         let store = Store::open(&config, options).await?;
-        let db = Db::new(store, config.eviction, config.capacity());
+        let db = Db::with_classes(
+            store,
+            config.eviction,
+            config.capacity(),
+            config.classes.clone(),
+        );
         let warmup_space = crate::warmup::load::open(&db, &config)?;
         let listener = TcpListener::bind(config.listen)
             .await

@@ -5,7 +5,6 @@
 pub mod backend;
 pub mod compare;
 pub mod control;
-pub mod live;
 pub mod metrics_csv;
 pub mod nodes;
 pub mod page;
@@ -13,6 +12,7 @@ pub mod policy_driver;
 pub mod replay;
 pub mod replay_cache;
 pub mod summary;
+pub mod tick_schedule;
 pub mod warmup;
 pub mod working_set;
 

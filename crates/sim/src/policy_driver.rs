@@ -3,8 +3,7 @@
 //! actions. Policy log lines go to stderr, prefixed with the policy version.
 
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
-use cache::AccessLog;
-use policy::{Limits, LoadError, Params, PolicyEngine, TickInput, TimeSeries};
+use policy::{Limits, LoadError, Params, PolicyEngine, TickInput};
 use std::path::Path;
 
 /// Writes a line to stderr, ignoring failures: a closed pipe (the reader of the log went
@@ -12,21 +11,6 @@ use std::path::Path;
 fn stderr_line(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
-/// The access log seen through the policy engine's `TimeSeries` interface.
-struct LogSeries<'a>(&'a AccessLog);
-
-impl TimeSeries for LogSeries<'_> {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn get(&self, i: usize) -> (f64, u64) {
-        self.0.get(i)
-    }
-    fn recorded(&self) -> Option<u64> {
-        Some(self.0.recorded())
-    }
 }
 
 pub struct PolicyController {
@@ -94,14 +78,13 @@ impl Controller for PolicyController {
 
     fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision {
         let servers = [ctx.metrics.clone()];
-        let series = LogSeries(ctx.access_log);
         let outcome = self.engine.tick(&TickInput {
             now: ctx.now,
             tick: ctx.tick,
             whoami: 0,
             servers: &servers,
             params: &self.params,
-            timeseries: &series,
+            timeseries: ctx.access_log,
         });
         if let Some(fallback) = &outcome.fallback {
             self.fallback = Some(
@@ -146,6 +129,7 @@ impl Controller for PolicyController {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cache::AccessLog;
 
     /// The policies that once held `mantle replay` forever now fail their ticks, and the
     /// replay goes on (falling back to no management).

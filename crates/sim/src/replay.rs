@@ -7,6 +7,8 @@
 use crate::backend::{Backend, BackendSpec, BackendSummary};
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use crate::replay_cache::{ClassReport, ClassedReplayCache, ReplayCache};
+use crate::tick_schedule::TickSchedule;
+pub use crate::tick_schedule::MAX_EMPTY_TICKS;
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use cache::classes::ClassSet;
 use cache::{AccessLog, Algorithm, Cache, Capacity};
@@ -101,46 +103,6 @@ impl<E: std::fmt::Display> std::fmt::Display for ReplayError<E> {
 // No `source()`: the source's message is already this error's message, and a chain
 // printer would repeat it.
 impl<E: std::fmt::Debug + std::fmt::Display> std::error::Error for ReplayError<E> {}
-
-/// Where time ticks fall: boundaries `origin + k * step` for whole `k`. A boundary is
-/// computed from its index, never by adding `step` to the previous one, because repeated
-/// addition stops moving once `step` is below the float resolution of the time (a trace at
-/// 1e20 s with 1 s ticks looped forever that way).
-#[derive(Clone, Copy)]
-struct TickGrid {
-    origin: f64,
-    step: f64,
-    /// Index of the next boundary not yet ticked.
-    next: u64,
-}
-
-impl TickGrid {
-    /// Indices are kept below 2^53 so that every index is an exact `f64`.
-    const MAX_INDEX: f64 = 9_007_199_254_740_992.0;
-
-    fn at(&self, k: u64) -> f64 {
-        self.origin + k as f64 * self.step
-    }
-
-    /// The index of the last boundary at or before `now`, which the caller knows is due
-    /// (`now >= self.at(self.next)`); `None` when it is beyond exact indices.
-    fn last_due(&self, now: f64) -> Option<u64> {
-        let k = ((now - self.origin) / self.step).floor();
-        // NaN (an infinite time) fails this test too.
-        if k.is_nan() || k >= Self::MAX_INDEX {
-            return None;
-        }
-        // Rounding may put `k` one short of a boundary `at` says has passed.
-        Some((k.max(0.0) as u64).max(self.next))
-    }
-}
-
-fn too_fine(step: f64) -> String {
-    format!(
-        "a {step} s tick is finer than the float resolution of the trace clock at this time; \
-         use a coarser tick or a request-count tick (Nops)"
-    )
-}
 
 /// Everything the loop needs besides the requests.
 #[derive(Clone)]
@@ -302,10 +264,6 @@ pub fn replay<E>(
     }
 }
 
-/// Empty ticks a gap between two requests runs one by one before the rest of it is
-/// collapsed into one tick, so a trace with a day-long pause does not run 86,400 ticks.
-pub const MAX_EMPTY_TICKS: u64 = 1000;
-
 fn run<E, C: ReplayCache>(
     config: &ReplayConfig,
     mut controller: Option<&mut dyn Controller>,
@@ -347,13 +305,7 @@ fn run<E, C: ReplayCache>(
         policy_actions: 0,
         policy_errors: 0,
     };
-    let mut grid = None;
-    let mut next_tick_time = f64::INFINITY;
-    let ops_per_tick = match config.tick {
-        Tick::Ops(n) => n,
-        Tick::Seconds(_) => u64::MAX,
-    };
-    let mut ops_until_tick = ops_per_tick;
+    let mut schedule = TickSchedule::new(config.tick);
 
     while let Some(req) = next().map_err(ReplayError::Source)? {
         if !req.time.is_finite() {
@@ -367,40 +319,19 @@ fn run<E, C: ReplayCache>(
             lp.first_time = Some(req.time);
             lp.last_time = req.time;
             lp.last_tick_time = req.time;
-            if let Tick::Seconds(step) = config.tick {
-                let g = TickGrid {
-                    origin: req.time,
-                    step,
-                    next: 1,
-                };
-                next_tick_time = g.at(1);
-                if next_tick_time <= req.time {
-                    return Err(ReplayError::Clock {
-                        request: 1,
-                        time: req.time,
-                        reason: too_fine(step),
-                    });
-                }
-                grid = Some(g);
-            }
         }
-        if req.time >= next_tick_time {
-            let g = grid.as_mut().expect("time ticks have a grid");
-            next_tick_time = lp
-                .ticks_until(req.time, g)
-                .map_err(|reason| ReplayError::Clock {
-                    request: lp.c.requests + 1,
-                    time: req.time,
-                    reason,
-                })?;
-        }
+        schedule
+            .before(req.time, |at| lp.tick(at))
+            .map_err(|reason| ReplayError::Clock {
+                request: lp.c.requests + 1,
+                time: req.time,
+                reason,
+            })?;
         if lp.warmup.as_ref().is_some_and(|w| w.due(lp.c.requests)) {
             lp.restart(req.time);
         }
         lp.serve(&req);
-        ops_until_tick -= 1;
-        if ops_until_tick == 0 {
-            ops_until_tick = ops_per_tick;
+        if schedule.after() {
             let now = lp.last_time;
             lp.tick(now);
         }
@@ -422,26 +353,6 @@ impl<C: ReplayCache> Loop<'_, C> {
             self.backend.count_reads(reads);
             self.c.backend_reads += reads;
         }
-    }
-
-    /// Runs every tick due at `now` (at most [`MAX_EMPTY_TICKS`] + 1 of them); returns the
-    /// time of the next one, or why the grid cannot go on at `now`.
-    fn ticks_until(&mut self, now: f64, grid: &mut TickGrid) -> Result<f64, String> {
-        let step = grid.step;
-        let last = grid.last_due(now).ok_or_else(|| too_fine(step))?;
-        let due = last - grid.next + 1;
-        for k in grid.next..grid.next + due.min(MAX_EMPTY_TICKS) {
-            self.tick(grid.at(k));
-        }
-        if due > MAX_EMPTY_TICKS {
-            self.tick(grid.at(last));
-        }
-        grid.next = last + 1;
-        let next = grid.at(grid.next);
-        if next <= now {
-            return Err(too_fine(step));
-        }
-        Ok(next)
     }
 
     #[inline]

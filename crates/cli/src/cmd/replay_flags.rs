@@ -2,7 +2,7 @@
 //! restart with its warm-up. Flattened into `replay::Args`; turned into the library's types here.
 
 use super::trace_args::TraceArgs;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use sim::policy_driver::PolicyController;
 use sim::{RestartAt, WarmupFlags, WarmupSpec};
@@ -17,8 +17,8 @@ pub struct LiveArgs {
         long,
         value_name = "ADDR",
         conflicts_with_all = [
-            "cache_size", "eviction", "backend", "tick", "policy", "params",
-            "policy_instructions", "policy_memory", "timeseries", "metrics_out", "report",
+            "cache_size", "eviction", "backend", "policy", "params",
+            "policy_instructions", "policy_memory", "timeseries", "report",
             "classes", "restart_at", "warmup", "region", "warmup_window", "monitor_limit",
             "warmup_seed",
         ]
@@ -98,16 +98,37 @@ impl LiveArgs {
     }
 
     /// `--server`: replays against a running `mantle serve` and prints its report.
-    pub fn run(&self, input: &TraceArgs, json: bool, quiet: bool) -> Result<()> {
-        let options = sim::live::LiveOptions {
+    /// With --tick, in lock step with a `--tick manual` server; --metrics-out then writes its
+    /// ticks.
+    pub fn run(
+        &self,
+        input: &TraceArgs,
+        json: bool,
+        quiet: bool,
+        ticks: Option<sim::Tick>,
+        metrics_out: Option<&std::path::Path>,
+    ) -> Result<()> {
+        if metrics_out.is_some() && ticks.is_none() {
+            anyhow::bail!(
+                "--metrics-out goes with --server only together with --tick (a lock-step replay)"
+            );
+        }
+        let options = loadgen::LiveOptions {
             server: self.server.clone().unwrap_or_default(),
             password: self.password.clone(),
             speed: self.speed.unwrap_or(1.0),
             max_requests: self.max_requests,
             progress: !quiet,
+            ticks,
         };
         let reader = trace::open(&input.trace, input.format()?, &input.options()?)?;
-        let report = sim::live::replay(&options, reader)?;
+        let report = loadgen::replay(&options, reader)?;
+        if let Some(path) = metrics_out {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("--metrics-out: cannot create {}", path.display()))?;
+            sim::metrics_csv::write_ticks(std::io::BufWriter::new(file), report.ticks())
+                .with_context(|| format!("--metrics-out: writing {}", path.display()))?;
+        }
         let trace = input.trace.display().to_string();
         let format = input.format_name();
         if json {
@@ -118,7 +139,7 @@ impl LiveArgs {
             }
             println!("{}", serde_json::to_string_pretty(&value)?);
         } else {
-            sim::live::print_summary(&report, &trace, &format);
+            loadgen::print_summary(&report, &trace, &format);
         }
         Ok(())
     }

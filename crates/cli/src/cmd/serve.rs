@@ -66,9 +66,18 @@ pub struct Args {
     /// breaks the server at every start.
     #[arg(long)]
     pub no_policy: bool,
-    /// Wall-clock period of policy decision ticks, e.g. 1s or 200ms.
-    #[arg(long, default_value = "1s", value_parser = server::parse_period)]
-    pub tick: std::time::Duration,
+    /// Wall-clock period of policy decision ticks, e.g. 1s or 200ms; or `manual`: no
+    /// wall-clock ticks, POLICY TICK [now] runs one (what `replay --server --tick` drives).
+    #[arg(long, default_value = "1s", value_parser = parse_tick, value_name = "PERIOD|manual")]
+    pub tick: TickArg,
+    /// Class file (same format and rules as replay's --classes; see docs/cache-hints.md):
+    /// priorities, allocation caps, soft and hard pins; `hint:` rules match SET ... HINT name.
+    #[arg(long, value_name = "FILE")]
+    pub classes: Option<PathBuf>,
+    /// Most access events kept for the policy's timeseries() (recorded only while the running
+    /// policy reads it); 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = server::access_series::DEFAULT_TIMESERIES)]
+    pub timeseries: usize,
     /// Serve Prometheus metrics over HTTP at this address, e.g. 127.0.0.1:9121.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
@@ -128,7 +137,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.upstream_timeout = args.upstream_timeout;
     config.policy = args.policy;
     config.no_policy = args.no_policy;
-    config.tick = args.tick;
+    config.manual_tick = args.tick == TickArg::Manual;
+    if let TickArg::Every(period) = args.tick {
+        config.tick = period;
+    }
+    config.timeseries = args.timeseries;
+    config.classes = args
+        .classes
+        .as_deref()
+        .map(cache::classes::ClassSet::from_file)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
     config.metrics_listen = args.metrics_listen;
     config.warmup = args.warmup;
     config.warmup_track = args.warmup_track;
@@ -148,4 +167,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     server::serve(config)
+}
+
+/// `--tick`: a wall-clock period, or `manual`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TickArg {
+    Every(std::time::Duration),
+    Manual,
+}
+
+fn parse_tick(text: &str) -> Result<TickArg, String> {
+    if text.eq_ignore_ascii_case("manual") {
+        Ok(TickArg::Manual)
+    } else {
+        server::parse_period(text).map(TickArg::Every)
+    }
 }

@@ -39,6 +39,11 @@ impl CacheCmd {
                 stats(instance)
                     .into_iter()
                     .map(|(name, value)| (Frame::static_bulk(name), value))
+                    .chain(
+                        class_stats(instance)
+                            .into_iter()
+                            .map(|(name, value)| (Frame::bulk_str(&name), value)),
+                    )
                     .collect(),
             ),
             CacheCmd::Resize(capacity) => Frame::Integer(instance.db.set_capacity(capacity) as i64),
@@ -96,6 +101,64 @@ pub fn stats(instance: &Instance) -> Vec<(&'static str, Frame)> {
         ("metadata_bytes", int(snapshot.metadata_bytes)),
         ("object_overhead_bytes", int(snapshot.object_overhead)),
     ]
+}
+
+/// With `--classes`: each class's counters as `class_<id>_<counter>` (CACHE STATS).
+pub fn class_stats(instance: &Instance) -> Vec<(String, Frame)> {
+    let int = |n: u64| Frame::Integer(n as i64);
+    let mut out = Vec::new();
+    for c in instance.db.class_figures() {
+        let s = c.stats;
+        for (name, value) in [
+            ("hits", s.hits),
+            ("misses", s.misses),
+            ("objects", s.objects),
+            ("bytes", s.bytes),
+            ("peak_bytes", s.peak_bytes),
+            ("evictions", s.evictions),
+            ("bypassed", s.bypassed),
+            ("fenced", s.fenced),
+            ("refused", s.refused),
+        ] {
+            out.push((format!("class_{}_{name}", c.id), int(value)));
+        }
+    }
+    out
+}
+
+/// With `--classes`: one INFO line per class, `class_<id>:rule=...,priority=...,objects=...`.
+pub fn class_lines(instance: &Instance) -> Vec<(String, String)> {
+    instance
+        .db
+        .class_figures()
+        .into_iter()
+        .map(|c| {
+            let s = c.stats;
+            let optional = |v: Option<u64>| v.map_or("none".to_string(), |n| n.to_string());
+            (
+                format!("class_{}", c.id),
+                format!(
+                    "rule={},priority={},pinning={},allocation={},cap_objects={},cap_bytes={},\
+                     hits={},misses={},objects={},bytes={},evictions={},bypassed={},fenced={},\
+                     refused={}",
+                    c.rule.replace([',', '\r', '\n'], " "),
+                    c.priority.map_or("none".to_string(), |p| p.to_string()),
+                    c.pinning,
+                    c.allocation,
+                    optional(c.limit.objects),
+                    optional(c.limit.bytes),
+                    s.hits,
+                    s.misses,
+                    s.objects,
+                    s.bytes,
+                    s.evictions,
+                    s.bypassed,
+                    s.fenced,
+                    s.refused
+                ),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use std::fmt::Write;
 
 const SECTIONS: &[&str] = &[
-    "server", "clients", "stats", "memory", "keyspace", "cache", "policy", "warmup",
+    "server", "clients", "stats", "memory", "keyspace", "cache", "classes", "policy", "warmup",
 ];
 
 pub struct Info {
@@ -159,6 +159,7 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
             )
         }
         "warmup" => ("Warmup", warmup_fields(instance)),
+        "classes" => ("Classes", super::cache::class_lines(instance)),
         _ => (
             "Cache",
             super::cache::stats(instance)

@@ -3,7 +3,9 @@
 //! `POLICY` commands through a durable, versioned registry with automatic rollback and a
 //! central log (seed 003, Malacology).
 //!
-//! The engine lives on its own thread, [`runner`]: a tick that spends its whole instruction
+//! The engine lives on its own thread, [`runner`]: it ticks on the wall clock, or with
+//! `--tick manual` once per `POLICY TICK` (so a replay can tick the server at the trace's tick
+//! boundaries and get replay's decisions). A tick that spends its whole instruction
 //! budget delays the next tick, never a client. Commands reach that thread as messages and
 //! await the reply, so they never block a worker thread either; cache actions take the cache
 //! lock in short batches (see `Db::evict`).
@@ -56,6 +58,10 @@ pub enum Op {
         version: Option<u32>,
     },
     Rollback,
+    /// `POLICY TICK [now]`: one tick (manual ticks only).
+    Tick {
+        now: Option<f64>,
+    },
     Status,
     Param {
         key: String,
@@ -136,8 +142,10 @@ impl LivePolicy {
             Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
             Store::Upstream(_) => Space::memory(),
         };
+        db.series().set_limit(config.timeseries);
         let settings = runner::Settings {
             tick: config.tick,
+            manual: config.manual_tick,
             limits: config.policy_limits,
             policy_file: config.policy.clone(),
             echo: config.policy_echo,

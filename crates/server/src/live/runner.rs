@@ -1,5 +1,6 @@
-//! The engine's thread: ticks on the wall clock, applies decisions to the cache, answers
-//! `POLICY` commands, keeps the registry's activation stack and the engine in step, rolls back
+//! The engine's thread: ticks on the wall clock (or, with `--tick manual`, once per
+//! `POLICY TICK`), feeds the policy the server's access series, applies decisions to the cache,
+//! answers `POLICY` commands, keeps the registry's activation stack and the engine in step, rolls back
 //! a version that keeps failing, and writes everything that happens to the journal.
 //!
 //! The registry numbers versions durably (`name@N` forever); the engine numbers the loads it
@@ -14,10 +15,10 @@ use super::watchdog::TickWatch;
 use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS};
 use crate::db::{now_ms, Db};
 use crate::frame::Frame;
-use policy::{
-    Action, Interrupt, Limits, LogLevel, NoSeries, Params, PolicyEngine, StateValue, TickInput,
-};
-use std::collections::{BTreeMap, HashMap};
+use crate::stats::Stats;
+use cache::AccessLog;
+use policy::{Action, Interrupt, Limits, LogLevel, Params, PolicyEngine, StateValue, TickInput};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -29,6 +30,8 @@ pub const MAX_LOG_REPLY: usize = super::journal::JOURNAL_CAPACITY as usize;
 #[derive(Clone)]
 pub struct Settings {
     pub tick: Duration,
+    /// `--tick manual`: no wall-clock ticks; each `POLICY TICK` runs one.
+    pub manual: bool,
     pub limits: Limits,
     pub policy_file: Option<PathBuf>,
     pub echo: bool,
@@ -120,6 +123,12 @@ pub struct Runner {
     last_error: String,
     warned_where: bool,
     gauges: Arc<Gauges>,
+    /// `timeseries()`: the events requests recorded, drained in before each tick.
+    log: AccessLog,
+    /// The ring that takes the pending one's place at each drain (see `access_series`).
+    spare: VecDeque<(f64, u64)>,
+    /// Wall-clock origin of the sampler's rates (manual ticks use the policy clock).
+    started: Instant,
     /// The top of the activation stack is not running (`--no-policy`) until an operator
     /// activates or rolls back.
     suspended: bool,
@@ -146,6 +155,8 @@ impl Runner {
         }
         let params = registry.params().map_err(|e| e.to_string())?;
         let history = registry.history().map_err(|e| e.to_string())?;
+        db.series().clock.set_manual(settings.manual);
+        let log = AccessLog::new(db.series().limit());
         let mut runner = Runner {
             db,
             engine,
@@ -162,6 +173,9 @@ impl Runner {
             last_error: String::new(),
             warned_where: false,
             gauges,
+            log,
+            spare: VecDeque::new(),
+            started: Instant::now(),
             suspended: false,
             activated_at_us: 0,
         };
@@ -263,8 +277,14 @@ impl Runner {
     pub fn run(&mut self, inbox: &mpsc::Receiver<Message>) {
         let mut next_tick = Instant::now() + self.settings.tick;
         loop {
-            let wait = next_tick.saturating_duration_since(Instant::now());
-            match inbox.recv_timeout(wait) {
+            let received = if self.settings.manual {
+                inbox
+                    .recv()
+                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+            } else {
+                inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now()))
+            };
+            match received {
                 Ok(Message::Request(op, reply)) => {
                     let frame = self.handle(op);
                     let _ = reply.send(frame);
@@ -276,7 +296,7 @@ impl Runner {
                     return;
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    self.run_tick();
+                    let _ = self.run_tick();
                     // Ticks keep their period; a tick that overran starts the next one at once
                     // rather than running a burst to catch up.
                     next_tick += self.settings.tick;
@@ -289,23 +309,33 @@ impl Runner {
         }
     }
 
-    fn run_tick(&mut self) {
+    /// Runs one tick; returns the action applied in replay's notation (`capacity:N`,
+    /// `evict:N`, empty for none) and the error, if the policy failed.
+    fn run_tick(&mut self) -> (String, Option<String>) {
         self.tick += 1;
-        let metrics = self.sampler.sample(&self.db);
+        let series = self.db.series();
+        let now = series.clock.now();
+        let at = if self.settings.manual {
+            now
+        } else {
+            self.started.elapsed().as_secs_f64()
+        };
+        let metrics = self.sampler.sample(&self.db, at);
+        series.drain_into(&mut self.log, &mut self.spare);
         let Some(running) = self.history.last().cloned() else {
-            return;
+            return (String::new(), None);
         };
         if self.engine.active().is_none() || self.suspended {
-            return;
+            return (String::new(), None);
         }
         let servers = [metrics];
         let input = TickInput {
-            now: now_ms() as f64 / 1000.0,
+            now,
             tick: self.tick,
             whoami: 0,
             servers: &servers,
             params: &self.params,
-            timeseries: &NoSeries,
+            timeseries: &self.log,
         };
         self.settings.watch.begin(&running);
         let outcome = self.engine.tick(&input);
@@ -326,9 +356,18 @@ impl Runner {
             .as_ref()
             .map(|id| self.registry_id(id))
             .unwrap_or_default();
-        if let Some(error) = &outcome.error {
-            self.last_error = self.translate(&error.to_string());
+        let error = outcome
+            .error
+            .as_ref()
+            .map(|e| self.translate(&e.to_string()));
+        if let Some(error) = &error {
+            self.last_error = error.clone();
         }
+        let applied = match outcome.decision.action {
+            Action::None => String::new(),
+            Action::Evict(n) => format!("evict:{n}"),
+            Action::SetCapacity(n) => format!("capacity:{n}"),
+        };
         self.last_decision = match outcome.decision.action {
             Action::None => "none".to_string(),
             Action::Evict(n) => {
@@ -385,6 +424,49 @@ impl Runner {
         }
         self.persist_states();
         self.update_gauges();
+        (applied, error)
+    }
+
+    /// `POLICY TICK [now]` (manual ticks only): sets the clock, runs one tick, and replies
+    /// with what it did and the cache's figures after it.
+    fn op_tick(&mut self, now: Option<f64>) -> Result<Frame, String> {
+        if !self.settings.manual {
+            return Err("POLICY TICK needs a server started with --tick manual".into());
+        }
+        if let Some(now) = now {
+            self.db.series().clock.set(now)?;
+        }
+        let (action, error) = self.run_tick();
+        let snapshot = self.db.cache_snapshot();
+        let stats = self.db.stats();
+        let int = |n: u64| Frame::Integer(n as i64);
+        let optional = |n: Option<u64>| n.map_or(Frame::Null, int);
+        let pairs = vec![
+            ("tick", int(self.tick)),
+            (
+                "now",
+                Frame::bulk_str(&self.db.series().clock.now().to_string()),
+            ),
+            ("action", Frame::bulk_str(&action)),
+            ("error", error.map_or(Frame::Null, |e| Frame::bulk_str(&e))),
+            ("cache_objects", int(snapshot.objects)),
+            ("cache_bytes", int(snapshot.bytes)),
+            ("capacity_objects", optional(snapshot.capacity.objects)),
+            ("capacity_bytes", optional(snapshot.capacity.bytes)),
+            ("hits", int(Stats::read(&stats.cache_hits))),
+            ("misses", int(Stats::read(&stats.cache_misses))),
+            ("evictions", int(snapshot.evictions)),
+            ("store_reads", int(Stats::read(&stats.store_reads))),
+            ("store_writes", int(Stats::read(&stats.store_writes))),
+            ("series_events", int(self.log.len() as u64)),
+            ("series_keys", int(self.log.distinct_keys())),
+        ];
+        Ok(Frame::Map(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (Frame::static_bulk(k), v))
+                .collect(),
+        ))
     }
 
     fn handle(&mut self, op: Op) -> Frame {
@@ -402,6 +484,7 @@ impl Runner {
                 Err(e) => Err(e.to_string()),
             },
             Op::Rollback => self.op_rollback(),
+            Op::Tick { now } => self.op_tick(now),
             Op::Status => Ok(self.op_status()),
             Op::Param { key, value } => self.op_param(&key, &value),
             Op::Log { count } => self
@@ -655,6 +738,8 @@ impl Runner {
         self.engine.unload(); // the engine's fallback slot is now empty too
         let n = self.history.len();
         let mut loaded = Ok(());
+        // Requests record the series only for a running policy that reads it, as in replay.
+        self.db.series().set_recording(false);
         for (i, id) in self.history[n.saturating_sub(2)..]
             .to_vec()
             .iter()
@@ -662,7 +747,8 @@ impl Runner {
         {
             let is_top = i + n.saturating_sub(2) == n - 1;
             match self.load_into_engine(id) {
-                Ok(()) => {}
+                Ok(reads_series) if is_top => self.db.series().set_recording(reads_series),
+                Ok(_) => {}
                 Err(e) if is_top => loaded = Err(e),
                 Err(e) => self.note(
                     "warn",
@@ -688,7 +774,9 @@ impl Runner {
         loaded
     }
 
-    fn load_into_engine(&mut self, id: &VersionRef) -> Result<(), String> {
+    /// Loads a registry version into the engine; returns whether its source reads the access
+    /// series (`timeseries`).
+    fn load_into_engine(&mut self, id: &VersionRef) -> Result<bool, String> {
         let record = self
             .registry
             .version(&id.name, Some(id.version))
@@ -700,7 +788,7 @@ impl Runner {
             .map_err(|e| e.to_string())?;
         self.ids
             .insert((engine_id.name, engine_id.version), id.version);
-        Ok(())
+        Ok(record.source.contains("timeseries"))
     }
 
     fn registry_id(&self, id: &policy::PolicyId) -> String {

@@ -6,12 +6,12 @@
 use crate::db::Db;
 use crate::stats::Stats;
 use policy::Metrics;
-use std::time::Instant;
 
 /// Counter values at one sample, to turn the next sample's totals into rates.
 #[derive(Clone, Copy)]
 struct Totals {
-    at: Instant,
+    /// Seconds on the clock the caller samples by.
+    at: f64,
     commands: u64,
     hits: u64,
     misses: u64,
@@ -35,12 +35,13 @@ impl Default for Sampler {
 }
 
 impl Sampler {
-    /// Measures the server now; rates cover the time since the previous call.
-    pub fn sample(&mut self, db: &Db) -> Metrics {
+    /// Measures the server at `at` seconds (wall seconds since start, or the manual policy
+    /// clock); rates cover the time since the previous call.
+    pub fn sample(&mut self, db: &Db, at: f64) -> Metrics {
         let stats = db.stats();
         let snapshot = db.cache_snapshot();
         let now = Totals {
-            at: Instant::now(),
+            at,
             commands: Stats::read(&stats.commands_processed),
             hits: Stats::read(&stats.cache_hits),
             misses: Stats::read(&stats.cache_misses),
@@ -57,7 +58,7 @@ impl Sampler {
             backend: now.backend,
             cpu_seconds: now.cpu_seconds,
         });
-        let seconds = now.at.duration_since(previous.at).as_secs_f64();
+        let seconds = (now.at - previous.at).max(0.0);
         let rate = |a: u64, b: u64| {
             if seconds > 0.0 {
                 a.saturating_sub(b) as f64 / seconds

@@ -81,9 +81,16 @@ pub struct Report {
     pub(super) policy: Option<PolicyRun>,
     pub(super) wall: Duration,
     pub(super) max_lag: Duration,
+    /// With `--tick`: one row per tick the replay ran on the server, as replay's.
+    pub(super) ticks: Vec<sim::TickRow>,
 }
 
 impl Report {
+    /// The ticks run on the server (`--tick` only), in replay's per-tick table form.
+    pub fn ticks(&self) -> &[sim::TickRow] {
+        &self.ticks
+    }
+
     pub fn lookups(&self) -> u64 {
         self.delta.hits + self.delta.misses
     }

@@ -7,6 +7,7 @@
 mod driver;
 mod footprint;
 mod keys;
+mod lockstep;
 mod report;
 mod schedule;
 mod server;
@@ -44,6 +45,9 @@ pub struct LiveOptions {
     pub speed: f64,
     pub max_requests: Option<u64>,
     pub progress: bool,
+    /// `--tick`: replay in lock step with a `--tick manual` server, ticking it at this
+    /// schedule's boundaries (see `lockstep`); `--speed` is then ignored.
+    pub ticks: Option<sim::Tick>,
 }
 
 /// Replays every request `reader` yields against the server.
@@ -70,7 +74,16 @@ async fn drive(options: &LiveOptions, mut reader: Box<dyn trace::TraceReader>) -
     let sampler = Sampler::start(server.clone(), Arc::clone(&done), started).await?;
 
     let mut driver = Driver::new(&server, options, started);
-    let driven = driver.run(&mut reader, &done).await;
+    let mut ticks = Vec::new();
+    let driven = match options.ticks {
+        Some(tick) => lockstep::run(&mut driver, &server, &mut reader, &done, tick)
+            .await
+            .map(|(tally, rows)| {
+                ticks = rows;
+                tally
+            }),
+        None => driver.run(&mut reader, &done).await,
+    };
     let wall = started.elapsed();
     if driven.is_err() {
         driver.progress.abandon();
@@ -89,5 +102,6 @@ async fn drive(options: &LiveOptions, mut reader: Box<dyn trace::TraceReader>) -
         policy: PolicyRun::between(policy_before, policy_after),
         wall,
         max_lag: driver.schedule.max_lag,
+        ticks,
     })
 }

@@ -1,0 +1,178 @@
+//! When decision ticks fall in a trace: the one schedule `mantle replay` runs its controller
+//! on and `mantle replay --server` ticks a `--tick manual` server on, so both hosts tick at the
+//! same trace times and request counts.
+//!
+//! A time tick (`--tick 1s`) fires at each boundary `first request time + k * step` before the
+//! first request at or after it; a gap runs at most [`MAX_EMPTY_TICKS`] empty ticks one by one
+//! and the rest as one tick at the last boundary passed. A request-count tick (`Nops`) fires
+//! after every N requests, at the time of the last one.
+
+use crate::replay::Tick;
+
+/// Empty ticks a gap between two requests runs one by one before the rest of it is
+/// collapsed into one tick, so a trace with a day-long pause does not run 86,400 ticks.
+pub const MAX_EMPTY_TICKS: u64 = 1000;
+
+/// Where time ticks fall: boundaries `origin + k * step` for whole `k`. A boundary is
+/// computed from its index, never by adding `step` to the previous one, because repeated
+/// addition stops moving once `step` is below the float resolution of the time (a trace at
+/// 1e20 s with 1 s ticks looped forever that way).
+#[derive(Clone, Copy)]
+struct TickGrid {
+    origin: f64,
+    step: f64,
+    /// Index of the next boundary not yet ticked.
+    next: u64,
+}
+
+impl TickGrid {
+    /// Indices are kept below 2^53 so that every index is an exact `f64`.
+    const MAX_INDEX: f64 = 9_007_199_254_740_992.0;
+
+    fn at(&self, k: u64) -> f64 {
+        self.origin + k as f64 * self.step
+    }
+
+    /// The index of the last boundary at or before `now`, which the caller knows is due
+    /// (`now >= self.at(self.next)`); `None` when it is beyond exact indices.
+    fn last_due(&self, now: f64) -> Option<u64> {
+        let k = ((now - self.origin) / self.step).floor();
+        // NaN (an infinite time) fails this test too.
+        if k.is_nan() || k >= Self::MAX_INDEX {
+            return None;
+        }
+        // Rounding may put `k` one short of a boundary `at` says has passed.
+        Some((k.max(0.0) as u64).max(self.next))
+    }
+}
+
+fn too_fine(step: f64) -> String {
+    format!(
+        "a {step} s tick is finer than the float resolution of the trace clock at this time; \
+         use a coarser tick or a request-count tick (Nops)"
+    )
+}
+
+/// The ticks of one run, fed its requests' times in order.
+pub struct TickSchedule {
+    tick: Tick,
+    grid: Option<TickGrid>,
+    /// Time of the next grid boundary (infinite for request-count ticks).
+    next_time: f64,
+    ops_until_tick: u64,
+}
+
+impl TickSchedule {
+    pub fn new(tick: Tick) -> TickSchedule {
+        TickSchedule {
+            tick,
+            grid: None,
+            next_time: f64::INFINITY,
+            ops_until_tick: match tick {
+                Tick::Ops(n) => n,
+                Tick::Seconds(_) => u64::MAX,
+            },
+        }
+    }
+
+    /// Before a request at `time` is served: calls `run` with the time of each tick due, in
+    /// order (at most [`MAX_EMPTY_TICKS`] + 1 of them). The error says why the grid cannot go
+    /// on at `time` (the caller names the request).
+    #[inline]
+    pub fn before(&mut self, time: f64, mut run: impl FnMut(f64)) -> Result<(), String> {
+        if self.grid.is_none() {
+            if let Tick::Seconds(step) = self.tick {
+                let grid = TickGrid {
+                    origin: time,
+                    step,
+                    next: 1,
+                };
+                self.next_time = grid.at(1);
+                if self.next_time <= time {
+                    return Err(too_fine(step));
+                }
+                self.grid = Some(grid);
+            }
+        }
+        if time < self.next_time {
+            return Ok(());
+        }
+        let grid = self.grid.as_mut().expect("time ticks have a grid");
+        let step = grid.step;
+        let last = grid.last_due(time).ok_or_else(|| too_fine(step))?;
+        let due = last - grid.next + 1;
+        for k in grid.next..grid.next + due.min(MAX_EMPTY_TICKS) {
+            run(grid.at(k));
+        }
+        if due > MAX_EMPTY_TICKS {
+            run(grid.at(last));
+        }
+        grid.next = last + 1;
+        self.next_time = grid.at(grid.next);
+        if self.next_time <= time {
+            return Err(too_fine(step));
+        }
+        Ok(())
+    }
+
+    /// After a request was served: whether a request-count tick is due now (at the time of
+    /// that request).
+    #[inline]
+    pub fn after(&mut self) -> bool {
+        self.ops_until_tick -= 1;
+        if self.ops_until_tick == 0 {
+            if let Tick::Ops(n) = self.tick {
+                self.ops_until_tick = n;
+                return true;
+            }
+            self.ops_until_tick = u64::MAX;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticks(tick: Tick, times: &[f64]) -> Vec<(usize, f64)> {
+        let mut s = TickSchedule::new(tick);
+        let mut out = Vec::new();
+        for (i, &t) in times.iter().enumerate() {
+            s.before(t, |at| out.push((i, at))).unwrap();
+            if s.after() {
+                out.push((i + 1, t));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn time_ticks_fall_on_the_grid_before_the_request_that_passes_them() {
+        assert_eq!(
+            ticks(Tick::Seconds(1.0), &[10.0, 10.5, 11.0, 13.2]),
+            [(2, 11.0), (3, 12.0), (3, 13.0)]
+        );
+    }
+
+    #[test]
+    fn long_gaps_collapse_after_max_empty_ticks() {
+        let out = ticks(Tick::Seconds(1.0), &[0.0, 5000.5]);
+        assert_eq!(out.len() as u64, MAX_EMPTY_TICKS + 1);
+        assert_eq!(out.last(), Some(&(1, 5000.0)));
+    }
+
+    #[test]
+    fn request_ticks_follow_every_n_requests() {
+        assert_eq!(
+            ticks(Tick::Ops(2), &[1.0, 2.0, 3.0, 4.0, 5.0]),
+            [(2, 2.0), (4, 4.0)]
+        );
+    }
+
+    #[test]
+    fn a_tick_below_the_clock_resolution_is_refused() {
+        let mut s = TickSchedule::new(Tick::Seconds(1e-9));
+        assert!(s.before(1e20, |_| {}).is_err());
+    }
+}
