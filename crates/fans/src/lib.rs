@@ -76,17 +76,21 @@ impl FanStack {
     /// Records the access at position `pos` (one past the previous one's) of key `id` at
     /// `time`, merging into it every fan whose bottom is not below `id`.
     pub fn push(&mut self, pos: u64, time: f64, id: u64) {
-        let mut fan = Fan::single(pos, time, id);
-        while let Some(back) = self.fans.back() {
-            if back.bottom < id {
-                break;
-            }
-            let mut earlier = *back;
-            self.fans.pop_back();
-            earlier.absorb(&fan);
-            fan = earlier;
+        let single = Fan::single(pos, time, id);
+        // Most accesses either open a fan or extend the newest one: no fan moves then.
+        let Some(back) = self.fans.back_mut() else {
+            self.fans.push_back(single);
+            return;
+        };
+        if back.bottom < id {
+            self.fans.push_back(single);
+            return;
         }
-        self.fans.push_back(fan);
+        back.absorb(&single);
+        while self.fans.len() >= 2 && self.fans[self.fans.len() - 2].bottom >= id {
+            let later = self.fans.pop_back().expect("two fans");
+            self.fans.back_mut().expect("one fan").absorb(&later);
+        }
     }
 
     /// The fans, oldest first.

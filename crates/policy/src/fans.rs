@@ -58,19 +58,14 @@ impl RangeMax {
         }
     }
 
-    fn push(pos: u64, id: u64, origin: u64, unit: u64, maxima: &mut VecDeque<u64>) {
-        let index = (pos / unit - origin) as usize;
-        if index == maxima.len() {
-            maxima.push_back(id);
-        } else if let Some(m) = maxima.get_mut(index) {
-            *m = (*m).max(id);
-        }
-    }
-
     /// Records the id at `pos`, one past the previous one.
     fn record(&mut self, pos: u64, id: u64) {
-        RangeMax::push(pos, id, self.block0, BLOCK, &mut self.blocks);
-        RangeMax::push(pos, id, self.super0, SUPER, &mut self.supers);
+        for (unit, maxima) in [(BLOCK, &mut self.blocks), (SUPER, &mut self.supers)] {
+            match maxima.back_mut() {
+                Some(m) if pos % unit != 0 => *m = (*m).max(id),
+                _ => maxima.push_back(id),
+            }
+        }
     }
 
     /// Forgets the blocks wholly before `base`.
@@ -80,6 +75,9 @@ impl RangeMax {
         }
         while self.super0 < base / SUPER && self.supers.pop_front().is_some() {
             self.super0 += 1;
+        }
+        if self.blocks.is_empty() {
+            *self = RangeMax::starting_at(base);
         }
     }
 
@@ -178,9 +176,13 @@ impl FanIndex {
             let (time, id) = series.get((pos - base) as usize);
             self.stack.push(pos, time, id);
             self.maxima.record(pos, id);
-            if let Some(newest) = self.stack.fans().back() {
-                self.tallest.push((newest.height(), newest.last));
+        }
+        // Only fans ending in the new events are new or changed; the others kept their height.
+        for fan in self.stack.fans().iter().rev() {
+            if fan.last < self.processed {
+                break;
             }
+            self.tallest.push((fan.height(), fan.last));
         }
         self.processed = end;
         self.newest = Some(series.get(len - 1));
@@ -266,39 +268,79 @@ impl PartialOrd for Held {
     }
 }
 
-/// Counts of latest accesses by absolute position, to answer "how many distinct keys were
-/// accessed since position p" in O(log n). Covers positions `origin..origin + len`.
+/// Latest accesses by absolute position, one bit each, with a count per block of 4,096
+/// positions, to answer "how many distinct keys were accessed in positions a..b": O(1) per
+/// update (an event moves a key's mark), O(blocks + 128 words) per query, which a tick asks
+/// once or twice. Covers positions `origin..origin + 64 * words.len()`; 1/8 byte per position,
+/// so it stays in cache where a tree of counters would not.
 #[derive(Debug, Default)]
 struct Marks {
     origin: u64,
-    tree: Vec<u32>,
+    words: Vec<u64>,
+    blocks: Vec<u32>,
 }
 
+const WORDS_PER_BLOCK: usize = 64;
+
 impl Marks {
-    fn covers(&self, pos: u64) -> bool {
-        pos >= self.origin && pos - self.origin < self.tree.len() as u64
+    /// Marks over `span` positions from `origin` (rounded up to whole blocks).
+    fn new(origin: u64, span: usize) -> Marks {
+        let blocks = span.div_ceil(64 * WORDS_PER_BLOCK).max(1);
+        Marks {
+            origin,
+            words: vec![0; blocks * WORDS_PER_BLOCK],
+            blocks: vec![0; blocks],
+        }
     }
 
-    fn add(&mut self, pos: u64, delta: i32) {
+    fn covers(&self, pos: u64) -> bool {
+        pos >= self.origin && pos - self.origin < 64 * self.words.len() as u64
+    }
+
+    fn set(&mut self, pos: u64, on: bool) {
         if !self.covers(pos) {
             return;
         }
-        let mut i = (pos - self.origin) as usize + 1;
-        while i <= self.tree.len() {
-            self.tree[i - 1] = self.tree[i - 1].wrapping_add_signed(delta);
-            i += i & i.wrapping_neg();
+        let i = (pos - self.origin) as usize;
+        let bit = 1u64 << (i % 64);
+        let word = &mut self.words[i / 64];
+        if (*word & bit != 0) != on {
+            *word ^= bit;
+            let count = &mut self.blocks[i / 64 / WORDS_PER_BLOCK];
+            *count = if on { *count + 1 } else { *count - 1 };
         }
     }
 
-    /// Marks at positions `origin..pos` (exclusive).
-    fn before(&self, pos: u64) -> u64 {
-        let mut i = (pos.saturating_sub(self.origin) as usize).min(self.tree.len());
-        let mut sum = 0u64;
-        while i > 0 {
-            sum += u64::from(self.tree[i - 1]);
-            i -= i & i.wrapping_neg();
+    /// Marks at positions `from..to` (clamped to what is covered).
+    fn between(&self, from: u64, to: u64) -> u64 {
+        let span = 64 * self.words.len() as u64;
+        let lo = from.saturating_sub(self.origin).min(span) as usize;
+        let hi = to.saturating_sub(self.origin).min(span) as usize;
+        if lo >= hi {
+            return 0;
         }
-        sum
+        let bits = |w: usize, from_bit: usize, to_bit: usize| -> u64 {
+            let word = self.words[w] >> from_bit;
+            let width = to_bit - from_bit;
+            let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+            u64::from((word & mask).count_ones())
+        };
+        let (first_word, last_word) = (lo / 64, (hi - 1) / 64);
+        if first_word == last_word {
+            return bits(first_word, lo % 64, (hi - 1) % 64 + 1);
+        }
+        let mut n = bits(first_word, lo % 64, 64) + bits(last_word, 0, (hi - 1) % 64 + 1);
+        let mut w = first_word + 1;
+        while w < last_word {
+            if w % WORDS_PER_BLOCK == 0 && w + WORDS_PER_BLOCK <= last_word {
+                n += u64::from(self.blocks[w / WORDS_PER_BLOCK]);
+                w += WORDS_PER_BLOCK;
+            } else {
+                n += u64::from(self.words[w].count_ones());
+                w += 1;
+            }
+        }
+        n
     }
 }
 
@@ -313,12 +355,13 @@ impl Marks {
 /// accessed since then serves every open fan. The index also keeps, per key, the position of
 /// its latest access, so `distinct_since` counts the keys such a cache must hold.
 ///
-/// Work per event is O(log n) (one hash lookup, one tree update, at most one heap push); a
-/// tick only processes the events recorded since the previous one when the host reports
-/// [`TimeSeries::recorded`], and otherwise rebuilds from the retained series. Memory: one map
-/// entry per key whose latest access is retained, a tree of 2-4 `u32`s per retained event, and
-/// one heap entry per held read (expired entries are purged once there are more than four per
-/// retained event; on the real ParSplice log at most 2,540 are queued).
+/// Work per event is one hash lookup, two bit flips and, once `openfans` was asked for, at
+/// most one heap push (O(log n)); a tick only processes the events recorded since the
+/// previous one when the host reports [`TimeSeries::recorded`], and otherwise rebuilds from
+/// the retained series. Memory: one map entry per key whose latest access is retained, 2-4
+/// bits per retained event ([`Marks`]), and one heap entry per held read (expired entries are
+/// purged once there are more than four per retained event; on the real ParSplice log at
+/// most 2,540 are queued).
 #[derive(Debug, Default)]
 pub(crate) struct ReuseIndex {
     /// Key id → (absolute position, time) of its latest access.
@@ -373,7 +416,7 @@ impl ReuseIndex {
             since: self.held.peek().map(|h| h.from),
             record: self.record,
             new_keys,
-            keys: self.marks.before(end) - self.marks.before(end - series.len() as u64),
+            keys: self.marks.between(end - series.len() as u64, end),
             held: self.held.len() as u64,
         }
     }
@@ -439,19 +482,15 @@ impl ReuseIndex {
         series.get((self.processed - 1 - base) as usize) == newest
     }
 
-    /// Re-anchors the position tree on the retained series (amortised: it doubles), and
+    /// Re-anchors the position marks on the retained series (amortised: it doubles), and
     /// forgets keys whose latest access left the series, so memory follows the series bound.
     fn remark(&mut self, base: u64, end: u64) {
-        let span = (2 * (end - base)).max(1024) as usize;
-        self.marks = Marks {
-            origin: base,
-            tree: vec![0; span.next_power_of_two()],
-        };
+        let mut marks = Marks::new(base, (2 * (end - base)).max(1024) as usize);
         self.latest.retain(|_, (pos, _)| *pos >= base);
-        let positions: Vec<u64> = self.latest.values().map(|&(pos, _)| pos).collect();
-        for pos in positions {
-            self.marks.add(pos, 1);
+        for &(pos, _) in self.latest.values() {
+            marks.set(pos, true);
         }
+        self.marks = marks;
     }
 
     fn push(&mut self, pos: u64, time: f64, id: u64) {
@@ -461,7 +500,7 @@ impl ReuseIndex {
         }
         self.last_time = Some(time);
         if let Some((before, from)) = self.latest.insert(id, (pos, time)) {
-            self.marks.add(before, -1);
+            self.marks.set(before, false);
             let age = time - from;
             if age > 0.0 {
                 self.record = self.record.max(age);
@@ -470,7 +509,7 @@ impl ReuseIndex {
                 }
             }
         }
-        self.marks.add(pos, 1);
+        self.marks.set(pos, true);
     }
 
     /// Distinct keys read in the newest events back to (not including) the newest one older
@@ -501,7 +540,7 @@ impl ReuseIndex {
                 .find(|&i| series.get(i).0 < time)
                 .map_or(0, |i| i + 1)
         };
-        self.marks.before(end) - self.marks.before(base + start as u64)
+        self.marks.between(base + start as u64, end)
     }
 }
 
@@ -737,6 +776,37 @@ mod tests {
             maxima.max(base + 9000, base + 19_999, id_at),
             events[9000..].iter().map(|e| e.1).max().unwrap()
         );
+    }
+
+    #[test]
+    fn the_marks_count_every_range() {
+        let origin = 1000u64;
+        let mut marks = Marks::new(origin, 20_000);
+        let mut naive = vec![false; 64 * marks.words.len()];
+        let mut x = 11u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..30_000 {
+            let p = next() % naive.len() as u64;
+            let on = next() % 3 != 0;
+            marks.set(origin + p, on);
+            naive[p as usize] = on;
+        }
+        for _ in 0..3000 {
+            let a = next() % (naive.len() as u64 + 100);
+            let b = a + next() % 25_000;
+            let expected = naive
+                .iter()
+                .enumerate()
+                .filter(|&(i, &on)| on && (i as u64) >= a && (i as u64) < b)
+                .count() as u64;
+            assert_eq!(marks.between(origin + a, origin + b), expected, "{a}..{b}");
+        }
+        assert_eq!(marks.between(0, origin), 0, "nothing before the origin");
     }
 
     /// What decay.lua's plain scan counts: distinct ids walking back from the newest event
