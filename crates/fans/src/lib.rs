@@ -210,7 +210,11 @@ mod tests {
         for seed in 1..=40 {
             for spread in [1, 3, 40, 1000] {
                 let e = events(500 + seed as usize * 37, seed, spread);
-                assert_eq!(stacked(&e), backward_scan(&e), "seed {seed} spread {spread}");
+                assert_eq!(
+                    stacked(&e),
+                    backward_scan(&e),
+                    "seed {seed} spread {spread}"
+                );
             }
         }
     }

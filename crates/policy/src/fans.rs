@@ -62,7 +62,7 @@ impl RangeMax {
     fn record(&mut self, pos: u64, id: u64) {
         for (unit, maxima) in [(BLOCK, &mut self.blocks), (SUPER, &mut self.supers)] {
             match maxima.back_mut() {
-                Some(m) if pos % unit != 0 => *m = (*m).max(id),
+                Some(m) if !pos.is_multiple_of(unit) => *m = (*m).max(id),
                 _ => maxima.push_back(id),
             }
         }
@@ -87,10 +87,10 @@ impl RangeMax {
         let mut top = 0;
         let mut p = from;
         while p <= to {
-            if p % SUPER == 0 && to - p >= SUPER - 1 {
+            if p.is_multiple_of(SUPER) && to - p >= SUPER - 1 {
                 top = top.max(self.supers[(p / SUPER - self.super0) as usize]);
                 p += SUPER;
-            } else if p % BLOCK == 0 && to - p >= BLOCK - 1 {
+            } else if p.is_multiple_of(BLOCK) && to - p >= BLOCK - 1 {
                 top = top.max(self.blocks[(p / BLOCK - self.block0) as usize]);
                 p += BLOCK;
             } else {
@@ -322,7 +322,11 @@ impl Marks {
         let bits = |w: usize, from_bit: usize, to_bit: usize| -> u64 {
             let word = self.words[w] >> from_bit;
             let width = to_bit - from_bit;
-            let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+            let mask = if width == 64 {
+                u64::MAX
+            } else {
+                (1u64 << width) - 1
+            };
             u64::from((word & mask).count_ones())
         };
         let (first_word, last_word) = (lo / 64, (hi - 1) / 64);
@@ -705,7 +709,11 @@ mod tests {
                     i as u64 / 10 + r % spread
                 };
                 // Some hosts' clocks step back now and then.
-                let jitter = if step_back && next() % 50 == 0 { -3.0 } else { 0.0 };
+                let jitter = if step_back && next() % 50 == 0 {
+                    -3.0
+                } else {
+                    0.0
+                };
                 (i as f64 * 0.25 + jitter, id)
             })
             .collect()
@@ -745,7 +753,11 @@ mod tests {
                 let expected = fig9(series.events());
                 let tallest = expected.iter().map(|f| f.top - f.bottom).max().unwrap_or(0);
                 assert_eq!(index.fans(series), expected, "seed {seed}");
-                assert_eq!(index.summary(series), (expected.len(), tallest), "seed {seed}");
+                assert_eq!(
+                    index.summary(series),
+                    (expected.len(), tallest),
+                    "seed {seed}"
+                );
                 // A policy that never asks for the fans themselves.
                 assert_eq!(summary_only.summary(series), (expected.len(), tallest));
             });
@@ -826,7 +838,12 @@ mod tests {
     fn incremental_distinct_equals_a_backward_walk_on_random_streams() {
         for seed in 1..=8u64 {
             let step_back = seed % 2 == 0;
-            let events = random_stream(30_000, seed, [3, 40, 400, 4000][seed as usize % 4], step_back);
+            let events = random_stream(
+                30_000,
+                seed,
+                [3, 40, 400, 4000][seed as usize % 4],
+                step_back,
+            );
             let mut index = ReuseIndex::default();
             slide(&events, seed, 6000, |series| {
                 let newest = series.events().last().unwrap().0;

@@ -333,7 +333,11 @@ fn random_accesses(n: usize, seed: u64, step_back: bool) -> Vec<(f64, u64)> {
             } else {
                 i as u64 / 8 + r % (1 + seed * 37 % 300)
             };
-            let jitter = if step_back && next() % 40 == 0 { -2.0 } else { 0.0 };
+            let jitter = if step_back && next() % 40 == 0 {
+                -2.0
+            } else {
+                0.0
+            };
             (i as f64 * 0.05 + jitter, id)
         })
         .collect()
