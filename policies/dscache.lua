@@ -17,14 +17,16 @@
 -- series and grows as soon as a taller one appears. when() acts only when that target
 -- differs from the capacity in force.
 --
--- The fan scan uses timeseries():fans(), the engine's native implementation of Fig. 9
--- (same fans, incremental between ticks). scan_fans() below is the same scan written
--- with the plain accessors; select it with --param scan=lua.
+-- The fan scan is the engine's native implementation of Fig. 9, kept incrementally between
+-- ticks: timeseries():fansummary() gives the number of fans and the tallest height without
+-- building a table per fan, so a tick costs what the new events cost. scan=fans reads the
+-- same fans as tables (timeseries():fans()); scan_fans() below is the same scan written with
+-- the plain accessors (scan=lua). All three decide alike.
 --
 -- Parameters (all optional):
 --   margin  capacity = tallest fan height * margin + slack (default 1.5)
 --   slack   objects added to the target (default 2)
---   scan    "native" (default) or "lua"
+--   scan    "native" (default), "fans" or "lua"
 
 -- Fig. 9 with the plain accessors: fans newest first, each {first, last, start, finish,
 -- top, bottom}.
@@ -53,13 +55,18 @@ local target = nil
 
 function when()
   local d = timeseries()
-  local fans
-  if params.scan == "lua" then fans = scan_fans(d) else fans = d:fans() end
-  if #fans < 2 then return false end -- no fan boundary yet (Fig. 9, line 18)
-  local tallest = 0
-  for _, fan in ipairs(fans) do
-    if fan.top - fan.bottom > tallest then tallest = fan.top - fan.bottom end
+  local count, tallest
+  if params.scan == "lua" or params.scan == "fans" then
+    local fans
+    if params.scan == "lua" then fans = scan_fans(d) else fans = d:fans() end
+    count, tallest = #fans, 0
+    for _, fan in ipairs(fans) do
+      if fan.top - fan.bottom > tallest then tallest = fan.top - fan.bottom end
+    end
+  else
+    count, tallest = d:fansummary()
   end
+  if count < 2 then return false end -- no fan boundary yet (Fig. 9, line 18)
   target = math.ceil(tallest * (params.margin or 1.5)) + (params.slack or 2)
   WRstate(target)
   return servers[whoami].capacity ~= target

@@ -1,46 +1,24 @@
-//! Access "fans" (seed 000 §V-B): groups of accesses to a moving subset of keys.
+//! Access "fans" (seed 000 §V-B) over a whole trace, for `mantle analyze`.
 //!
-//! Seed 000 Fig. 9 scans the (time, dense key id) series backwards and opens a new fan each
-//! time the key id drops below the lowest id of the fan after it. Those fan boundaries are
-//! exactly the positions whose id is below every later id (suffix minima), so the same fans
-//! come out of one forward pass with a stack of open fans whose bottoms increase: an access
-//! with id `x` merges every stacked fan with bottom `>= x` into itself. No window parameter.
+//! The scan itself (Fig. 9 as a forward stack of suffix minima) is the `fans` crate's, shared
+//! with the policy engine's `timeseries():fans()`; this module bounds it and reports it.
 //!
 //! Memory: one entry per fan on the stack, bounded by `max_fans`; beyond it neighbouring fans
 //! are merged pairwise (the result says so). Fans with fewer than `min_accesses` accesses are
 //! merged into the fan before them when reporting, since single stray accesses split fans.
 
+use fans::{Fan, FanStack};
 use serde::Serialize;
 
-/// One fan: its time span, key-id range and volume.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Fan {
-    /// Time of its first and last access (seconds from the trace start).
-    pub start: f64,
-    pub end: f64,
-    /// Lowest and highest dense key id accessed in it.
-    pub bottom: u32,
-    pub top: u32,
-    pub accesses: u64,
-}
-
-impl Fan {
-    /// Keys spanned (`top - bottom + 1`): how much a cache must hold to serve the fan.
-    pub fn keys(&self) -> u64 {
-        u64::from(self.top - self.bottom) + 1
-    }
-
-    fn absorb(&mut self, later: &Fan) {
-        self.end = later.end;
-        self.bottom = self.bottom.min(later.bottom);
-        self.top = self.top.max(later.top);
-        self.accesses += later.accesses;
-    }
+/// Keys spanned (`top - bottom + 1`): how much a cache must hold to serve the fan.
+fn keys(fan: &Fan) -> u64 {
+    fan.height() + 1
 }
 
 /// Streaming fan detector.
 pub struct FanDetector {
-    stack: Vec<Fan>,
+    stack: FanStack,
+    next: u64,
     max_fans: usize,
     coarsened: bool,
 }
@@ -76,7 +54,8 @@ pub struct FanOut {
 impl FanDetector {
     pub fn new(max_fans: usize) -> Self {
         FanDetector {
-            stack: Vec::new(),
+            stack: FanStack::new(),
+            next: 0,
             max_fans: max_fans.max(2),
             coarsened: false,
         }
@@ -84,62 +63,30 @@ impl FanDetector {
 
     /// Records an access to dense id `id` at time `t`.
     pub fn access(&mut self, t: f64, id: u32) {
-        let mut fan = Fan {
-            start: t,
-            end: t,
-            bottom: id,
-            top: id,
-            accesses: 1,
-        };
-        while let Some(last) = self.stack.last() {
-            if last.bottom < id {
-                break;
-            }
-            let mut earlier = self.stack.pop().expect("peeked");
-            earlier.absorb(&fan);
-            fan = earlier;
-        }
-        self.stack.push(fan);
+        self.stack.push(self.next, t, u64::from(id));
+        self.next += 1;
         if self.stack.len() > self.max_fans {
-            self.coarsen();
+            self.stack.coarsen_pairs();
+            self.coarsened = true;
         }
-    }
-
-    fn coarsen(&mut self) {
-        let merged: Vec<Fan> = self
-            .stack
-            .chunks(2)
-            .map(|pair| {
-                let mut f = pair[0];
-                if let Some(later) = pair.get(1) {
-                    f.absorb(later);
-                }
-                f
-            })
-            .collect();
-        self.stack = merged;
-        self.coarsened = true;
     }
 
     /// The fans so far, oldest first, small ones merged into their predecessor.
     pub fn report(&self, min_accesses: u64) -> FanReport {
         let mut fans: Vec<Fan> = Vec::new();
-        for fan in &self.stack {
+        for fan in self.stack.fans() {
             match fans.last_mut() {
-                Some(prev) if fan.accesses < min_accesses => prev.absorb(fan),
+                Some(prev) if fan.accesses() < min_accesses => prev.absorb(fan),
                 _ => fans.push(*fan),
             }
         }
         // A small first fan is merged forward instead.
-        if fans.len() > 1 && fans[0].accesses < min_accesses {
-            let first = fans.remove(0);
-            let next = &mut fans[0];
-            next.start = first.start;
-            next.bottom = next.bottom.min(first.bottom);
-            next.top = next.top.max(first.top);
-            next.accesses += first.accesses;
+        if fans.len() > 1 && fans[0].accesses() < min_accesses {
+            let mut first = fans.remove(0);
+            first.absorb(&fans[0]);
+            fans[0] = first;
         }
-        let mut sizes: Vec<u64> = fans.iter().map(Fan::keys).collect();
+        let mut sizes: Vec<u64> = fans.iter().map(keys).collect();
         sizes.sort_unstable();
         let count = fans.len() as u64;
         let mean = |total: f64| {
@@ -158,16 +105,17 @@ impl FanDetector {
             mean_keys: mean(sizes.iter().sum::<u64>() as f64),
             median_keys: sizes.get(sizes.len() / 2).copied().unwrap_or(0),
             max_keys: sizes.last().copied().unwrap_or(0),
-            mean_duration_s: mean(fans.iter().map(|f| f.end - f.start).sum()),
+            mean_duration_s: mean(fans.iter().map(|f| f.finish - f.start).sum()),
             fans: fans
                 .iter()
                 .map(|f| FanOut {
                     start: f.start,
-                    end: f.end,
-                    bottom: f.bottom,
-                    top: f.top,
-                    keys: f.keys(),
-                    accesses: f.accesses,
+                    end: f.finish,
+                    // The ids fed in were u32.
+                    bottom: f.bottom as u32,
+                    top: f.top as u32,
+                    keys: keys(f),
+                    accesses: f.accesses(),
                 })
                 .collect(),
         }
@@ -215,8 +163,9 @@ mod tests {
         }
         let got: Vec<(u32, u32, u64)> = d
             .stack
+            .fans()
             .iter()
-            .map(|f| (f.bottom, f.top, f.accesses))
+            .map(|f| (f.bottom as u32, f.top as u32, f.accesses()))
             .collect();
         assert_eq!(got, backward_scan(&ids));
     }

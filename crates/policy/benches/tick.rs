@@ -193,6 +193,19 @@ fn dscache(c: &mut Criterion) {
             tick(&mut e, &servers, &Params::new(), &warm)
         })
     });
+    // The same scan read as one table per fan (`timeseries():fans()`), as before
+    // `:fansummary()`.
+    let tables: Params = [policy::parse_param("scan=fans").unwrap()]
+        .into_iter()
+        .collect();
+    let mut e = engine("dscache.lua");
+    tick(&mut e, &servers, &tables, &warm);
+    group.bench_function("fan_tables_incremental_1000_new_events", |b| {
+        time_on_cpu(b, || {
+            warm.slide(1000);
+            tick(&mut e, &servers, &tables, &warm)
+        })
+    });
     group.finish();
 }
 

@@ -1,13 +1,17 @@
-//! Native access-fan detection, the scan of seed 000 Fig. 9 exposed as `timeseries():fans()`.
+//! Native scans of the time series: access fans (seed 000 Fig. 9, `timeseries():fans()` and
+//! `:fansummary()`) and open fans (`:openfans()`, `:distinct()`).
 //!
-//! Fig. 9 walks the series backwards and opens a new fan each time the key id drops below the
-//! lowest id seen so far. Those fan boundaries are exactly the *strict suffix minima* of the
-//! key-id sequence, which a monotone stack maintains in amortised O(1) per event. Keeping the
-//! stack between ticks means a tick only pays for the events recorded since the previous one
-//! (when the host reports [`TimeSeries::recorded`]); otherwise the stack is rebuilt in one
-//! O(n) pass in Rust, still far cheaper than a million `:get(i)` calls from Lua.
+//! The fans are the `fans` crate's forward stack of suffix minima (the same scan `mantle
+//! analyze` runs), fed the events recorded since the previous tick when the host reports
+//! [`TimeSeries::recorded`] (else rebuilt in one O(n) pass in Rust). Two things keep a tick's
+//! price at what changed rather than at the retained series: the oldest fan, which loses
+//! events as the window slides, gets its top back from block maxima ([`RangeMax`]) instead of
+//! a rescan, and the tallest fan is kept in a heap with lazy deletion, so `:fansummary()`
+//! answers without walking the fans.
 
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
+
+use fans::FanStack;
 
 use crate::series::{SeriesSlot, TimeSeries};
 
@@ -28,22 +32,85 @@ pub struct Fan {
     pub top: u64,
 }
 
-/// A suffix minimum of the key-id sequence and the fan that ends at it.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    /// Absolute position (counting every event ever recorded).
-    pos: u64,
-    id: u64,
-    finish: f64,
-    /// Highest id over absolute positions `top_from..=pos`.
-    top: u64,
-    top_from: u64,
+/// Maxima of the key ids by absolute position, in blocks of 64 and superblocks of 4,096
+/// events, for the top of a fan whose oldest events left the window. A query reads at most
+/// 4 * 63 events and `len / 4096` superblocks; memory is 1/64 + 1/4096 of a `u64` per event.
+#[derive(Debug, Default)]
+struct RangeMax {
+    /// Block index of `blocks[0]` (absolute position / 64).
+    block0: u64,
+    blocks: VecDeque<u64>,
+    /// Superblock index of `supers[0]` (absolute position / 4096).
+    super0: u64,
+    supers: VecDeque<u64>,
 }
 
-/// The fan stack of one policy's series, kept across ticks.
+const BLOCK: u64 = 64;
+const SUPER: u64 = 64 * 64;
+
+impl RangeMax {
+    /// Starts empty at absolute position `base`.
+    fn starting_at(base: u64) -> RangeMax {
+        RangeMax {
+            block0: base / BLOCK,
+            super0: base / SUPER,
+            ..RangeMax::default()
+        }
+    }
+
+    /// Records the id at `pos`, one past the previous one.
+    fn record(&mut self, pos: u64, id: u64) {
+        for (unit, maxima) in [(BLOCK, &mut self.blocks), (SUPER, &mut self.supers)] {
+            match maxima.back_mut() {
+                Some(m) if !pos.is_multiple_of(unit) => *m = (*m).max(id),
+                _ => maxima.push_back(id),
+            }
+        }
+    }
+
+    /// Forgets the blocks wholly before `base`.
+    fn drop_before(&mut self, base: u64) {
+        while self.block0 < base / BLOCK && self.blocks.pop_front().is_some() {
+            self.block0 += 1;
+        }
+        while self.super0 < base / SUPER && self.supers.pop_front().is_some() {
+            self.super0 += 1;
+        }
+        if self.blocks.is_empty() {
+            *self = RangeMax::starting_at(base);
+        }
+    }
+
+    /// Highest id at positions `from..=to` (recorded, not dropped), reading single events
+    /// through `id_at`.
+    fn max(&self, from: u64, to: u64, id_at: impl Fn(u64) -> u64) -> u64 {
+        let mut top = 0;
+        let mut p = from;
+        while p <= to {
+            if p.is_multiple_of(SUPER) && to - p >= SUPER - 1 {
+                top = top.max(self.supers[(p / SUPER - self.super0) as usize]);
+                p += SUPER;
+            } else if p.is_multiple_of(BLOCK) && to - p >= BLOCK - 1 {
+                top = top.max(self.blocks[(p / BLOCK - self.block0) as usize]);
+                p += BLOCK;
+            } else {
+                top = top.max(id_at(p));
+                p += 1;
+            }
+        }
+        top
+    }
+}
+
+/// The fans of one policy's series, kept across ticks.
 #[derive(Debug, Default)]
 pub(crate) struct FanIndex {
-    stack: VecDeque<Entry>,
+    /// Positions are absolute (counting every event ever recorded).
+    stack: FanStack,
+    maxima: RangeMax,
+    /// `(height, last)` of fans, possibly stale: an entry counts only while the stack holds
+    /// a fan ending at `last` with that height.
+    tallest: BinaryHeap<(u64, u64)>,
     /// Absolute position one past the newest processed event.
     processed: u64,
     /// The newest processed event, to detect a host whose series changed under us.
@@ -53,26 +120,83 @@ pub(crate) struct FanIndex {
 impl FanIndex {
     /// Brings the stack up to date with `series` and returns its fans, newest first.
     pub(crate) fn fans(&mut self, series: &dyn TimeSeries) -> Vec<Fan> {
+        let base = self.sync(series);
+        self.stack
+            .fans()
+            .iter()
+            .rev()
+            .map(|f| Fan {
+                first: (f.first - base) as usize + 1,
+                last: (f.last - base) as usize + 1,
+                start: f.start,
+                finish: f.finish,
+                bottom: f.bottom,
+                top: f.top,
+            })
+            .collect()
+    }
+
+    /// Brings the stack up to date and returns the number of fans and the greatest
+    /// `top - bottom` among them (0 without fans), without walking them.
+    pub(crate) fn summary(&mut self, series: &dyn TimeSeries) -> (usize, u64) {
+        self.sync(series);
+        while let Some(&(height, last)) = self.tallest.peek() {
+            if self
+                .stack
+                .ending_at(last)
+                .is_some_and(|f| f.height() == height)
+            {
+                return (self.stack.len(), height);
+            }
+            self.tallest.pop();
+        }
+        (self.stack.len(), 0)
+    }
+
+    /// Processes the events recorded since the previous call (or the whole retained series
+    /// when it cannot resume) and drops what left the window; returns the absolute position
+    /// of the oldest retained event.
+    fn sync(&mut self, series: &dyn TimeSeries) -> u64 {
         let len = series.len();
         if len == 0 {
             *self = FanIndex::default();
-            return Vec::new();
+            return 0;
         }
         let recorded = series.recorded().filter(|&r| r >= len as u64);
         let base = recorded.map_or(0, |r| r - len as u64);
         if !self.can_resume(series, recorded, base) {
-            *self = FanIndex::default();
-            self.processed = base;
+            *self = FanIndex {
+                processed: base,
+                maxima: RangeMax::starting_at(base),
+                ..FanIndex::default()
+            };
         }
         let end = base + len as u64;
         for pos in self.processed..end {
             let (time, id) = series.get((pos - base) as usize);
-            self.push(pos, time, id);
+            self.stack.push(pos, time, id);
+            self.maxima.record(pos, id);
+        }
+        // Only fans ending in the new events are new or changed; the others kept their height.
+        for fan in self.stack.fans().iter().rev() {
+            if fan.last < self.processed {
+                break;
+            }
+            self.tallest.push((fan.height(), fan.last));
         }
         self.processed = end;
         self.newest = Some(series.get(len - 1));
         self.expire(series, base);
-        self.collect(series, base)
+        // Stale heap entries are dropped lazily at the top; bound the rest.
+        if self.tallest.len() > 2 * self.stack.len() + 1024 {
+            self.tallest = self
+                .stack
+                .fans()
+                .iter()
+                .map(|f| (f.height(), f.last))
+                .collect();
+        }
+        base
     }
 
     fn can_resume(&self, series: &dyn TimeSeries, recorded: Option<u64>, base: u64) -> bool {
@@ -86,63 +210,22 @@ impl FanIndex {
         series.get((self.processed - 1 - base) as usize) == newest
     }
 
-    fn push(&mut self, pos: u64, finish: f64, id: u64) {
-        let mut entry = Entry {
-            pos,
-            id,
-            finish,
-            top: id,
-            top_from: pos,
-        };
-        while let Some(back) = self.stack.back() {
-            if back.id < id {
-                break;
-            }
-            entry.top = entry.top.max(back.top);
-            entry.top_from = back.top_from;
-            self.stack.pop_back();
-        }
-        self.stack.push_back(entry);
-    }
-
-    /// Drops fans that left the window and recomputes the top of the oldest one if part of
-    /// its range left (its old top may have been an expired event).
+    /// Drops fans that left the window and trims the oldest one to it, recomputing its top
+    /// (its old top may have been an expired event) from the block maxima.
     fn expire(&mut self, series: &dyn TimeSeries, base: u64) {
-        while self.stack.front().is_some_and(|e| e.pos < base) {
+        while self.stack.fans().front().is_some_and(|f| f.last < base) {
             self.stack.pop_front();
         }
+        self.maxima.drop_before(base);
+        let maxima = &self.maxima;
         if let Some(front) = self.stack.front_mut() {
-            if front.top_from < base {
-                let top = (0..=(front.pos - base))
-                    .map(|i| series.get(i as usize).1)
-                    .max()
-                    .unwrap_or(front.id);
-                front.top = top;
-                front.top_from = base;
+            if front.first < base {
+                front.first = base;
+                front.start = series.get(0).0;
+                front.top = maxima.max(base, front.last, |p| series.get((p - base) as usize).1);
+                self.tallest.push((front.height(), front.last));
             }
         }
-    }
-
-    fn collect(&self, series: &dyn TimeSeries, base: u64) -> Vec<Fan> {
-        let mut fans = Vec::with_capacity(self.stack.len());
-        let mut older_pos: Option<u64> = None;
-        let mut firsts = Vec::with_capacity(self.stack.len());
-        for e in &self.stack {
-            firsts.push(older_pos.map_or(base, |p| p + 1));
-            older_pos = Some(e.pos);
-        }
-        for (e, first) in self.stack.iter().zip(firsts).rev() {
-            let first_idx = (first - base) as usize;
-            fans.push(Fan {
-                first: first_idx + 1,
-                last: (e.pos - base) as usize + 1,
-                start: series.get(first_idx).0,
-                finish: e.finish,
-                bottom: e.id,
-                top: e.top,
-            });
-        }
-        fans
     }
 }
 
@@ -185,39 +268,83 @@ impl PartialOrd for Held {
     }
 }
 
-/// Counts of latest accesses by absolute position, to answer "how many distinct keys were
-/// accessed since position p" in O(log n). Covers positions `origin..origin + len`.
+/// Latest accesses by absolute position, one bit each, with a count per block of 4,096
+/// positions, to answer "how many distinct keys were accessed in positions a..b": O(1) per
+/// update (an event moves a key's mark), O(blocks + 128 words) per query, which a tick asks
+/// once or twice. Covers positions `origin..origin + 64 * words.len()`; 1/8 byte per position,
+/// so it stays in cache where a tree of counters would not.
 #[derive(Debug, Default)]
 struct Marks {
     origin: u64,
-    tree: Vec<u32>,
+    words: Vec<u64>,
+    blocks: Vec<u32>,
 }
 
+const WORDS_PER_BLOCK: usize = 64;
+
 impl Marks {
-    fn covers(&self, pos: u64) -> bool {
-        pos >= self.origin && pos - self.origin < self.tree.len() as u64
+    /// Marks over `span` positions from `origin` (rounded up to whole blocks).
+    fn new(origin: u64, span: usize) -> Marks {
+        let blocks = span.div_ceil(64 * WORDS_PER_BLOCK).max(1);
+        Marks {
+            origin,
+            words: vec![0; blocks * WORDS_PER_BLOCK],
+            blocks: vec![0; blocks],
+        }
     }
 
-    fn add(&mut self, pos: u64, delta: i32) {
+    fn covers(&self, pos: u64) -> bool {
+        pos >= self.origin && pos - self.origin < 64 * self.words.len() as u64
+    }
+
+    fn set(&mut self, pos: u64, on: bool) {
         if !self.covers(pos) {
             return;
         }
-        let mut i = (pos - self.origin) as usize + 1;
-        while i <= self.tree.len() {
-            self.tree[i - 1] = self.tree[i - 1].wrapping_add_signed(delta);
-            i += i & i.wrapping_neg();
+        let i = (pos - self.origin) as usize;
+        let bit = 1u64 << (i % 64);
+        let word = &mut self.words[i / 64];
+        if (*word & bit != 0) != on {
+            *word ^= bit;
+            let count = &mut self.blocks[i / 64 / WORDS_PER_BLOCK];
+            *count = if on { *count + 1 } else { *count - 1 };
         }
     }
 
-    /// Marks at positions `origin..pos` (exclusive).
-    fn before(&self, pos: u64) -> u64 {
-        let mut i = (pos.saturating_sub(self.origin) as usize).min(self.tree.len());
-        let mut sum = 0u64;
-        while i > 0 {
-            sum += u64::from(self.tree[i - 1]);
-            i -= i & i.wrapping_neg();
+    /// Marks at positions `from..to` (clamped to what is covered).
+    fn between(&self, from: u64, to: u64) -> u64 {
+        let span = 64 * self.words.len() as u64;
+        let lo = from.saturating_sub(self.origin).min(span) as usize;
+        let hi = to.saturating_sub(self.origin).min(span) as usize;
+        if lo >= hi {
+            return 0;
         }
-        sum
+        let bits = |w: usize, from_bit: usize, to_bit: usize| -> u64 {
+            let word = self.words[w] >> from_bit;
+            let width = to_bit - from_bit;
+            let mask = if width == 64 {
+                u64::MAX
+            } else {
+                (1u64 << width) - 1
+            };
+            u64::from((word & mask).count_ones())
+        };
+        let (first_word, last_word) = (lo / 64, (hi - 1) / 64);
+        if first_word == last_word {
+            return bits(first_word, lo % 64, (hi - 1) % 64 + 1);
+        }
+        let mut n = bits(first_word, lo % 64, 64) + bits(last_word, 0, (hi - 1) % 64 + 1);
+        let mut w = first_word + 1;
+        while w < last_word {
+            if w % WORDS_PER_BLOCK == 0 && w + WORDS_PER_BLOCK <= last_word {
+                n += u64::from(self.blocks[w / WORDS_PER_BLOCK]);
+                w += WORDS_PER_BLOCK;
+            } else {
+                n += u64::from(self.words[w].count_ones());
+                w += 1;
+            }
+        }
+        n
     }
 }
 
@@ -232,51 +359,85 @@ impl Marks {
 /// accessed since then serves every open fan. The index also keeps, per key, the position of
 /// its latest access, so `distinct_since` counts the keys such a cache must hold.
 ///
-/// Work per event is O(log n) (one hash lookup, one tree update, at most one heap push); a
-/// tick only processes the events recorded since the previous one when the host reports
-/// [`TimeSeries::recorded`], and otherwise rebuilds from the retained series. Memory: one map
-/// entry per key whose latest access is retained, a tree of 2-4 `u32`s per retained event, and
-/// one heap entry per held read (expired entries are purged once there are more than four per
-/// retained event; on the real ParSplice log at most 2,540 are queued).
+/// Work per event is one hash lookup, two bit flips and, once `openfans` was asked for, at
+/// most one heap push (O(log n)); a tick only processes the events recorded since the
+/// previous one when the host reports [`TimeSeries::recorded`], and otherwise rebuilds from
+/// the retained series. Memory: one map entry per key whose latest access is retained, 2-4
+/// bits per retained event ([`Marks`]), and one heap entry per held read (expired entries are
+/// purged once there are more than four per retained event; on the real ParSplice log at
+/// most 2,540 are queued).
 #[derive(Debug, Default)]
 pub(crate) struct ReuseIndex {
     /// Key id → (absolute position, time) of its latest access.
-    latest: std::collections::HashMap<u64, (u64, f64)>,
+    latest: std::collections::HashMap<u64, (u64, f64), IdHash>,
     marks: Marks,
     held: std::collections::BinaryHeap<Held>,
     record: f64,
     processed: u64,
     newest: Option<(f64, u64)>,
-    hold: f64,
+    /// The `hold` of the last `openfans`; `None` until one is asked for, and then no read is
+    /// held (`:distinct()` alone needs none, so a policy using only it pays no heap).
+    hold: Option<f64>,
+    /// Positions whose event is older than the one before it (only some hosts' clocks step
+    /// back), where a binary search on time would go wrong.
+    descents: VecDeque<u64>,
+    last_time: Option<f64>,
+}
+
+/// Hashes the key ids of [`ReuseIndex::latest`]: they are plain integers the policy cannot
+/// choose, so a multiply is enough where SipHash would cost most of an event's work.
+type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 impl ReuseIndex {
     /// Brings the index up to date with `series` and reports the open fans; `hold` is the
     /// share of a reuse's age for which it keeps its fan open (a change rebuilds the index).
     pub(crate) fn open_fans(&mut self, series: &dyn TimeSeries, hold: f64) -> OpenFans {
-        if hold != self.hold {
+        if self.hold != Some(hold) {
             *self = ReuseIndex {
-                hold,
+                hold: Some(hold),
                 ..ReuseIndex::default()
             };
         }
         let (new_keys, end) = self.sync(series);
-        let now = self.newest.map_or(0.0, |(t, _)| t);
-        let expired = |h: &Held, hold: f64| h.at + hold * (h.at - h.from) < now;
-        while self.held.peek().is_some_and(|h| expired(h, self.hold)) {
-            self.held.pop();
-        }
-        // Expired reads below the top are dropped lazily; bound them by the series length.
-        if self.held.len() > 4 * series.len().max(1024) {
-            let hold = self.hold;
-            self.held.retain(|h| !expired(h, hold));
-        }
         OpenFans {
             since: self.held.peek().map(|h| h.from),
             record: self.record,
             new_keys,
-            keys: self.marks.before(end) - self.marks.before(end - series.len() as u64),
+            keys: self.marks.between(end - series.len() as u64, end),
             held: self.held.len() as u64,
+        }
+    }
+
+    /// Forgets the held reads whose hold has run out by the newest event.
+    fn release(&mut self, retained: usize) {
+        let Some(hold) = self.hold else {
+            return;
+        };
+        let now = self.newest.map_or(0.0, |(t, _)| t);
+        let expired = |h: &Held| h.at + hold * (h.at - h.from) < now;
+        while self.held.peek().is_some_and(expired) {
+            self.held.pop();
+        }
+        // Expired reads below the top are dropped lazily; bound them by the series length.
+        if self.held.len() > 4 * retained.max(1024) {
+            self.held.retain(|h| !expired(h));
         }
     }
 
@@ -311,6 +472,7 @@ impl ReuseIndex {
         };
         self.processed = end;
         self.newest = (len > 0).then(|| series.get(len - 1));
+        self.release(len);
         (new_keys, end)
     }
 
@@ -324,50 +486,65 @@ impl ReuseIndex {
         series.get((self.processed - 1 - base) as usize) == newest
     }
 
-    /// Re-anchors the position tree on the retained series (amortised: it doubles), and
+    /// Re-anchors the position marks on the retained series (amortised: it doubles), and
     /// forgets keys whose latest access left the series, so memory follows the series bound.
     fn remark(&mut self, base: u64, end: u64) {
-        let span = (2 * (end - base)).max(1024) as usize;
-        self.marks = Marks {
-            origin: base,
-            tree: vec![0; span.next_power_of_two()],
-        };
+        let mut marks = Marks::new(base, (2 * (end - base)).max(1024) as usize);
         self.latest.retain(|_, (pos, _)| *pos >= base);
-        let positions: Vec<u64> = self.latest.values().map(|&(pos, _)| pos).collect();
-        for pos in positions {
-            self.marks.add(pos, 1);
+        for &(pos, _) in self.latest.values() {
+            marks.set(pos, true);
         }
+        self.marks = marks;
     }
 
     fn push(&mut self, pos: u64, time: f64, id: u64) {
         debug_assert!(self.marks.covers(pos), "sync re-anchors before pushing");
+        if self.last_time.is_some_and(|t| time < t) {
+            self.descents.push_back(pos);
+        }
+        self.last_time = Some(time);
         if let Some((before, from)) = self.latest.insert(id, (pos, time)) {
-            self.marks.add(before, -1);
+            self.marks.set(before, false);
             let age = time - from;
             if age > 0.0 {
                 self.record = self.record.max(age);
-                self.held.push(Held { from, at: time });
+                if self.hold.is_some() {
+                    self.held.push(Held { from, at: time });
+                }
             }
         }
-        self.marks.add(pos, 1);
+        self.marks.set(pos, true);
     }
 
-    /// Distinct keys whose latest access is at or after `time` (binary search on the
-    /// retained series, whose times the hosts keep non-decreasing).
+    /// Distinct keys read in the newest events back to (not including) the newest one older
+    /// than `time`: when times never step back, the keys whose latest retained access is at or
+    /// after `time`. A binary search finds where that suffix starts, or a backward walk when
+    /// a retained event is older than the one before it.
     pub(crate) fn distinct_since(&mut self, series: &dyn TimeSeries, time: f64) -> u64 {
         let (_, end) = self.sync(series);
         let len = series.len();
-        let (mut lo, mut hi) = (0usize, len);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if series.get(mid).0 < time {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
         let base = end - len as u64;
-        self.marks.before(end) - self.marks.before(base + lo as u64)
+        while self.descents.front().is_some_and(|&p| p <= base) {
+            self.descents.pop_front();
+        }
+        let start = if self.descents.is_empty() {
+            let (mut lo, mut hi) = (0usize, len);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if series.get(mid).0 < time {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        } else {
+            (0..len)
+                .rev()
+                .find(|&i| series.get(i).0 < time)
+                .map_or(0, |i| i + 1)
+        };
+        self.marks.between(base + start as u64, end)
     }
 }
 
@@ -393,6 +570,21 @@ pub(crate) fn fans_function(lua: &mlua::Lua, slot: &SeriesSlot) -> mlua::Result<
             out.raw_set(i + 1, t)?;
         }
         Ok(out)
+    })
+}
+
+/// The Lua function behind `series:fansummary()`: the number of fans and the greatest
+/// `top - bottom` among them (what `:fans()` gives, without building a table per fan).
+pub(crate) fn fansummary_function(
+    lua: &mlua::Lua,
+    slot: &SeriesSlot,
+) -> mlua::Result<mlua::Function> {
+    let addr = slot as *const SeriesSlot as usize;
+    lua.create_function(move |_, _: mlua::MultiValue| {
+        // SAFETY: as in `fans_function`.
+        let slot = unsafe { &*(addr as *const SeriesSlot) };
+        slot.with_series(|series| slot.fans.borrow_mut().summary(series))
+            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))
     })
 }
 
@@ -495,6 +687,177 @@ mod tests {
                 (i as f64 * 0.5, id)
             })
             .collect()
+    }
+
+    /// A random stream (xorshift, fixed seed): ids drift upwards with noise of width
+    /// `spread`, and now and then one of the first ids comes back, opening a fan that spans
+    /// most of the window and is then trimmed as the window slides.
+    fn random_stream(n: usize, seed: u64, spread: u64, step_back: bool) -> Vec<(f64, u64)> {
+        let mut x = seed.max(1);
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        (0..n)
+            .map(|i| {
+                let r = next();
+                let id = if r % 997 == 0 {
+                    r % 5
+                } else {
+                    i as u64 / 10 + r % spread
+                };
+                // Some hosts' clocks step back now and then.
+                let jitter = if step_back && next() % 50 == 0 {
+                    -3.0
+                } else {
+                    0.0
+                };
+                (i as f64 * 0.25 + jitter, id)
+            })
+            .collect()
+    }
+
+    /// Feeds `events` to `series` in chunks of random size, keeping at most `window` events,
+    /// and calls `check` after each chunk.
+    fn slide(events: &[(f64, u64)], seed: u64, window: usize, mut check: impl FnMut(&VecSeries)) {
+        let mut series = VecSeries::new(Vec::new());
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut i = 0;
+        while i < events.len() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let chunk = 1 + (x % 1500) as usize;
+            for &(t, id) in &events[i..(i + chunk).min(events.len())] {
+                series.push(t, id);
+            }
+            i += chunk;
+            if series.len() > window {
+                series.drop_oldest(series.len() - window);
+            }
+            check(&series);
+        }
+    }
+
+    #[test]
+    fn incremental_fans_and_summary_equal_a_fresh_scan_on_random_streams() {
+        for seed in 1..=12u64 {
+            let spread = [3, 40, 400][seed as usize % 3];
+            let window = [700, 5000, 13_000][(seed as usize / 3) % 3];
+            let events = random_stream(40_000, seed, spread, false);
+            let mut index = FanIndex::default();
+            let mut summary_only = FanIndex::default();
+            slide(&events, seed, window, |series| {
+                let expected = fig9(series.events());
+                let tallest = expected.iter().map(|f| f.top - f.bottom).max().unwrap_or(0);
+                assert_eq!(index.fans(series), expected, "seed {seed}");
+                assert_eq!(
+                    index.summary(series),
+                    (expected.len(), tallest),
+                    "seed {seed}"
+                );
+                // A policy that never asks for the fans themselves.
+                assert_eq!(summary_only.summary(series), (expected.len(), tallest));
+            });
+        }
+    }
+
+    #[test]
+    fn the_block_maxima_answer_every_range() {
+        let events = random_stream(20_000, 3, 400, false);
+        let base = 777u64;
+        let mut maxima = RangeMax::starting_at(base);
+        for (i, &(_, id)) in events.iter().enumerate() {
+            maxima.record(base + i as u64, id);
+        }
+        let id_at = |p: u64| events[(p - base) as usize].1;
+        let mut x = 5u64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let a = (x % 20_000) as usize;
+            let b = a + ((x >> 20) % (20_000 - a as u64)) as usize;
+            let naive = events[a..=b].iter().map(|e| e.1).max().unwrap();
+            assert_eq!(maxima.max(base + a as u64, base + b as u64, id_at), naive);
+        }
+        maxima.drop_before(base + 9000);
+        assert_eq!(
+            maxima.max(base + 9000, base + 19_999, id_at),
+            events[9000..].iter().map(|e| e.1).max().unwrap()
+        );
+    }
+
+    #[test]
+    fn the_marks_count_every_range() {
+        let origin = 1000u64;
+        let mut marks = Marks::new(origin, 20_000);
+        let mut naive = vec![false; 64 * marks.words.len()];
+        let mut x = 11u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..30_000 {
+            let p = next() % naive.len() as u64;
+            let on = next() % 3 != 0;
+            marks.set(origin + p, on);
+            naive[p as usize] = on;
+        }
+        for _ in 0..3000 {
+            let a = next() % (naive.len() as u64 + 100);
+            let b = a + next() % 25_000;
+            let expected = naive
+                .iter()
+                .enumerate()
+                .filter(|&(i, &on)| on && (i as u64) >= a && (i as u64) < b)
+                .count() as u64;
+            assert_eq!(marks.between(origin + a, origin + b), expected, "{a}..{b}");
+        }
+        assert_eq!(marks.between(0, origin), 0, "nothing before the origin");
+    }
+
+    /// What decay.lua's plain scan counts: distinct ids walking back from the newest event
+    /// until one is older than `time`.
+    fn walk_back_distinct(events: &[(f64, u64)], time: f64) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        for &(t, id) in events.iter().rev() {
+            if t < time {
+                break;
+            }
+            seen.insert(id);
+        }
+        seen.len() as u64
+    }
+
+    #[test]
+    fn incremental_distinct_equals_a_backward_walk_on_random_streams() {
+        for seed in 1..=8u64 {
+            let step_back = seed % 2 == 0;
+            let events = random_stream(
+                30_000,
+                seed,
+                [3, 40, 400, 4000][seed as usize % 4],
+                step_back,
+            );
+            let mut index = ReuseIndex::default();
+            slide(&events, seed, 6000, |series| {
+                let newest = series.events().last().unwrap().0;
+                for back in [0.0, 1.0, 10.0, 100.0, 1e9] {
+                    assert_eq!(
+                        index.distinct_since(series, newest - back),
+                        walk_back_distinct(series.events(), newest - back),
+                        "seed {seed} back {back}"
+                    );
+                }
+            });
+            // Only `:distinct()` was asked: no read is held.
+            assert!(index.held.is_empty());
+        }
     }
 
     #[test]

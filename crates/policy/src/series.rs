@@ -206,6 +206,7 @@ pub(crate) fn build_series_object(lua: &mlua::Lua, slot: &SeriesSlot) -> mlua::R
     object.raw_set("size", slot_closure(lua, slot, series_size)?)?;
     object.raw_set("get", slot_closure(lua, slot, series_get)?)?;
     object.raw_set("fans", crate::fans::fans_function(lua, slot)?)?;
+    object.raw_set("fansummary", crate::fans::fansummary_function(lua, slot)?)?;
     object.raw_set("openfans", crate::fans::openfans_function(lua, slot)?)?;
     object.raw_set("distinct", crate::fans::distinct_function(lua, slot)?)?;
     Ok(object)

@@ -313,3 +313,106 @@ fn dscache_on_the_parsplice_trace_saves_memory_without_misses() {
     assert!(miss_ratio <= 0.001, "miss ratio {miss_ratio}");
     assert!(relative <= 0.3, "mean cache size {relative}x of unlimited");
 }
+
+/// Random accesses (xorshift, fixed seed): ids drift upwards with noise, an old id returns
+/// now and then (a fan spanning most of the window), and with `step_back` the clock steps
+/// back a little now and then, as some hosts' clocks do.
+fn random_accesses(n: usize, seed: u64, step_back: bool) -> Vec<(f64, u64)> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..n)
+        .map(|i| {
+            let r = next();
+            let id = if r % 991 == 0 {
+                r % 7
+            } else {
+                i as u64 / 8 + r % (1 + seed * 37 % 300)
+            };
+            let jitter = if step_back && next() % 40 == 0 {
+                -2.0
+            } else {
+                0.0
+            };
+            (i as f64 * 0.05 + jitter, id)
+        })
+        .collect()
+}
+
+/// Runs every engine tick by tick over `events` in a sliding window (chunks of random size),
+/// feeding each tick's decision back as the capacity, and asserts that they all decide alike.
+fn decide_alike(engines: &mut [(&str, PolicyEngine, Params)], events: &[(f64, u64)], seed: u64) {
+    let mut series = VecSeries::default();
+    let (mut x, mut i, mut capacity, mut tick) = (seed | 1, 0, f64::INFINITY, 0);
+    while i < events.len() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let chunk = 1 + (x % 900) as usize;
+        for &(t, id) in &events[i..(i + chunk).min(events.len())] {
+            series.push(t, id);
+        }
+        i += chunk;
+        if series.len() > 4000 {
+            series.drop_oldest(series.len() - 4000);
+        }
+        tick += 1;
+        let now = series.events().last().unwrap().0;
+        let servers = [Metrics {
+            cachesize: (x >> 20) as f64 % 3000.0,
+            capacity,
+            ..Metrics::default()
+        }];
+        let mut first = None;
+        for (name, engine, params) in engines.iter_mut() {
+            let out = tick_at(engine, now, &servers, params, &series);
+            assert!(out.error.is_none(), "{name} tick {tick}: {:?}", out.error);
+            match &first {
+                None => first = Some((name.to_string(), out.decision)),
+                Some((first_name, d)) => assert_eq!(
+                    &out.decision, d,
+                    "seed {seed} tick {tick}: {name} decided otherwise than {first_name}"
+                ),
+            }
+        }
+        if let Some((_, d)) = first {
+            if let Action::SetCapacity(n) = d.action {
+                capacity = n as f64;
+            }
+        }
+    }
+}
+
+#[test]
+fn native_scans_decide_like_the_plain_lua_ones_on_random_streams() {
+    for seed in [3u64, 17, 101, 4242] {
+        let step_back = seed % 2 == 1;
+        let events = random_accesses(25_000, seed, step_back);
+        let mut dscache: Vec<(&str, PolicyEngine, Params)> = ["native", "fans", "lua"]
+            .into_iter()
+            .map(|scan| {
+                (
+                    scan,
+                    engine("dscache", &shipped("dscache.lua")),
+                    params(&[("scan", scan)]),
+                )
+            })
+            .collect();
+        decide_alike(&mut dscache, &events, seed);
+        let mut decay: Vec<(&str, PolicyEngine, Params)> = ["native", "lua"]
+            .into_iter()
+            .map(|scan| {
+                (
+                    scan,
+                    engine("decay", &shipped("decay.lua")),
+                    params(&[("scan", scan), ("history", "7")]),
+                )
+            })
+            .collect();
+        decide_alike(&mut decay, &events, seed);
+    }
+}
