@@ -180,7 +180,8 @@ fn preload(node: &Node, count: usize, size: usize) {
     for chunk in (0..count).collect::<Vec<_>>().chunks(500) {
         let mut pipe = redis::pipe();
         for i in chunk {
-            pipe.set(format!("pre:{i}"), format!("{i}:{value}")).ignore();
+            pipe.set(format!("pre:{i}"), format!("{i}:{value}"))
+                .ignore();
         }
         let _: () = pipe.query(&mut conn).unwrap();
     }
@@ -262,7 +263,11 @@ impl Load {
         self.stop.store(true, Ordering::Relaxed);
         let ops = self.threads.into_iter().map(|t| t.join().unwrap()).sum();
         let stale = self.stale.lock().unwrap();
-        assert!(stale.is_empty(), "stale reads: {:?}", &stale[..stale.len().min(5)]);
+        assert!(
+            stale.is_empty(),
+            "stale reads: {:?}",
+            &stale[..stale.len().min(5)]
+        );
         let acked = self.acked.lock().unwrap().clone();
         (acked, ops)
     }
@@ -342,7 +347,11 @@ fn a_range_moves_with_its_keys_while_clients_write_and_read_it() {
 
     // And back: the range returns to n1 with the writes made on n2.
     let out = admin(&etcd, &["move", "0-8191", "--to", "n1"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_whole(&etcd);
     assert_eq!(nodes[1].count_in(0, 8191), 0);
     assert_all_readable(&nodes, &acked, 3000);
@@ -418,7 +427,10 @@ fn killing_the_target_mid_migration_loses_no_acknowledged_write() {
     nodes[1].kill();
     // The target's lease lapses: the source aborts and keeps everything.
     let out = mover.wait_with_output().unwrap();
-    assert!(!out.status.success(), "the move cannot succeed without its target");
+    assert!(
+        !out.status.success(),
+        "the move cannot succeed without its target"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("aborted"), "{err}");
     nodes[1].spawn(&etcd);
@@ -431,7 +443,11 @@ fn killing_the_target_mid_migration_loses_no_acknowledged_write() {
     assert_all_readable(&nodes, &acked, 40_000);
     // Moving again works, over whatever the killed attempt left on n2.
     let out = admin(&etcd, &["move", "0-99", "--to", "n2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_whole(&etcd);
     assert_all_readable(&nodes, &acked, 40_000);
 }
@@ -449,7 +465,8 @@ fn redis_tool(name: &str) -> Option<Command> {
 
 #[test]
 fn proxy_mode_serves_plain_clients_from_any_node() {
-    let (Some(_), Some(mut bench)) = (redis_tool("redis-cli"), redis_tool("redis-benchmark")) else {
+    let (Some(_), Some(mut bench)) = (redis_tool("redis-cli"), redis_tool("redis-benchmark"))
+    else {
         return;
     };
     let etcd = Etcd::start();
@@ -462,7 +479,11 @@ fn proxy_mode_serves_plain_clients_from_any_node() {
         status(&etcd)["members"].as_array().unwrap().len() == 3
     });
     let out = admin(&etcd, &["rebalance"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     wait_until("n1 to see three owners", Duration::from_secs(10), || {
         let info: String = redis::cmd("CLUSTER")
             .arg("INFO")
@@ -478,12 +499,19 @@ fn proxy_mode_serves_plain_clients_from_any_node() {
             .args(["-p", &port, "SET", key, &format!("v-{key}")])
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK", "SET {key}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "OK",
+            "SET {key}"
+        );
         let out = Command::new("redis-cli")
             .args(["-p", &port, "GET", key])
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("v-{key}"));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("v-{key}")
+        );
     }
     // The keys really are spread: each owner holds its own.
     let sizes: Vec<i64> = nodes
@@ -500,7 +528,9 @@ fn proxy_mode_serves_plain_clients_from_any_node() {
 
     // Plain redis-benchmark against one node, pipelined, with random keys over all slots.
     let out = bench
-        .args(["-p", &port, "-t", "set,get", "-n", "20000", "-r", "10000", "-P", "8", "-q"])
+        .args([
+            "-p", &port, "-t", "set,get", "-n", "20000", "-r", "10000", "-P", "8", "-q",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

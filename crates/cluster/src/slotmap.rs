@@ -338,7 +338,13 @@ impl SlotMap {
             let owner = table.owner_of(slot);
             match runs.last_mut() {
                 Some((o, r)) if o.as_ref() == owner => r.end = slot,
-                _ => runs.push((owner.cloned(), SlotRange { start: slot, end: slot })),
+                _ => runs.push((
+                    owner.cloned(),
+                    SlotRange {
+                        start: slot,
+                        end: slot,
+                    },
+                )),
             }
         }
         runs
@@ -358,7 +364,14 @@ impl SlotMap {
                 Some((f, t, r)) if f.as_ref() == from && t == to && r.end + 1 == slot => {
                     r.end = slot
                 }
-                _ => moves.push((from.cloned(), to.clone(), SlotRange { start: slot, end: slot })),
+                _ => moves.push((
+                    from.cloned(),
+                    to.clone(),
+                    SlotRange {
+                        start: slot,
+                        end: slot,
+                    },
+                )),
             }
         }
         moves
@@ -595,8 +608,16 @@ mod tests {
         assert_eq!(
             moves,
             vec![
-                (Some(a.clone()), b.clone(), SlotRange::new(5462, 10922).unwrap()),
-                (Some(a.clone()), c.clone(), SlotRange::new(10923, 16383).unwrap()),
+                (
+                    Some(a.clone()),
+                    b.clone(),
+                    SlotRange::new(5462, 10922).unwrap()
+                ),
+                (
+                    Some(a.clone()),
+                    c.clone(),
+                    SlotRange::new(10923, 16383).unwrap()
+                ),
             ]
         );
         assert!(three.moves_to(&three).is_empty());
@@ -610,7 +631,8 @@ mod tests {
             ]
         );
         let mut gap = SlotMap::default();
-        gap.owners.insert(a.clone(), vec![SlotRange::new(0, 9).unwrap()]);
+        gap.owners
+            .insert(a.clone(), vec![SlotRange::new(0, 9).unwrap()]);
         assert_eq!(
             gap.owners_of(SlotRange::new(5, 12).unwrap()),
             vec![

@@ -337,9 +337,9 @@ impl ClusterNode {
         match &routing.routes[usize::from(slot)] {
             Route::Mine => Ok(Some(RouteGuard(routing))),
             Route::Moved(addr) => match self.mode {
-                ClusterMode::Client => {
-                    Err(Redirect::Reply(Frame::Error(format!("MOVED {slot} {addr}"))))
-                }
+                ClusterMode::Client => Err(Redirect::Reply(Frame::Error(format!(
+                    "MOVED {slot} {addr}"
+                )))),
                 ClusterMode::Proxy => Err(Redirect::Forward(Arc::clone(addr))),
             },
             Route::Down => Err(Redirect::Reply(Frame::Error(
@@ -389,5 +389,72 @@ fn check_host_port(text: &str) -> Result<(), String> {
             Ok(())
         }
         _ => Err(format!("expected HOST:PORT, got {text:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(map: SlotMap, members: &[(&str, &str)]) -> ClusterView {
+        ClusterView {
+            members: members
+                .iter()
+                .map(|(id, addr)| {
+                    let id = NodeId::new(id).unwrap();
+                    let member = Member {
+                        id: id.clone(),
+                        addr: addr.to_string(),
+                        joined_ms: 0,
+                    };
+                    (id, member)
+                })
+                .collect(),
+            slot_map: Some(Versioned {
+                value: map,
+                revision: 1,
+            }),
+            revision: 1,
+            connected: true,
+        }
+    }
+
+    #[test]
+    fn a_paused_range_waits_only_where_this_node_serves() {
+        let (a, b) = (NodeId::new("a").unwrap(), NodeId::new("b").unwrap());
+        let map = SlotMap::all_to(&a)
+            .assign(SlotRange::new(100, 199).unwrap(), &b)
+            .unwrap();
+        let paused = [SlotRange::new(50, 150).unwrap()];
+        let routing = Routing::build(&a, view(map, &[("a", "h:1"), ("b", "h:2")]), &paused);
+        assert!(matches!(routing.routes[49], Route::Mine));
+        assert!(matches!(routing.routes[50], Route::Paused));
+        assert!(matches!(routing.routes[99], Route::Paused));
+        // b's slots are not this node's to pause: still redirected.
+        assert!(matches!(&routing.routes[120], Route::Moved(addr) if &**addr == "h:2"));
+        assert!(routing.owns(60) && !routing.owns(120));
+    }
+
+    #[test]
+    fn the_newest_map_wins() {
+        let a = NodeId::new("a").unwrap();
+        let old = Versioned {
+            value: SlotMap::all_to(&a),
+            revision: 5,
+        };
+        let mut next = old.clone();
+        next.value.epoch = 9;
+        assert_eq!(
+            newest(Some(old.clone()), Some(next.clone()))
+                .unwrap()
+                .value
+                .epoch,
+            9
+        );
+        assert_eq!(
+            newest(Some(next), Some(old.clone())).unwrap().value.epoch,
+            9
+        );
+        assert_eq!(newest(None, Some(old)).unwrap().value.epoch, 1);
     }
 }

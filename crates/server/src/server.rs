@@ -3,8 +3,8 @@
 //! (`--maxclients`, protocol limits, bounded buffers), and an orderly shutdown that stops
 //! accepting, lets connections finish the command they are running, and syncs the store.
 
-use crate::cmd::auth::limits_for;
 use crate::cluster::Redirect;
+use crate::cmd::auth::limits_for;
 use crate::cmd::Command;
 use crate::config::{Backend, Config};
 use crate::connection::{Connection, QUERY_BUFFER_LIMIT};
@@ -488,8 +488,7 @@ async fn dispatch(
 ) -> Outcome {
     let parsed = match Command::parse_routed(args, session, instance) {
         Err(Redirect::Wait) => {
-            crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
-                .await
+            crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance)).await
         }
         other => other,
     };
@@ -516,15 +515,17 @@ async fn forward(
     args: &[bytes::Bytes],
     mut addr: std::sync::Arc<str>,
 ) -> Outcome {
-    let node = instance.cluster.as_deref().expect("forwarding only in a cluster");
+    let node = instance
+        .cluster
+        .as_deref()
+        .expect("forwarding only in a cluster");
     for _ in 0..16 {
         let raw = match node.proxy.forward(&addr, args).await {
             Ok(raw) => raw,
             Err(e) => return Outcome::Reply(Frame::err(e)),
         };
-        let retry = crate::cluster::proxy::moved_to(&raw).is_some()
-            || crate::cluster::proxy::is_tryagain(&raw);
-        if !retry {
+        let moved = crate::cluster::proxy::moved_to(&raw).map(std::sync::Arc::<str>::from);
+        if moved.is_none() && !crate::cluster::proxy::is_tryagain(&raw) {
             return Outcome::Relayed(raw);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -536,7 +537,10 @@ async fn forward(
                 drop(guard);
                 return Outcome::Reply(reply);
             }
-            Err(Redirect::Forward(next)) => addr = next,
+            // The owner's word is fresher than this node's map, unless it names this node.
+            Err(Redirect::Forward(next)) => {
+                addr = moved.filter(|m| **m != *node.addr).unwrap_or(next)
+            }
             Err(Redirect::Reply(reply)) => return Outcome::Reply(reply),
             Err(Redirect::Wait) => return Outcome::Relayed(raw),
         }

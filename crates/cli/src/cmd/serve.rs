@@ -101,7 +101,12 @@ pub struct Args {
     pub cluster_ttl: std::time::Duration,
     /// With --cluster: for keys another node owns, `client` answers -MOVED (cluster-aware
     /// clients), `proxy` forwards the request to the owner (any client).
-    #[arg(long, value_name = "client|proxy", default_value = "client", requires = "cluster")]
+    #[arg(
+        long,
+        value_name = "client|proxy",
+        default_value = "client",
+        requires = "cluster"
+    )]
     pub cluster_mode: server::cluster::ClusterMode,
 }
 

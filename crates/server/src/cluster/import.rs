@@ -62,7 +62,9 @@ impl ClusterNode {
         {
             Ok(())
         } else {
-            Err(Frame::err(format!("slot {slot} is not being imported here")))
+            Err(Frame::err(format!(
+                "slot {slot} is not being imported here"
+            )))
         }
     }
 
@@ -104,7 +106,9 @@ impl ClusterNode {
             .map_err(Frame::err)?
             .ok_or_else(|| Frame::err("no slot map"))?;
         if map.value.owner(range.start) != Some(&self.id) {
-            return Err(Frame::err(format!("slots {range} are not mine in the slot map")));
+            return Err(Frame::err(format!(
+                "slots {range} are not mine in the slot map"
+            )));
         }
         super::lock(&self.imports.0).retain(|i| i.range != range);
         self.adopt(map);

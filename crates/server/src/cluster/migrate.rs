@@ -135,7 +135,7 @@ impl ClusterNode {
             Store::Upstream(_) => None,
         };
         let mut copied = 0u64;
-        let _untrack = Untrack(rocks);
+        let _untrack = Untrack(rocks, range);
         let mut pending = Vec::new();
         if let Some(rocks) = rocks {
             rocks.track(range);
@@ -143,15 +143,16 @@ impl ClusterNode {
             while let Some(batch) = stream.recv().await {
                 let batch = batch.map_err(|e| e.to_string())?;
                 copied += batch.len() as u64;
-                link.put_all(batch.iter().map(|(k, r)| (k, Some(r)))).await?;
+                link.put_all(batch.iter().map(|(k, r)| (k, Some(r))))
+                    .await?;
             }
-            pending = rocks.take_dirty();
+            pending = rocks.take_dirty(range);
             for _ in 0..MAX_ROUNDS {
                 if pending.len() <= PAUSE_AT {
                     break;
                 }
                 self.send_current(&mut link, &pending).await?;
-                pending = rocks.take_dirty();
+                pending = rocks.take_dirty(range);
             }
         }
         // Still declared? An operator may have aborted it meanwhile.
@@ -164,7 +165,7 @@ impl ClusterNode {
         self.pause(range).await;
         let resume = Resume(self, range);
         if let Some(rocks) = rocks {
-            pending.extend(rocks.take_dirty());
+            pending.extend(rocks.take_dirty(range));
             self.send_current(&mut link, &pending).await?;
         }
         let map = self.flip(range, to).await?;
@@ -257,12 +258,12 @@ impl Drop for Resume<'_> {
     }
 }
 
-struct Untrack<'a>(Option<&'a crate::store::rocks::RocksStore>);
+struct Untrack<'a>(Option<&'a crate::store::rocks::RocksStore>, SlotRange);
 
 impl Drop for Untrack<'_> {
     fn drop(&mut self) {
         if let Some(rocks) = self.0 {
-            rocks.untrack();
+            rocks.untrack(self.1);
         }
     }
 }
@@ -320,11 +321,8 @@ impl Link {
             conn.flush().await.map_err(|e| e.to_string())?;
             let mut first_error = None;
             for _ in 0..n {
-                match conn.read_reply().await.map_err(|e| e.to_string())? {
-                    Reply::Error(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                    _ => {}
+                if let Reply::Error(e) = conn.read_reply().await.map_err(|e| e.to_string())? {
+                    first_error.get_or_insert(e);
                 }
             }
             match first_error {

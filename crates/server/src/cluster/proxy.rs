@@ -54,7 +54,9 @@ impl Pool {
             }
             Err(_) => {
                 self.drop_link(addr);
-                Err(format!("proxy: {addr} did not answer within {FORWARD_TIMEOUT:?}"))
+                Err(format!(
+                    "proxy: {addr} did not answer within {FORWARD_TIMEOUT:?}"
+                ))
             }
         }
     }
@@ -109,7 +111,10 @@ async fn run(addr: Arc<str>, mut rx: mpsc::UnboundedReceiver<(BytesMut, Answer)>
             loop {
                 while let Some(len) = reply_len(&input) {
                     let reply = input.split_to(len).freeze();
-                    let answer = waiting.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                    let answer = waiting
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .pop_front();
                     if let Some(answer) = answer {
                         let _ = answer.send(Ok(reply));
                     }
@@ -226,16 +231,29 @@ mod tests {
         for case in cases {
             let mut buf = case.to_vec();
             buf.extend_from_slice(b"+NEXT\r\n");
-            assert_eq!(reply_len(&buf), Some(case.len()), "{:?}", String::from_utf8_lossy(case));
+            assert_eq!(
+                reply_len(&buf),
+                Some(case.len()),
+                "{:?}",
+                String::from_utf8_lossy(case)
+            );
             for cut in 0..case.len() {
-                assert_eq!(reply_len(&case[..cut]), None, "{cut} of {:?}", String::from_utf8_lossy(case));
+                assert_eq!(
+                    reply_len(&case[..cut]),
+                    None,
+                    "{cut} of {:?}",
+                    String::from_utf8_lossy(case)
+                );
             }
         }
     }
 
     #[test]
     fn moved_replies_name_the_owner() {
-        assert_eq!(moved_to(b"-MOVED 12 127.0.0.1:7002\r\n"), Some("127.0.0.1:7002"));
+        assert_eq!(
+            moved_to(b"-MOVED 12 127.0.0.1:7002\r\n"),
+            Some("127.0.0.1:7002")
+        );
         assert_eq!(moved_to(b"-ERR x\r\n"), None);
         assert!(is_tryagain(b"-TRYAGAIN later\r\n"));
     }

@@ -765,7 +765,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Refuses a data dir written with bare keys (before keys carried their slot) and marks a
 /// new one. Reading bare keys as slot-prefixed ones would serve garbage, and rewriting them in
-/// place could be cut short by a crash half-way, so the operator decides (see docs/server.md).
+/// place could be cut short by a crash half-way, so the operator decides.
 fn check_layout(db: &DB, dir: &Path) -> Result<(), StoreError> {
     let family = db
         .cf_handle(POLICY_FAMILY)
@@ -795,8 +795,7 @@ fn check_layout(db: &DB, dir: &Path) -> Result<(), StoreError> {
             }
             iter.status().map_err(rocks_error)?;
             drop(iter);
-            db.put_cf(family, LAYOUT_KEY, LAYOUT)
-                .map_err(rocks_error)?;
+            db.put_cf(family, LAYOUT_KEY, LAYOUT).map_err(rocks_error)?;
             db.flush_wal(true).map_err(rocks_error)
         }
     }

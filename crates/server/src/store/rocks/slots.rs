@@ -16,14 +16,14 @@ use std::sync::Mutex;
 /// A batch of keys and their records, in key order within a slot.
 pub type Batch = Vec<(Bytes, Record)>;
 
-/// Keys written to one slot range since tracking began. Every store write calls
+/// Keys written to the slot ranges being migrated, per range, since tracking began. Every store write calls
 /// [`Tracker::note`] *after* it reached RocksDB, and tracking is switched on *before* the
 /// migration's iterator is created, so a write is either in the iterator's view or noted
 /// (or both). Costs a write one atomic load while nothing is tracked.
 #[derive(Default)]
 pub struct Tracker {
     active: AtomicBool,
-    state: Mutex<Option<Tracking>>,
+    state: Mutex<Vec<Tracking>>,
 }
 
 struct Tracking {
@@ -43,14 +43,14 @@ impl Tracker {
     fn note_tracked(&self, key: &[u8]) {
         let slot = cluster::key_slot(key);
         let mut state = self.lock();
-        if let Some(tracking) = state.as_mut() {
-            if tracking.range.contains(slot) && !tracking.dirty.contains(key) {
+        if let Some(tracking) = state.iter_mut().find(|t| t.range.contains(slot)) {
+            if !tracking.dirty.contains(key) {
                 tracking.dirty.insert(Bytes::copy_from_slice(key));
             }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Tracking>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Tracking>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -100,10 +100,17 @@ impl RocksStore {
     /// Keys stored in `slot` (expired ones not yet purged included, as DBSIZE counts).
     pub fn count_in_slot(&self, slot: u16) -> Result<u64, StoreError> {
         let mut n = 0;
-        scan(&self.db, SlotRange { start: slot, end: slot }, |_, _| {
-            n += 1;
-            true
-        })?;
+        scan(
+            &self.db,
+            SlotRange {
+                start: slot,
+                end: slot,
+            },
+            |_, _| {
+                n += 1;
+                true
+            },
+        )?;
         Ok(n)
     }
 
@@ -113,33 +120,46 @@ impl RocksStore {
         if max == 0 {
             return Ok(keys);
         }
-        scan(&self.db, SlotRange { start: slot, end: slot }, |key, _| {
-            keys.push(Bytes::copy_from_slice(key));
-            keys.len() < max
-        })?;
+        scan(
+            &self.db,
+            SlotRange {
+                start: slot,
+                end: slot,
+            },
+            |key, _| {
+                keys.push(Bytes::copy_from_slice(key));
+                keys.len() < max
+            },
+        )?;
         Ok(keys)
     }
 
-    /// Starts noting writes to `range` (one range at a time; a new one replaces the old).
+    /// Starts noting writes to `range` (ranges tracked at once never overlap: the slot map
+    /// refuses overlapping migrations); starting again forgets what was noted.
     pub fn track(&self, range: SlotRange) {
-        *self.tracker.lock() = Some(Tracking {
+        let mut state = self.tracker.lock();
+        state.retain(|t| t.range != range);
+        state.push(Tracking {
             range,
             dirty: HashSet::new(),
         });
         self.tracker.active.store(true, Ordering::SeqCst);
     }
 
-    /// The keys noted since the last call.
-    pub fn take_dirty(&self) -> Vec<Bytes> {
-        match self.tracker.lock().as_mut() {
+    /// The keys of `range` noted since the last call.
+    pub fn take_dirty(&self, range: SlotRange) -> Vec<Bytes> {
+        match self.tracker.lock().iter_mut().find(|t| t.range == range) {
             Some(tracking) => tracking.dirty.drain().collect(),
             None => Vec::new(),
         }
     }
 
-    pub fn untrack(&self) {
-        self.tracker.active.store(false, Ordering::SeqCst);
-        *self.tracker.lock() = None;
+    pub fn untrack(&self, range: SlotRange) {
+        let mut state = self.tracker.lock();
+        state.retain(|t| t.range != range);
+        self.tracker
+            .active
+            .store(!state.is_empty(), Ordering::SeqCst);
     }
 
     /// Streams every record of `range` as it is at the moment of the call, in batches of
@@ -252,7 +272,9 @@ mod tests {
 
     /// Keys whose slots are known: `{N}` tags pin them.
     fn keys_of(tag: &str, n: usize) -> Vec<Vec<u8>> {
-        (0..n).map(|i| format!("{{{tag}}}:{i}").into_bytes()).collect()
+        (0..n)
+            .map(|i| format!("{{{tag}}}:{i}").into_bytes())
+            .collect()
     }
 
     #[test]
@@ -306,23 +328,40 @@ mod tests {
         store
             .set(b"{a}:before", &record("v"), Condition::Always, 0, false)
             .unwrap();
-        store.track(SlotRange::new(15495, 15495).unwrap());
+        let range = SlotRange::new(15495, 15495).unwrap();
+        let other = SlotRange::new(16287, 16287).unwrap();
+        store.track(range);
+        store.track(other);
         store
             .set(b"{a}:1", &record("v"), Condition::Always, 0, false)
             .unwrap();
         store
             .set(b"{x}:1", &record("v"), Condition::Always, 0, false)
             .unwrap();
-        store.delete(&[Bytes::from_static(b"{a}:before")], 0).unwrap();
-        let mut dirty = store.take_dirty();
+        store
+            .delete(&[Bytes::from_static(b"{a}:before")], 0)
+            .unwrap();
+        let mut dirty = store.take_dirty(range);
         dirty.sort();
-        assert_eq!(dirty, vec![Bytes::from_static(b"{a}:1"), Bytes::from_static(b"{a}:before")]);
-        assert!(store.take_dirty().is_empty());
-        store.untrack();
+        assert_eq!(
+            dirty,
+            vec![
+                Bytes::from_static(b"{a}:1"),
+                Bytes::from_static(b"{a}:before")
+            ]
+        );
+        assert!(store.take_dirty(range).is_empty());
+        assert_eq!(store.take_dirty(other), vec![Bytes::from_static(b"{x}:1")]);
+        store.untrack(other);
         store
             .set(b"{a}:2", &record("v"), Condition::Always, 0, false)
             .unwrap();
-        assert!(store.take_dirty().is_empty());
+        assert_eq!(store.take_dirty(range), vec![Bytes::from_static(b"{a}:2")]);
+        store.untrack(range);
+        store
+            .set(b"{a}:3", &record("v"), Condition::Always, 0, false)
+            .unwrap();
+        assert!(store.take_dirty(range).is_empty());
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
