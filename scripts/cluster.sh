@@ -52,6 +52,12 @@ start() {
       --cluster-mode "$mode" >"$dir/n$i.log" 2>&1 &
     echo $! >"$dir/n$i.pid"
     wait_port "$((base + i))"
+    # A node listens before it has joined: wait until it is a member, so n1 is the first
+    # node of the cluster (and takes the slots) whatever the timing.
+    for _ in $(seq 1 200); do
+      "$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" status 2>/dev/null | grep -q "^  n$i at " && break
+      sleep 0.05
+    done
   done
   # Spread the slots once all have joined (the first node took them all).
   for _ in $(seq 1 100); do

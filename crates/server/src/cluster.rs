@@ -297,14 +297,26 @@ impl ClusterNode {
     }
 
     /// Makes requests for `range` wait, and returns once every request routed before is
-    /// done (a write that passed the route check has then reached the store).
-    pub async fn pause(&self, range: SlotRange) {
+    /// done (a write that passed the route check has then reached the store). Gives up, and
+    /// lets the range go again, if that takes longer than `within`: requests must not wait
+    /// on a pause that cannot complete.
+    pub async fn pause(&self, range: SlotRange, within: Duration) -> Result<(), String> {
         lock(&self.local).paused.push(range);
         self.rebuild();
+        let deadline = std::time::Instant::now() + within;
         loop {
-            let busy = lock(&self.retired).iter().any(|w| w.strong_count() > 0);
-            if !busy {
-                return;
+            let busy = lock(&self.retired)
+                .iter()
+                .filter(|w| w.strong_count() > 0)
+                .count();
+            if busy == 0 {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                self.resume(range);
+                return Err(format!(
+                    "{busy} routing tables still held by running requests after {within:?}"
+                ));
             }
             tokio::time::sleep(Duration::from_micros(200)).await;
         }

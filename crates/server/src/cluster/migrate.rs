@@ -41,6 +41,8 @@ const MAX_ROUNDS: usize = 20;
 /// Bound on each exchange with the target.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(20);
 const RETRY_AFTER: Duration = Duration::from_millis(500);
+/// Longest wait for the requests routed before a pause to finish.
+const PAUSE_LIMIT: Duration = Duration::from_secs(2);
 
 /// Ranges this node is moving away now.
 #[derive(Default)]
@@ -162,7 +164,11 @@ impl ClusterNode {
         {
             return Err("the migration was aborted".into());
         }
-        self.pause(range).await;
+        crate::log::log_line!(
+            "mantle: cluster: slots {range}: {copied} keys copied to {to}, {} written meanwhile; pausing",
+            pending.len()
+        );
+        self.pause(range, PAUSE_LIMIT).await?;
         let resume = Resume(self, range);
         if let Some(rocks) = rocks {
             pending.extend(rocks.take_dirty(range));
