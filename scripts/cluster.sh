@@ -6,7 +6,9 @@
 #   scripts/cluster.sh stop [DIR]    stop them (data stays in DIR)
 #   scripts/cluster.sh demo [DIR]    start, write and read through every node, stop
 #
-# Ports: etcd 23790 (peer 23800), nodes 7001-7003; set CLUSTER_PORT_BASE to move the nodes.
+# Ports: etcd 23790 (peer 23800), nodes 7001-7003; set CLUSTER_PORT_BASE to move the nodes,
+# CLUSTER_ETCD_PORT to move etcd. CLUSTER_NODES (default 3) nodes are started; CLUSTER_MODE=proxy
+# starts them with --cluster-mode proxy (default client).
 # Needs etcd, redis-cli (scripts/setup.sh installs both) and a built mantle (MANTLE or PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,9 @@ cd "$(dirname "$0")/.."
 action="${1:-}"
 dir="${2:-out/cluster}"
 base="${CLUSTER_PORT_BASE:-7000}"
-etcd_port=23790
+etcd_port="${CLUSTER_ETCD_PORT:-23790}"
+nodes="${CLUSTER_NODES:-3}"
+mode="${CLUSTER_MODE:-client}"
 name=local
 mantle="${MANTLE:-$(command -v mantle || true)}"
 if [ -z "$mantle" ]; then
@@ -42,20 +46,27 @@ start() {
     --logger zap --log-level error >"$dir/etcd.log" 2>&1 &
   echo $! >"$dir/etcd.pid"
   wait_port "$etcd_port"
-  for i in 1 2 3; do
+  for i in $(seq 1 "$nodes"); do
     "$mantle" serve --data-dir "$dir/n$i" --listen "127.0.0.1:$((base + i))" \
       --cluster "etcd://127.0.0.1:$etcd_port" --cluster-name "$name" --node-id "n$i" \
-      >"$dir/n$i.log" 2>&1 &
+      --cluster-mode "$mode" >"$dir/n$i.log" 2>&1 &
     echo $! >"$dir/n$i.pid"
     wait_port "$((base + i))"
+    # A node listens before it has joined: wait until it is a member, so n1 is the first
+    # node of the cluster (and takes the slots) whatever the timing.
+    for _ in $(seq 1 200); do
+      "$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" status 2>/dev/null | grep -q "^  n$i at " && break
+      sleep 0.05
+    done
   done
-  # Spread the slots once all three have joined (the first node took them all).
+  # Spread the slots once all have joined (the first node took them all).
   for _ in $(seq 1 100); do
     members=$("$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" status | grep -c ' at 127.0.0.1:' || true)
-    [ "$members" -ge 3 ] && break
+    [ "$members" -ge "$nodes" ] && break
     sleep 0.1
   done
-  "$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" rebalance >/dev/null
+  [ "${CLUSTER_REBALANCE:-1}" = 1 ] &&
+    "$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" rebalance >/dev/null
   "$mantle" cluster --etcd "etcd://127.0.0.1:$etcd_port" --name "$name" status
 }
 

@@ -1,11 +1,14 @@
 //! What an operator does to a cluster (`mantle cluster status|rebalance|move`): read its
 //! state, spread the slots over the live members, give a slot range to one member. Each
-//! change is one compare-and-swap of the slot map, so it never races a node's own change.
+//! change of the map is one compare-and-swap, so it never races a node's own change; slots
+//! that hold data move by migration (declared in the map, carried out by the source node,
+//! flipped by it in one more compare-and-swap), which these calls wait for.
 
 use crate::control::{ClusterError, ControlPlane, Versioned};
 use crate::node::{Member, NodeId};
-use crate::slotmap::{SlotMap, SlotRange};
+use crate::slotmap::{MapError, SlotMap, SlotRange};
 use serde::Serialize;
+use std::time::{Duration, Instant};
 
 /// A cluster's state as `mantle cluster status` prints it.
 #[derive(Debug, Clone, Serialize)]
@@ -58,20 +61,116 @@ pub async fn status(plane: &ControlPlane) -> Result<Status, ClusterError> {
     })
 }
 
-/// Spreads every slot evenly over the live members, moving as few as possible.
-pub async fn rebalance(plane: &ControlPlane) -> Result<Versioned<SlotMap>, ClusterError> {
-    let members: Vec<NodeId> = plane.members().await?.into_keys().collect();
-    plane.update(|map| map.rebalance(&members)).await
+/// How often a waiting operator command looks at the map.
+const POLL: Duration = Duration::from_millis(50);
+
+/// One step of a move, reported as it completes.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub range: SlotRange,
+    /// `None`: the slots were unowned and were simply assigned.
+    pub from: Option<NodeId>,
+    pub to: NodeId,
+    pub took: Duration,
 }
 
-/// Gives `range` to the live member `to`.
+/// Spreads every slot evenly over the live members, moving as few as possible; each range
+/// that changes owner migrates with its data, one after the other.
+pub async fn rebalance(
+    plane: &ControlPlane,
+    mut progress: impl FnMut(&Step),
+) -> Result<Versioned<SlotMap>, ClusterError> {
+    let members: Vec<NodeId> = plane.members().await?.into_keys().collect();
+    let now = current(plane).await?;
+    let next = now.value.rebalance(&members)?;
+    for (from, to, range) in now.value.moves_to(&next) {
+        let step = transfer(plane, range, from, &to).await?;
+        progress(&step);
+    }
+    current(plane).await
+}
+
+/// Gives `range` to the live member `to`: each part owned by another node migrates with its
+/// data (one after the other); unowned slots are simply assigned.
 pub async fn move_slots(
     plane: &ControlPlane,
     range: SlotRange,
     to: &NodeId,
+    mut progress: impl FnMut(&Step),
 ) -> Result<Versioned<SlotMap>, ClusterError> {
     if !plane.members().await?.contains_key(to) {
         return Err(ClusterError::NotAMember(to.clone()));
     }
-    plane.update(|map| map.assign(range, to)).await
+    let now = current(plane).await?;
+    for (from, part) in now.value.owners_of(range) {
+        if from.as_ref() == Some(to) {
+            continue;
+        }
+        let step = transfer(plane, part, from, to).await?;
+        progress(&step);
+    }
+    current(plane).await
+}
+
+async fn current(plane: &ControlPlane) -> Result<Versioned<SlotMap>, ClusterError> {
+    Ok(plane.slot_map().await?.unwrap_or(Versioned {
+        value: SlotMap::default(),
+        revision: 0,
+    }))
+}
+
+/// Moves one range of one owner (or of none) to `to`, waiting until it is done.
+async fn transfer(
+    plane: &ControlPlane,
+    range: SlotRange,
+    from: Option<NodeId>,
+    to: &NodeId,
+) -> Result<Step, ClusterError> {
+    let started = Instant::now();
+    let Some(source) = from.clone() else {
+        plane.update(|map| map.assign(range, to)).await?;
+        return Ok(Step {
+            range,
+            from,
+            to: to.clone(),
+            took: started.elapsed(),
+        });
+    };
+    // Only a live source can copy its data; a dead one's slots wait for it to return.
+    if !plane.members().await?.contains_key(&source) {
+        return Err(ClusterError::NotAMember(source));
+    }
+    plane
+        .update(|map| map.begin_migration(range, &source, to))
+        .await?;
+    loop {
+        tokio::time::sleep(POLL).await;
+        let map = current(plane).await?.value;
+        if map.migrations.iter().any(|m| m.range == range) {
+            continue;
+        }
+        return if map.owner(range.start) == Some(to) && map.owner(range.end) == Some(to) {
+            Ok(Step {
+                range,
+                from,
+                to: to.clone(),
+                took: started.elapsed(),
+            })
+        } else {
+            Err(MapError::MigrationAborted {
+                range,
+                to: to.clone(),
+            }
+            .into())
+        };
+    }
+}
+
+/// Ends a migration without moving anything (the source keeps the range and drops it from
+/// the target).
+pub async fn abort(
+    plane: &ControlPlane,
+    range: SlotRange,
+) -> Result<Versioned<SlotMap>, ClusterError> {
+    plane.update(|map| map.abort_migration(range)).await
 }

@@ -103,6 +103,8 @@ pub enum MapError {
     SelfMigration(NodeId),
     #[error("cannot rebalance onto no nodes")]
     NoNodes,
+    #[error("slots {range} were not moved to {to}: the migration was aborted (the source's log says why)")]
+    MigrationAborted { range: SlotRange, to: NodeId },
 }
 
 /// The slot map as stored in etcd: owned ranges, per node, and the migrations under way.
@@ -328,6 +330,53 @@ impl SlotMap {
         Ok(next)
     }
 
+    /// `range` cut into runs of one owner each (`None`: unowned), in slot order.
+    pub fn owners_of(&self, range: SlotRange) -> Vec<(Option<NodeId>, SlotRange)> {
+        let table = self.owner_table();
+        let mut runs: Vec<(Option<NodeId>, SlotRange)> = Vec::new();
+        for slot in range.slots() {
+            let owner = table.owner_of(slot);
+            match runs.last_mut() {
+                Some((o, r)) if o.as_ref() == owner => r.end = slot,
+                _ => runs.push((
+                    owner.cloned(),
+                    SlotRange {
+                        start: slot,
+                        end: slot,
+                    },
+                )),
+            }
+        }
+        runs
+    }
+
+    /// What turns this map's ownership into `next`'s: runs of slots `(from, to, range)`
+    /// whose owner changes, `from` being `None` for slots nobody owns now.
+    pub fn moves_to(&self, next: &SlotMap) -> Vec<(Option<NodeId>, NodeId, SlotRange)> {
+        let (now, then) = (self.owner_table(), next.owner_table());
+        let mut moves: Vec<(Option<NodeId>, NodeId, SlotRange)> = Vec::new();
+        for slot in 0..SLOTS {
+            let (from, to) = (now.owner_of(slot), then.owner_of(slot));
+            let Some(to) = to.filter(|t| Some(*t) != from) else {
+                continue;
+            };
+            match moves.last_mut() {
+                Some((f, t, r)) if f.as_ref() == from && t == to && r.end + 1 == slot => {
+                    r.end = slot
+                }
+                _ => moves.push((
+                    from.cloned(),
+                    to.clone(),
+                    SlotRange {
+                        start: slot,
+                        end: slot,
+                    },
+                )),
+            }
+        }
+        moves
+    }
+
     /// Removes and returns the migration of exactly `range`.
     fn take_migration(&mut self, range: SlotRange) -> Result<Migration, MapError> {
         let at = self
@@ -548,6 +597,49 @@ mod tests {
         let two = four.rebalance(&four_nodes[..2]).unwrap();
         assert_eq!(owned(&two), usize::from(SLOTS));
         assert_eq!(two.owners.len(), 2);
+    }
+
+    #[test]
+    fn moves_and_owner_runs_cover_exactly_the_changes() {
+        let (a, b, c) = (id("a"), id("b"), id("c"));
+        let one = SlotMap::all_to(&a);
+        let three = one.rebalance(&[a.clone(), b.clone(), c.clone()]).unwrap();
+        let moves = one.moves_to(&three);
+        assert_eq!(
+            moves,
+            vec![
+                (
+                    Some(a.clone()),
+                    b.clone(),
+                    SlotRange::new(5462, 10922).unwrap()
+                ),
+                (
+                    Some(a.clone()),
+                    c.clone(),
+                    SlotRange::new(10923, 16383).unwrap()
+                ),
+            ]
+        );
+        assert!(three.moves_to(&three).is_empty());
+        let runs = three.owners_of(SlotRange::new(5000, 11000).unwrap());
+        assert_eq!(
+            runs,
+            vec![
+                (Some(a.clone()), SlotRange::new(5000, 5461).unwrap()),
+                (Some(b), SlotRange::new(5462, 10922).unwrap()),
+                (Some(c), SlotRange::new(10923, 11000).unwrap()),
+            ]
+        );
+        let mut gap = SlotMap::default();
+        gap.owners
+            .insert(a.clone(), vec![SlotRange::new(0, 9).unwrap()]);
+        assert_eq!(
+            gap.owners_of(SlotRange::new(5, 12).unwrap()),
+            vec![
+                (Some(a), SlotRange::new(5, 9).unwrap()),
+                (None, SlotRange::new(10, 12).unwrap())
+            ]
+        );
     }
 
     #[test]

@@ -1,20 +1,29 @@
 //! A node of a Mantle cluster (`mantle serve --cluster etcd://...`): joins the control plane
 //! in `crates/cluster`, follows the slot map, and answers for keys it does not own the way
-//! Redis Cluster does (`-MOVED slot host:port`), so cluster-aware clients route themselves.
-//! Without `--cluster` none of this exists and a node runs alone.
+//! Redis Cluster does (`-MOVED slot host:port`), so cluster-aware clients route themselves;
+//! with `--cluster-mode proxy` it forwards such requests to the owner instead ([`proxy`]).
+//! Slot ranges move between nodes with their data ([`migrate`] on the source, [`import`] on
+//! the target). Without `--cluster` none of this exists and a node runs alone.
 //!
-//! The routing table a request consults is rebuilt whenever the watched view changes and
-//! swapped in whole, so a request sees one consistent map: one read lock and one array
-//! index per keyed request.
+//! The routing table a request consults is rebuilt whenever the watched view (or this node's
+//! own knowledge: a map it just wrote, a range it paused) changes, and swapped in whole, so a
+//! request sees one consistent map. A request holds the table it was routed by until it has
+//! run; a migration pausing a range waits until no request routed by an older table is left,
+//! so no write slips past the pause.
 
+pub mod import;
+pub mod migrate;
+pub mod proxy;
+
+use crate::db::Db;
 use crate::frame::Frame;
 use bytes::Bytes;
 use cluster::{
     key_slot, ClusterConfig, ClusterView, ClusterWatch, ControlPlane, Member, Membership, NodeId,
-    SLOTS,
+    SlotMap, SlotRange, Versioned, SLOTS,
 };
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 /// What `--cluster` and its companion flags say.
@@ -28,16 +37,40 @@ pub struct ClusterSettings {
     pub advertise: Option<String>,
     /// Lease TTL: how long after a crash the node disappears from the cluster.
     pub ttl: Duration,
+    pub mode: ClusterMode,
+}
+
+/// What a node does with a request for a key another node owns (`--cluster-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClusterMode {
+    /// Redirect: `-MOVED slot host:port` (cluster-aware clients).
+    #[default]
+    Client,
+    /// Forward to the owner and relay its reply (any client).
+    Proxy,
+}
+
+impl std::str::FromStr for ClusterMode {
+    type Err = String;
+    fn from_str(text: &str) -> Result<ClusterMode, String> {
+        match text {
+            "client" => Ok(ClusterMode::Client),
+            "proxy" => Ok(ClusterMode::Proxy),
+            other => Err(format!("expected client or proxy, got '{other}'")),
+        }
+    }
 }
 
 /// Where one slot's requests go.
 #[derive(Debug, Clone)]
 enum Route {
     Mine,
-    /// Another live node owns it: `-MOVED slot addr`.
+    /// Another live node owns it: `-MOVED slot addr`, or forwarded there.
     Moved(Arc<str>),
     /// Nobody (alive) owns it.
     Down,
+    /// This node owns it but is handing it over: requests wait for the flip.
+    Paused,
 }
 
 /// The routing table built from one view of the cluster.
@@ -48,7 +81,7 @@ pub struct Routing {
 }
 
 impl Routing {
-    fn build(me: &NodeId, view: ClusterView) -> Routing {
+    fn build(me: &NodeId, view: ClusterView, paused: &[SlotRange]) -> Routing {
         let mut routes = vec![Route::Down; usize::from(SLOTS)];
         if let Some(map) = &view.slot_map {
             let addrs: BTreeMap<&NodeId, Arc<str>> = view
@@ -72,6 +105,13 @@ impl Routing {
                 }
             }
         }
+        for range in paused {
+            for slot in range.slots() {
+                if matches!(routes[usize::from(slot)], Route::Mine) {
+                    routes[usize::from(slot)] = Route::Paused;
+                }
+            }
+        }
         Routing { routes, view }
     }
 
@@ -82,25 +122,67 @@ impl Routing {
             .filter(|r| matches!(r, Route::Down))
             .count()
     }
+
+    /// Whether this node serves `slot` now.
+    pub fn owns(&self, slot: u16) -> bool {
+        matches!(
+            self.routes.get(usize::from(slot)),
+            Some(Route::Mine | Route::Paused)
+        )
+    }
+}
+
+/// Held while a routed request runs (see the module doc).
+pub struct RouteGuard(#[allow(dead_code)] Arc<Routing>);
+
+/// Why a request is not run here.
+pub enum Redirect {
+    /// Reply this instead (`-MOVED`, `-CROSSSLOT`, `-CLUSTERDOWN`).
+    Reply(Frame),
+    /// The slot is being handed over: ask again in a moment.
+    Wait,
+    /// Proxy mode: run it at this owner.
+    Forward(Arc<str>),
+}
+
+/// What this node knows beyond the watched view.
+#[derive(Default)]
+struct Local {
+    /// Ranges whose requests wait (the last moment of a migration away).
+    paused: Vec<SlotRange>,
+    /// A map newer than the view's, learnt first-hand (this node wrote it, or the source of
+    /// a migration said it was written): used until the watch catches up.
+    adopted: Option<Versioned<SlotMap>>,
 }
 
 pub struct ClusterNode {
     pub id: NodeId,
     pub addr: String,
+    pub mode: ClusterMode,
+    pub db: Db,
     plane: ControlPlane,
     membership: tokio::sync::Mutex<Option<Membership>>,
-    routing: Arc<RwLock<Arc<Routing>>>,
-    _watch: ClusterWatch,
-    follower: tokio::task::JoinHandle<()>,
+    routing: RwLock<Arc<Routing>>,
+    /// Tables replaced but perhaps still held by running requests.
+    retired: Mutex<Vec<Weak<Routing>>>,
+    local: Mutex<Local>,
+    /// Serialises rebuilding the table.
+    rebuilding: Mutex<()>,
+    watch: ClusterWatch,
+    follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(crate) migrations: migrate::Running,
+    pub(crate) imports: import::Imports,
+    pub proxy: proxy::Pool,
 }
 
 impl ClusterNode {
     /// Joins the cluster: connects to etcd, announces this node, gives it every slot if the
-    /// cluster has no map yet, and starts following the map.
+    /// cluster has no map yet, and starts following the map (and the migrations it names).
     pub async fn join(
         settings: &ClusterSettings,
         listen: std::net::SocketAddr,
-    ) -> anyhow::Result<ClusterNode> {
+        db: Db,
+    ) -> anyhow::Result<Arc<ClusterNode>> {
         let id = NodeId::new(&settings.node_id).map_err(|e| anyhow::anyhow!("--node-id: {e}"))?;
         let addr = match &settings.advertise {
             Some(a) => {
@@ -123,28 +205,42 @@ impl ClusterNode {
         let membership = plane.join(member, settings.ttl).await?;
         plane.bootstrap(&id).await?;
         let watch = plane.watch().await?;
-        let routing = Arc::new(RwLock::new(Arc::new(Routing::build(&id, watch.view()))));
+        let routing = Arc::new(Routing::build(&id, watch.view(), &[]));
+        let node = Arc::new(ClusterNode {
+            id,
+            addr,
+            mode: settings.mode,
+            db,
+            plane,
+            membership: tokio::sync::Mutex::new(Some(membership)),
+            routing: RwLock::new(routing),
+            retired: Mutex::new(Vec::new()),
+            local: Mutex::new(Local::default()),
+            rebuilding: Mutex::new(()),
+            watch,
+            follower: Mutex::new(None),
+            migrations: migrate::Running::default(),
+            imports: import::Imports::default(),
+            proxy: proxy::Pool::default(),
+        });
         let follower = {
-            let mut rx = watch.subscribe();
-            let routing = Arc::clone(&routing);
-            let id = id.clone();
+            let mut rx = node.watch.subscribe();
+            let weak = Arc::downgrade(&node);
             tokio::spawn(async move {
-                while rx.changed().await.is_ok() {
-                    let view = rx.borrow_and_update().clone();
-                    let next = Arc::new(Routing::build(&id, view));
-                    *routing.write().unwrap_or_else(|e| e.into_inner()) = next;
+                loop {
+                    let Some(node) = weak.upgrade() else { return };
+                    node.rebuild();
+                    node.follow_migrations();
+                    drop(node);
+                    if rx.changed().await.is_err() {
+                        return;
+                    }
+                    rx.borrow_and_update();
                 }
             })
         };
-        Ok(ClusterNode {
-            id,
-            addr,
-            plane,
-            membership: tokio::sync::Mutex::new(Some(membership)),
-            routing,
-            _watch: watch,
-            follower,
-        })
+        *lock(&node.follower) = Some(follower);
+        Ok(node)
     }
 
     /// The current routing table.
@@ -156,25 +252,112 @@ impl ClusterNode {
         &self.plane
     }
 
-    /// Checks that this node serves every key of a request: `Err` is the redirection or
-    /// error to reply instead. Keys of one request must share a slot (`-CROSSSLOT`).
-    pub fn route<'k>(&self, mut keys: impl Iterator<Item = &'k Bytes>) -> Result<(), Frame> {
+    /// The newest slot map this node knows: the watched one, or one it learnt first-hand.
+    pub fn current_map(&self) -> Option<Versioned<SlotMap>> {
+        let view = self.watch.view();
+        newest(view.slot_map, lock(&self.local).adopted.clone())
+    }
+
+    /// Rebuilds the routing table from the watched view and this node's own knowledge.
+    fn rebuild(&self) {
+        let _one = lock(&self.rebuilding);
+        let mut view = self.watch.view();
+        let routing = {
+            let mut local = lock(&self.local);
+            if let Some(adopted) = &local.adopted {
+                let watched = view.slot_map.as_ref().map_or(0, |m| m.value.epoch);
+                if adopted.value.epoch > watched {
+                    view.slot_map = Some(adopted.clone());
+                } else {
+                    local.adopted = None;
+                }
+            }
+            Arc::new(Routing::build(&self.id, view, &local.paused))
+        };
+        let old = std::mem::replace(
+            &mut *self.routing.write().unwrap_or_else(|e| e.into_inner()),
+            routing,
+        );
+        let mut retired = lock(&self.retired);
+        retired.retain(|w| w.strong_count() > 0);
+        retired.push(Arc::downgrade(&old));
+    }
+
+    /// Uses `map` (just written by this node, or reported by a migration's source) until the
+    /// watch delivers it or something newer.
+    pub fn adopt(&self, map: Versioned<SlotMap>) {
+        {
+            let mut local = lock(&self.local);
+            let known = local.adopted.as_ref().map_or(0, |m| m.value.epoch);
+            if map.value.epoch > known {
+                local.adopted = Some(map);
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Makes requests for `range` wait, and returns once every request routed before is
+    /// done (a write that passed the route check has then reached the store). Gives up, and
+    /// lets the range go again, if that takes longer than `within`: requests must not wait
+    /// on a pause that cannot complete.
+    pub async fn pause(&self, range: SlotRange, within: Duration) -> Result<(), String> {
+        lock(&self.local).paused.push(range);
+        self.rebuild();
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let busy = lock(&self.retired)
+                .iter()
+                .filter(|w| w.strong_count() > 0)
+                .count();
+            if busy == 0 {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                self.resume(range);
+                return Err(format!(
+                    "{busy} routing tables still held by running requests after {within:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// Lets requests for `range` through again (routed by whatever the map now says).
+    pub fn resume(&self, range: SlotRange) {
+        lock(&self.local).paused.retain(|r| *r != range);
+        self.rebuild();
+    }
+
+    /// Checks that this node serves every key of a request. Keys of one request must share a
+    /// slot (`-CROSSSLOT`). The guard is held while the request runs.
+    pub fn route<'k>(
+        &self,
+        mut keys: impl Iterator<Item = &'k Bytes>,
+    ) -> Result<Option<RouteGuard>, Redirect> {
         let Some(first) = keys.next() else {
-            return Ok(());
+            return Ok(None);
         };
         let slot = key_slot(first);
         for key in keys {
             if key_slot(key) != slot {
-                return Err(Frame::Error(
+                return Err(Redirect::Reply(Frame::Error(
                     "CROSSSLOT Keys in request don't hash to the same slot".into(),
-                ));
+                )));
             }
         }
-        let routing = self.routing.read().unwrap_or_else(|e| e.into_inner());
+        let routing = self.routing();
         match &routing.routes[usize::from(slot)] {
-            Route::Mine => Ok(()),
-            Route::Moved(addr) => Err(Frame::Error(format!("MOVED {slot} {addr}"))),
-            Route::Down => Err(Frame::Error("CLUSTERDOWN Hash slot not served".into())),
+            Route::Mine => Ok(Some(RouteGuard(routing))),
+            Route::Moved(addr) => match self.mode {
+                ClusterMode::Client => Err(Redirect::Reply(Frame::Error(format!(
+                    "MOVED {slot} {addr}"
+                )))),
+                ClusterMode::Proxy => Err(Redirect::Forward(Arc::clone(addr))),
+            },
+            Route::Down => Err(Redirect::Reply(Frame::Error(
+                "CLUSTERDOWN Hash slot not served".into(),
+            ))),
+            Route::Paused => Err(Redirect::Wait),
         }
     }
 
@@ -191,8 +374,25 @@ impl ClusterNode {
 
 impl Drop for ClusterNode {
     fn drop(&mut self) {
-        self.follower.abort();
+        if let Some(follower) = lock(&self.follower).take() {
+            follower.abort();
+        }
     }
+}
+
+/// The map with the higher epoch.
+fn newest(
+    a: Option<Versioned<SlotMap>>,
+    b: Option<Versioned<SlotMap>>,
+) -> Option<Versioned<SlotMap>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.value.epoch > a.value.epoch { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn check_host_port(text: &str) -> Result<(), String> {
@@ -201,5 +401,72 @@ fn check_host_port(text: &str) -> Result<(), String> {
             Ok(())
         }
         _ => Err(format!("expected HOST:PORT, got {text:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(map: SlotMap, members: &[(&str, &str)]) -> ClusterView {
+        ClusterView {
+            members: members
+                .iter()
+                .map(|(id, addr)| {
+                    let id = NodeId::new(id).unwrap();
+                    let member = Member {
+                        id: id.clone(),
+                        addr: addr.to_string(),
+                        joined_ms: 0,
+                    };
+                    (id, member)
+                })
+                .collect(),
+            slot_map: Some(Versioned {
+                value: map,
+                revision: 1,
+            }),
+            revision: 1,
+            connected: true,
+        }
+    }
+
+    #[test]
+    fn a_paused_range_waits_only_where_this_node_serves() {
+        let (a, b) = (NodeId::new("a").unwrap(), NodeId::new("b").unwrap());
+        let map = SlotMap::all_to(&a)
+            .assign(SlotRange::new(100, 199).unwrap(), &b)
+            .unwrap();
+        let paused = [SlotRange::new(50, 150).unwrap()];
+        let routing = Routing::build(&a, view(map, &[("a", "h:1"), ("b", "h:2")]), &paused);
+        assert!(matches!(routing.routes[49], Route::Mine));
+        assert!(matches!(routing.routes[50], Route::Paused));
+        assert!(matches!(routing.routes[99], Route::Paused));
+        // b's slots are not this node's to pause: still redirected.
+        assert!(matches!(&routing.routes[120], Route::Moved(addr) if &**addr == "h:2"));
+        assert!(routing.owns(60) && !routing.owns(120));
+    }
+
+    #[test]
+    fn the_newest_map_wins() {
+        let a = NodeId::new("a").unwrap();
+        let old = Versioned {
+            value: SlotMap::all_to(&a),
+            revision: 5,
+        };
+        let mut next = old.clone();
+        next.value.epoch = 9;
+        assert_eq!(
+            newest(Some(old.clone()), Some(next.clone()))
+                .unwrap()
+                .value
+                .epoch,
+            9
+        );
+        assert_eq!(
+            newest(Some(next), Some(old.clone())).unwrap().value.epoch,
+            9
+        );
+        assert_eq!(newest(None, Some(old)).unwrap().value.epoch, 1);
     }
 }

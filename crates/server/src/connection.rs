@@ -71,6 +71,12 @@ impl Connection {
         self.queued += 1;
     }
 
+    /// Queues a reply already encoded (relayed from another node in proxy mode).
+    pub fn queue_raw(&mut self, reply: &[u8]) {
+        self.output.extend_from_slice(reply);
+        self.queued += 1;
+    }
+
     /// Drops the replies not yet written; returns how many there were.
     pub fn discard_queued(&mut self) -> usize {
         self.output.clear();

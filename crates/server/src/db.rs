@@ -570,6 +570,20 @@ impl Db {
         (class > 0).then(|| state.classes[class as usize - 1].clone())
     }
 
+    /// Drops `keys` from the cache, not the store (a slot range that left this node, or is
+    /// about to be imported): a read in flight cannot put them back (their stripes' writes
+    /// are bumped).
+    pub fn forget_cached(&self, keys: &[Bytes]) {
+        for chunk in keys.chunks(EVICT_BATCH as usize) {
+            let mut state = self.state();
+            for key in chunk {
+                let hash = self.hash(key);
+                self.forget_key(&mut state, hash, key);
+                self.stripe(hash).generation.fetch_add(1, Ordering::Release);
+            }
+        }
+    }
+
     /// Whether `key` is in the cache now (no access recorded).
     pub fn is_cached(&self, key: &[u8]) -> bool {
         let hash = self.hash(key);

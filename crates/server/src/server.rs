@@ -3,6 +3,7 @@
 //! (`--maxclients`, protocol limits, bounded buffers), and an orderly shutdown that stops
 //! accepting, lets connections finish the command they are running, and syncs the store.
 
+use crate::cluster::Redirect;
 use crate::cmd::auth::limits_for;
 use crate::cmd::Command;
 use crate::config::{Backend, Config};
@@ -164,11 +165,11 @@ impl Server {
         };
         // A cluster node joins first: its policy registry is the cluster's.
         let cluster = match &config.cluster {
-            Some(settings) => Some(Arc::new(
-                crate::cluster::ClusterNode::join(settings, local_addr)
+            Some(settings) => Some(
+                crate::cluster::ClusterNode::join(settings, local_addr, db.clone())
                     .await
                     .context("joining the cluster")?,
-            )),
+            ),
             None => None,
         };
         if let Some(node) = &cluster {
@@ -444,8 +445,11 @@ async fn serve_connection(
         // Run every complete request buffered, then write all their replies at once.
         loop {
             connection.set_limits(limits_for(instance, &session));
-            let parsed = match connection.next_request() {
-                Ok(Some(args)) => Command::parse_routed(args, &session, instance),
+            let outcome = match connection.next_request() {
+                Ok(Some(args)) => {
+                    Stats::bump(&stats.commands_processed);
+                    dispatch(instance, &mut session, args, &mut revealing).await
+                }
                 Ok(None) => break,
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);
@@ -454,15 +458,10 @@ async fn serve_connection(
                     return;
                 }
             };
-            Stats::bump(&stats.commands_processed);
-            let reply = match parsed {
-                Ok(command) => {
-                    revealing |= reveals_data(&command);
-                    command.apply(instance, &mut session).await
-                }
-                Err(reply) => reply,
-            };
-            connection.queue(&reply, session.protocol);
+            match outcome {
+                Outcome::Reply(reply) => connection.queue(&reply, session.protocol),
+                Outcome::Relayed(raw) => connection.queue_raw(&raw),
+            }
             if session.closing {
                 let _ = send(instance, &mut session, &mut connection, revealing).await;
                 return;
@@ -497,6 +496,84 @@ async fn serve_connection(
             _ = stop.changed() => return,
         }
     }
+}
+
+/// A request's answer: a reply to encode, or one relayed as is from the key's owner.
+enum Outcome {
+    Reply(Frame),
+    Relayed(bytes::Bytes),
+}
+
+/// Runs one request: here, or (cluster) after its slot's hand-over pause, or at the owner in
+/// proxy mode, or not at all (a redirection).
+async fn dispatch(
+    instance: &Instance,
+    session: &mut Session,
+    args: &[bytes::Bytes],
+    revealing: &mut bool,
+) -> Outcome {
+    let parsed = match Command::parse_routed(args, session, instance) {
+        Err(Redirect::Wait) => {
+            crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance)).await
+        }
+        other => other,
+    };
+    match parsed {
+        Ok((command, guard)) => {
+            *revealing |= reveals_data(&command);
+            let reply = command.apply(instance, session).await;
+            drop(guard);
+            Outcome::Reply(reply)
+        }
+        Err(Redirect::Reply(reply)) => Outcome::Reply(reply),
+        Err(Redirect::Wait) => Outcome::Reply(Frame::Error(
+            "TRYAGAIN the slot is being handed over to another node".into(),
+        )),
+        Err(Redirect::Forward(addr)) => forward(instance, session, args, addr).await,
+    }
+}
+
+/// Proxy mode: runs the request at the slot's owner. An owner that answers `-MOVED` (this
+/// node's map was behind, e.g. during a migration) is asked again once the map here moved on.
+async fn forward(
+    instance: &Instance,
+    session: &mut Session,
+    args: &[bytes::Bytes],
+    mut addr: std::sync::Arc<str>,
+) -> Outcome {
+    let node = instance
+        .cluster
+        .as_deref()
+        .expect("forwarding only in a cluster");
+    for _ in 0..16 {
+        let raw = match node.proxy.forward(&addr, args).await {
+            Ok(raw) => raw,
+            Err(e) => return Outcome::Reply(Frame::err(e)),
+        };
+        let moved = crate::cluster::proxy::moved_to(&raw).map(std::sync::Arc::<str>::from);
+        if moved.is_none() && !crate::cluster::proxy::is_tryagain(&raw) {
+            return Outcome::Relayed(raw);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        match crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
+            .await
+        {
+            Ok((command, guard)) => {
+                let reply = command.apply(instance, session).await;
+                drop(guard);
+                return Outcome::Reply(reply);
+            }
+            // The owner's word is fresher than this node's map, unless it names this node.
+            Err(Redirect::Forward(next)) => {
+                addr = moved.filter(|m| **m != *node.addr).unwrap_or(next)
+            }
+            Err(Redirect::Reply(reply)) => return Outcome::Reply(reply),
+            Err(Redirect::Wait) => return Outcome::Relayed(raw),
+        }
+    }
+    Outcome::Reply(Frame::Error(
+        "TRYAGAIN the key's owner kept changing; retry".into(),
+    ))
 }
 
 /// Whether `command`'s reply can reveal stored data (a value, a key's existence or expiry,

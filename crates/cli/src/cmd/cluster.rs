@@ -24,9 +24,11 @@ pub enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Spread every slot evenly over the live members, moving as few as possible.
+    /// Spread every slot evenly over the live members, moving as few as possible (each
+    /// range migrates with its keys).
     Rebalance,
-    /// Give a slot range (N or A-B) to a live member.
+    /// Move a slot range (N or A-B) with its keys to a live member, while clients keep
+    /// using it; returns when the target owns it.
     Move {
         #[arg(value_name = "SLOTS", value_parser = parse_range)]
         slots: SlotRange,
@@ -34,6 +36,23 @@ pub enum Action {
         #[arg(long, value_name = "NODE")]
         to: String,
     },
+    /// Abort the migration of exactly this range (its source keeps it).
+    Abort {
+        #[arg(value_name = "SLOTS", value_parser = parse_range)]
+        slots: SlotRange,
+    },
+}
+
+fn print_step(step: &admin::Step) {
+    match &step.from {
+        Some(from) => println!(
+            "moved slots {} from {from} to {} in {:.3}s",
+            step.range,
+            step.to,
+            step.took.as_secs_f64()
+        ),
+        None => println!("assigned unowned slots {} to {}", step.range, step.to),
+    }
 }
 
 fn parse_range(text: &str) -> Result<SlotRange, String> {
@@ -58,15 +77,22 @@ pub fn run(args: Args) -> Result<()> {
                 }
             }
             Action::Rebalance => {
-                let map = admin::rebalance(&plane).await?;
+                let map = admin::rebalance(&plane, print_step).await?;
                 println!("slot map epoch {}:", map.value.epoch);
                 print_owners(&map.value);
             }
             Action::Move { slots, to } => {
                 let to = NodeId::new(&to).map_err(|e| anyhow::anyhow!("--to: {e}"))?;
-                let map = admin::move_slots(&plane, slots, &to).await?;
+                let map = admin::move_slots(&plane, slots, &to, print_step).await?;
                 println!(
                     "slots {slots} now owned by {to} (slot map epoch {})",
+                    map.value.epoch
+                );
+            }
+            Action::Abort { slots } => {
+                let map = admin::abort(&plane, slots).await?;
+                println!(
+                    "migration of slots {slots} aborted (slot map epoch {})",
                     map.value.epoch
                 );
             }

@@ -108,6 +108,15 @@ pub struct Args {
     /// With --cluster: how soon after a crash the node drops out of the cluster.
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = server::parse_period)]
     pub cluster_ttl: std::time::Duration,
+    /// With --cluster: for keys another node owns, `client` answers -MOVED (cluster-aware
+    /// clients), `proxy` forwards the request to the owner (any client).
+    #[arg(
+        long,
+        value_name = "client|proxy",
+        default_value = "client",
+        requires = "cluster"
+    )]
+    pub cluster_mode: server::cluster::ClusterMode,
 }
 
 fn parse_warmup(text: &str) -> Result<server::warmup::WarmupSpec, String> {
@@ -164,6 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             node_id,
             advertise: args.advertise,
             ttl: args.cluster_ttl,
+            mode: args.cluster_mode,
         });
     }
     server::serve(config)

@@ -1,6 +1,7 @@
-//! CLUSTER SLOTS|SHARDS|NODES|MYID|INFO|KEYSLOT, in the shapes Redis Cluster clients parse
-//! (`redis-cli -c`, `redis-benchmark --cluster`, the `redis` crate, redis-py), and the
-//! no-op ASKING, READONLY and READWRITE those clients send.
+//! CLUSTER SLOTS|SHARDS|NODES|MYID|INFO|KEYSLOT|COUNTKEYSINSLOT|GETKEYSINSLOT, in the shapes
+//! Redis Cluster clients parse (`redis-cli -c`, `redis-benchmark --cluster`, the `redis`
+//! crate, redis-py), the no-op ASKING, READONLY and READWRITE those clients send, and
+//! CLUSTER IMPORT, which only a migration's source sends (`crate::cluster::import`).
 
 use crate::cluster::{ClusterNode, Routing};
 use crate::frame::Frame;
@@ -17,6 +18,30 @@ pub enum ClusterCmd {
     MyId,
     Info,
     KeySlot(Bytes),
+    CountKeysInSlot(u16),
+    GetKeysInSlot(u16, usize),
+    Import(Import),
+}
+
+/// The target's side of a migration.
+pub enum Import {
+    Begin(SlotRange, NodeId),
+    Put(Bytes, u64, Bytes),
+    Del(Bytes),
+    Done(SlotRange),
+}
+
+fn slot_arg(parse: &mut Parse<'_>) -> Result<u16, ParseError> {
+    let slot = parse.next_int()?;
+    u16::try_from(slot)
+        .ok()
+        .filter(|s| *s < SLOTS)
+        .ok_or_else(|| ParseError::Other("Invalid or out of range slot".into()))
+}
+
+fn range_args(parse: &mut Parse<'_>) -> Result<SlotRange, ParseError> {
+    let (start, end) = (slot_arg(parse)?, slot_arg(parse)?);
+    SlotRange::new(start, end).ok_or_else(|| ParseError::Other("bad slot range".into()))
 }
 
 impl ClusterCmd {
@@ -29,9 +54,45 @@ impl ClusterCmd {
             "MYID" => ClusterCmd::MyId,
             "INFO" => ClusterCmd::Info,
             "KEYSLOT" => ClusterCmd::KeySlot(parse.next_bytes()?),
+            "COUNTKEYSINSLOT" => ClusterCmd::CountKeysInSlot(slot_arg(parse)?),
+            "GETKEYSINSLOT" => {
+                let slot = slot_arg(parse)?;
+                let count = usize::try_from(parse.next_int()?).map_err(|_| {
+                    ParseError::Other("Invalid number of keys".into())
+                })?;
+                ClusterCmd::GetKeysInSlot(slot, count)
+            }
+            "IMPORT" => {
+                let step = parse.next_string()?.to_ascii_uppercase();
+                ClusterCmd::Import(match step.as_str() {
+                    "BEGIN" => {
+                        let range = range_args(parse)?;
+                        let from = NodeId::new(&parse.next_string()?)
+                            .map_err(|e| ParseError::Other(e.to_string()))?;
+                        Import::Begin(range, from)
+                    }
+                    "PUT" => {
+                        let key = parse.next_bytes()?;
+                        let expires = u64::try_from(parse.next_int()?)
+                            .map_err(|_| ParseError::Other("bad expiry".into()))?;
+                        Import::Put(key, expires, parse.next_bytes()?)
+                    }
+                    "DEL" => Import::Del(parse.next_bytes()?),
+                    "DONE" => {
+                        let range = range_args(parse)?;
+                        parse.next_int()?; // the map's epoch, for the log
+                        Import::Done(range)
+                    }
+                    other => {
+                        return Err(ParseError::Other(format!(
+                            "unknown IMPORT step '{other}'"
+                        )))
+                    }
+                })
+            }
             other => {
                 return Err(ParseError::Other(format!(
-                    "unknown subcommand '{other}'. Try SLOTS, SHARDS, NODES, MYID, INFO or KEYSLOT."
+                    "unknown subcommand '{other}'. Try SLOTS, SHARDS, NODES, MYID, INFO, KEYSLOT, COUNTKEYSINSLOT or GETKEYSINSLOT."
                 )))
             }
         };
@@ -39,13 +100,30 @@ impl ClusterCmd {
         Ok(cmd)
     }
 
-    pub fn apply(self, instance: &Instance) -> Frame {
-        if let ClusterCmd::KeySlot(key) = &self {
-            return Frame::Integer(i64::from(key_slot(key)));
+    /// Whether it writes to the store (the reply then waits for durability).
+    pub fn writes(&self) -> bool {
+        matches!(self, ClusterCmd::Import(_))
+    }
+
+    pub async fn apply(self, instance: &Instance) -> Frame {
+        match &self {
+            ClusterCmd::KeySlot(key) => return Frame::Integer(i64::from(key_slot(key))),
+            ClusterCmd::CountKeysInSlot(slot) => return count_keys(instance, *slot),
+            ClusterCmd::GetKeysInSlot(slot, count) => return get_keys(instance, *slot, *count),
+            _ => {}
         }
         let Some(node) = instance.cluster.as_deref() else {
             return Frame::err("This instance has cluster support disabled");
         };
+        if let ClusterCmd::Import(step) = self {
+            let done = match step {
+                Import::Begin(range, from) => node.import_begin(range, &from).await,
+                Import::Put(key, expires, value) => node.import_put(&key, expires, &value).await,
+                Import::Del(key) => node.import_del(&key).await,
+                Import::Done(range) => node.import_done(range).await,
+            };
+            return done.map_or_else(|e| e, |()| Frame::ok());
+        }
         let routing = node.routing();
         match self {
             ClusterCmd::Slots => slots(&routing),
@@ -53,8 +131,37 @@ impl ClusterCmd {
             ClusterCmd::Nodes => Frame::Verbatim(Bytes::from(nodes(node, &routing))),
             ClusterCmd::MyId => Frame::bulk_str(node.id.as_str()),
             ClusterCmd::Info => Frame::Verbatim(Bytes::from(info(&routing))),
-            ClusterCmd::KeySlot(_) => unreachable!("answered above"),
+            ClusterCmd::KeySlot(_)
+            | ClusterCmd::CountKeysInSlot(_)
+            | ClusterCmd::GetKeysInSlot(..)
+            | ClusterCmd::Import(_) => unreachable!("answered above"),
         }
+    }
+}
+
+fn rocks(instance: &Instance) -> Result<&crate::store::rocks::RocksStore, Frame> {
+    match instance.db.store() {
+        crate::store::Store::Rocks(rocks) => Ok(rocks),
+        crate::store::Store::Upstream(_) => Err(Frame::err(
+            "keys are not counted per slot in front of an upstream (they live there)",
+        )),
+    }
+}
+
+/// Keys this node stores in `slot` (Redis counts its own keys, whoever owns the slot).
+fn count_keys(instance: &Instance, slot: u16) -> Frame {
+    match rocks(instance).map(|r| r.count_in_slot(slot)) {
+        Ok(Ok(n)) => Frame::Integer(n as i64),
+        Ok(Err(e)) => crate::cmd::store_error(e),
+        Err(frame) => frame,
+    }
+}
+
+fn get_keys(instance: &Instance, slot: u16, count: usize) -> Frame {
+    match rocks(instance).map(|r| r.keys_in_slot(slot, count)) {
+        Ok(Ok(keys)) => Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),
+        Ok(Err(e)) => crate::cmd::store_error(e),
+        Err(frame) => frame,
     }
 }
 

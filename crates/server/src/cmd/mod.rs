@@ -24,6 +24,7 @@ mod select;
 mod set;
 mod ttl;
 
+use crate::cluster::{Redirect, RouteGuard};
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -110,18 +111,20 @@ impl<'a> Command<'a> {
     }
 
     /// Parses `args` and, on a cluster node, checks that this node serves the request's keys
-    /// (the error is then the redirection to reply).
+    /// (the error is then the redirection); the guard is held while the command runs.
     pub fn parse_routed(
         args: &'a [Bytes],
         session: &Session,
         instance: &Instance,
-    ) -> Result<Command<'a>, Frame> {
-        let command = Command::parse(args, session)?;
-        if let Some(node) = &instance.cluster {
-            let spec = lookup(&args[0]).expect("parsed, so known");
-            node.route(key_args(spec, args))?;
+    ) -> Result<(Command<'a>, Option<RouteGuard>), Redirect> {
+        let command = Command::parse(args, session).map_err(Redirect::Reply)?;
+        match &instance.cluster {
+            None => Ok((command, None)),
+            Some(node) => {
+                let spec = lookup(&args[0]).expect("parsed, so known");
+                Ok((command, node.route(key_args(spec, args))?))
+            }
         }
-        Ok(command)
     }
 
     /// Runs the command and returns its reply, or an error instead of a reply larger than
@@ -133,7 +136,10 @@ impl<'a> Command<'a> {
             Command::Cache(cmd) => cmd.apply(instance),
             Command::Accept => Frame::ok(),
             Command::Client(cmd) => cmd.apply(session),
-            Command::Cluster(cmd) => cmd.apply(instance),
+            Command::Cluster(cmd) => {
+                session.uncommitted |= cmd.writes();
+                Box::pin(cmd.apply(instance)).await
+            }
             Command::Command(cmd) => cmd.apply(),
             Command::Config(cmd) => cmd.apply(instance),
             Command::DbSize => dbsize::apply(instance).await,

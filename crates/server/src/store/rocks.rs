@@ -29,11 +29,41 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+mod slots;
+pub use slots::Tracker;
+
 /// Column family of the policy registry (see `live::registry`).
 pub const POLICY_FAMILY: &str = "mantle.policy";
 
-/// Hash buckets of each memtable (8 bytes each).
-const MEMTABLE_BUCKETS: usize = 256 * 1024;
+/// Hash buckets of each memtable (8 bytes each): one per slot, the memtable's hash prefix.
+const MEMTABLE_BUCKETS: usize = cluster::SLOTS as usize;
+
+/// Marks a store whose keys carry their slot (see [`stored_key`]); a data dir without it that
+/// holds keys was written before, with bare keys, and is refused.
+const LAYOUT_KEY: &[u8] = b"store/layout";
+const LAYOUT: &[u8] = b"slot-prefixed-v1";
+
+/// Bytes of the slot prefix before every key in the default family.
+pub const SLOT_PREFIX: usize = 2;
+
+/// The on-disk key of `key`: its slot, big-endian, then the key, so one slot (and a range of
+/// slots) is one contiguous key range to iterate, copy or `delete_range`. Keys up to 254
+/// bytes are built on the stack; longer ones (rare) in a vector.
+fn stored_key<R>(key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    let slot = cluster::key_slot(key).to_be_bytes();
+    let len = SLOT_PREFIX + key.len();
+    if len <= 256 {
+        let mut buf = [0u8; 256];
+        buf[..SLOT_PREFIX].copy_from_slice(&slot);
+        buf[SLOT_PREFIX..len].copy_from_slice(key);
+        f(&buf[..len])
+    } else {
+        let mut buf = Vec::with_capacity(len);
+        buf.extend_from_slice(&slot);
+        buf.extend_from_slice(key);
+        f(&buf)
+    }
+}
 
 thread_local! {
     /// Reused to encode records, so a write does not allocate for its encoding.
@@ -71,6 +101,8 @@ pub struct RocksStore {
     keys: AtomicU64,
     fsync: Fsync,
     syncer: Option<Syncer>,
+    /// Writes to a slot range being migrated away (see [`Tracker`]).
+    tracker: Tracker,
 }
 
 /// The background thread that forces the log to disk: on demand (`always`) or every second.
@@ -294,10 +326,10 @@ impl RocksStore {
         // The WAL is written to the OS when the server is about to acknowledge writes (see
         // `flush_wal`), so a pipelined batch of writes costs one write system call, not one each.
         options.set_manual_wal_flush(true);
-        // A hashed memtable (the "prefix" is the whole key): point writes and reads cost O(1)
-        // instead of a skiplist search over every buffered write. Nothing here scans key
-        // ranges except the key count at start-up, which asks for total order explicitly.
-        options.set_prefix_extractor(SliceTransform::create_noop());
+        // A hashed memtable with one bucket per slot (the prefix): a point write or read
+        // searches only its slot's few buffered writes, and a slot is iterated within its
+        // bucket. Scans across slots (the key count at start-up) ask for total order.
+        options.set_prefix_extractor(SliceTransform::create_fixed_prefix(SLOT_PREFIX));
         options.set_memtable_factory(MemtableFactory::HashSkipList {
             bucket_count: MEMTABLE_BUCKETS,
             height: 4,
@@ -323,6 +355,7 @@ impl RocksStore {
         let db = DB::open_cf_descriptors(&options, dir, families)
             .map_err(|e| StoreError(format!("cannot open RocksDB in {}: {e}", dir.display())))?;
         let db = Arc::new(db);
+        check_layout(&db, dir)?;
         let keys = count_keys(&db)?;
         let wal_report = scan.is_damaged().then(|| {
             let recovered = db.latest_sequence_number();
@@ -350,6 +383,7 @@ impl RocksStore {
             keys: AtomicU64::new(keys),
             fsync,
             syncer,
+            tracker: Tracker::default(),
         })
     }
 
@@ -359,7 +393,8 @@ impl RocksStore {
 
     /// The stored record, expired or not; the caller decides what an expired one means.
     pub fn get(&self, key: &[u8]) -> Result<Option<Record>, StoreError> {
-        let Some(raw) = self.db.get_pinned(key).map_err(rocks_error)? else {
+        let raw = stored_key(key, |k| self.db.get_pinned(k)).map_err(rocks_error)?;
+        let Some(raw) = raw else {
             return Ok(None);
         };
         let (expires_at_ms, value) =
@@ -372,7 +407,7 @@ impl RocksStore {
 
     /// Presence of `key`: `(physically stored, live at now_ms)`.
     fn presence(&self, key: &[u8], now_ms: u64) -> Result<(bool, bool), StoreError> {
-        match self.db.get_pinned(key).map_err(rocks_error)? {
+        match stored_key(key, |k| self.db.get_pinned(k)).map_err(rocks_error)? {
             None => Ok((false, false)),
             Some(raw) => {
                 let (expires_at_ms, _) =
@@ -414,9 +449,9 @@ impl RocksStore {
         ENCODE_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
             record.encode_into(&mut buffer);
-            let result = self
-                .guard
-                .write(&self.db, |db| db.put(key, buffer.as_slice()));
+            let result = self.guard.write(&self.db, |db| {
+                stored_key(key, |k| db.put(k, buffer.as_slice()))
+            });
             if buffer.capacity() > 1 << 20 {
                 *buffer = Vec::new(); // do not keep a huge value's buffer per thread
             }
@@ -425,6 +460,7 @@ impl RocksStore {
         if !present {
             self.keys.fetch_add(1, Ordering::Relaxed);
         }
+        self.tracker.note(key);
         Ok(true)
     }
 
@@ -434,13 +470,20 @@ impl RocksStore {
         let mut created = 0;
         let mut seen = std::collections::HashSet::with_capacity(pairs.len());
         for (key, record) in pairs {
-            if seen.insert(key.clone()) && self.db.get_pinned(key).map_err(rocks_error)?.is_none() {
+            if seen.insert(key.clone())
+                && stored_key(key, |k| self.db.get_pinned(k))
+                    .map_err(rocks_error)?
+                    .is_none()
+            {
                 created += 1;
             }
-            batch.put(key, record.encode());
+            stored_key(key, |k| batch.put(k, record.encode()));
         }
         self.guard.write(&self.db, |db| db.write(batch))?;
         self.keys.fetch_add(created, Ordering::Relaxed);
+        for (key, _) in pairs {
+            self.tracker.note(key);
+        }
         Ok(())
     }
 
@@ -456,7 +499,7 @@ impl RocksStore {
             }
             let (present, live) = self.presence(key, now_ms)?;
             if present {
-                batch.delete(key);
+                stored_key(key, |k| batch.delete(k));
                 removed += 1;
                 removed_live += u64::from(live);
             }
@@ -464,6 +507,9 @@ impl RocksStore {
         if removed > 0 {
             self.guard.write(&self.db, |db| db.write(batch))?;
             self.keys.fetch_sub(removed, Ordering::Relaxed);
+            for key in keys {
+                self.tracker.note(key);
+            }
         }
         Ok(removed_live)
     }
@@ -474,8 +520,10 @@ impl RocksStore {
         if !present || live {
             return Ok(false);
         }
-        self.guard.write(&self.db, |db| db.delete(key))?;
+        self.guard
+            .write(&self.db, |db| stored_key(key, |k| db.delete(k)))?;
         self.keys.fetch_sub(1, Ordering::Relaxed);
+        self.tracker.note(key);
         Ok(true)
     }
 
@@ -713,6 +761,44 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Refuses a data dir written with bare keys (before keys carried their slot) and marks a
+/// new one. Reading bare keys as slot-prefixed ones would serve garbage, and rewriting them in
+/// place could be cut short by a crash half-way, so the operator decides.
+fn check_layout(db: &DB, dir: &Path) -> Result<(), StoreError> {
+    let family = db
+        .cf_handle(POLICY_FAMILY)
+        .ok_or_else(|| StoreError(format!("RocksDB: column family {POLICY_FAMILY} missing")))?;
+    match db.get_cf(family, LAYOUT_KEY).map_err(rocks_error)? {
+        Some(layout) if layout == LAYOUT => Ok(()),
+        Some(layout) => Err(StoreError(format!(
+            "refusing to open the store in {}: its key layout '{}' is not one this Mantle \
+             knows ({}); it was written by a newer version",
+            dir.display(),
+            String::from_utf8_lossy(&layout),
+            String::from_utf8_lossy(LAYOUT)
+        ))),
+        None => {
+            let mut read = ReadOptions::default();
+            read.set_total_order_seek(true);
+            let mut iter = db.raw_iterator_opt(read);
+            iter.seek_to_first();
+            if iter.valid() {
+                return Err(StoreError(format!(
+                    "refusing to open the store in {}: it was written by an earlier Mantle, \
+                     whose keys do not start with their cluster slot. Nothing was changed. \
+                     Start this version with an empty --data-dir (the cache refills from the \
+                     clients), or keep serving this one with the older version",
+                    dir.display()
+                )));
+            }
+            iter.status().map_err(rocks_error)?;
+            drop(iter);
+            db.put_cf(family, LAYOUT_KEY, LAYOUT).map_err(rocks_error)?;
+            db.flush_wal(true).map_err(rocks_error)
+        }
+    }
 }
 
 fn count_keys(db: &DB) -> Result<u64, StoreError> {

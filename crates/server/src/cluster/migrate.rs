@@ -1,0 +1,373 @@
+//! Moving a slot range to another node, on the source (docs/cluster.md "Moving slots"). This
+//! is Dragonfly's stream-then-flip, not Redis's MIGRATING/IMPORTING + ASK: the source owns
+//! and serves the range, every key of it, until one etcd transaction gives it to the target,
+//! so a crash of either side before that leaves the source with everything and the target's
+//! partial copy invisible (and wiped on the next attempt), and clients only ever see MOVED.
+//!
+//! A migration is declared in the slot map (`mantle cluster move` begins it); the source
+//! notices it in its watch and drives it, again after a restart:
+//!
+//! 1. `CLUSTER IMPORT BEGIN` on the target, which drops anything it held of the range;
+//! 2. the store notes writes to the range from now on, then one iterator (one point in time)
+//!    streams the range to the target in pipelined batches;
+//! 3. keys written meanwhile are sent again, current value or deletion, in rounds until few
+//!    are left;
+//! 4. the range is paused (its requests wait), the last written keys are sent, and the slot
+//!    map flips ownership in one compare-and-swap transaction;
+//! 5. `CLUSTER IMPORT DONE` tells the target to serve at once, requests waiting here are
+//!    answered `-MOVED` to the target, and the range is deleted here with `delete_range` and
+//!    dropped from the cache.
+//!
+//! If the target leaves the cluster before the flip, the migration is aborted (the source
+//! keeps the range); other failures are retried from step 1.
+
+use super::{ClusterNode, Redirect};
+use crate::store::upstream::wire::{Conn, Reply, Target};
+use crate::store::{Record, Store};
+use bytes::Bytes;
+use cluster::{ClusterError, MapError, NodeId, SlotMap, SlotRange, Versioned};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes of records per pipelined batch sent to the target.
+const BATCH_BYTES: usize = 256 * 1024;
+/// Keys per pipelined batch when re-sending written keys.
+const BATCH_KEYS: usize = 256;
+/// Written keys few enough to send while the range is paused.
+const PAUSE_AT: usize = 512;
+/// Rounds of re-sending before pausing anyway (writers faster than the copy).
+const MAX_ROUNDS: usize = 20;
+/// Bound on each exchange with the target.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(20);
+const RETRY_AFTER: Duration = Duration::from_millis(500);
+/// Longest wait for the requests routed before a pause to finish.
+const PAUSE_LIMIT: Duration = Duration::from_secs(2);
+
+/// Ranges this node is moving away now.
+#[derive(Default)]
+pub struct Running(Mutex<HashSet<SlotRange>>);
+
+impl ClusterNode {
+    /// Starts driving every migration away from this node that is not running yet (called
+    /// on every change of the view, so also after a restart).
+    pub(crate) fn follow_migrations(self: &Arc<Self>) {
+        self.cleanup_imports();
+        let Some(map) = self.current_map() else {
+            return;
+        };
+        for m in &map.value.migrations {
+            if m.from != self.id {
+                continue;
+            }
+            if !super::lock(&self.migrations.0).insert(m.range) {
+                continue;
+            }
+            let node = Arc::clone(self);
+            let (range, to) = (m.range, m.to.clone());
+            tokio::spawn(async move {
+                node.drive(range, to).await;
+                super::lock(&node.migrations.0).remove(&range);
+            });
+        }
+    }
+
+    async fn drive(self: &Arc<Self>, range: SlotRange, to: NodeId) {
+        loop {
+            let declared = self.current_map().is_some_and(|m| {
+                m.value
+                    .migrations
+                    .iter()
+                    .any(|x| x.range == range && x.from == self.id && x.to == to)
+            });
+            if !declared {
+                return;
+            }
+            let Some(addr) = self.watch.view().members.get(&to).map(|m| m.addr.clone()) else {
+                crate::log::log_line!(
+                    "mantle: cluster: {to} left the cluster: migration of slots {range} aborted, they stay here"
+                );
+                match self.plane.update(|map| map.abort_migration(range)).await {
+                    Ok(map) => {
+                        self.adopt(map);
+                        return;
+                    }
+                    Err(e) => {
+                        crate::log::log_line!("mantle: cluster: aborting migration {range}: {e}");
+                        tokio::time::sleep(RETRY_AFTER).await;
+                        continue;
+                    }
+                }
+            };
+            let started = Instant::now();
+            match self.migrate_once(range, &to, &addr).await {
+                Ok(keys) => {
+                    crate::log::log_line!(
+                        "mantle: cluster: slots {range} moved to {to} ({keys} keys) in {:.3}s",
+                        started.elapsed().as_secs_f64()
+                    );
+                    return;
+                }
+                Err(e) => {
+                    crate::log::log_line!(
+                        "mantle: cluster: moving slots {range} to {to}: {e}; retrying"
+                    );
+                    tokio::time::sleep(RETRY_AFTER).await;
+                }
+            }
+        }
+    }
+
+    /// One attempt; returns the number of keys copied.
+    async fn migrate_once(&self, range: SlotRange, to: &NodeId, addr: &str) -> Result<u64, String> {
+        let mut link = Link::open(addr).await?;
+        let (start, end) = (range.start.to_string(), range.end.to_string());
+        link.call_ok(&[
+            b"CLUSTER",
+            b"IMPORT",
+            b"BEGIN",
+            start.as_bytes(),
+            end.as_bytes(),
+            self.id.as_str().as_bytes(),
+        ])
+        .await?;
+        let rocks = match self.db.store() {
+            Store::Rocks(rocks) => Some(rocks),
+            // A pure cache tier: the data is upstream, only ownership moves.
+            Store::Upstream(_) => None,
+        };
+        let mut copied = 0u64;
+        let _untrack = Untrack(rocks, range);
+        let mut pending = Vec::new();
+        if let Some(rocks) = rocks {
+            rocks.track(range);
+            let mut stream = rocks.stream_range(range, BATCH_BYTES);
+            while let Some(batch) = stream.recv().await {
+                let batch = batch.map_err(|e| e.to_string())?;
+                copied += batch.len() as u64;
+                link.put_all(batch.iter().map(|(k, r)| (k, Some(r))))
+                    .await?;
+            }
+            pending = rocks.take_dirty(range);
+            for _ in 0..MAX_ROUNDS {
+                if pending.len() <= PAUSE_AT {
+                    break;
+                }
+                self.send_current(&mut link, &pending).await?;
+                pending = rocks.take_dirty(range);
+            }
+        }
+        // Still declared? An operator may have aborted it meanwhile.
+        if !self
+            .current_map()
+            .is_some_and(|m| m.value.migrations.iter().any(|x| x.range == range))
+        {
+            return Err("the migration was aborted".into());
+        }
+        crate::log::log_line!(
+            "mantle: cluster: slots {range}: {copied} keys copied to {to}, {} written meanwhile; pausing",
+            pending.len()
+        );
+        self.pause(range, PAUSE_LIMIT).await?;
+        let resume = Resume(self, range);
+        if let Some(rocks) = rocks {
+            pending.extend(rocks.take_dirty(range));
+            self.send_current(&mut link, &pending).await?;
+        }
+        let map = self.flip(range, to).await?;
+        let epoch = map.value.epoch.to_string();
+        // The target serves from now on; telling it saves clients a round of redirections
+        // while its watch catches up (it would get there alone).
+        if let Err(e) = link
+            .call_ok(&[
+                b"CLUSTER",
+                b"IMPORT",
+                b"DONE",
+                start.as_bytes(),
+                end.as_bytes(),
+                epoch.as_bytes(),
+            ])
+            .await
+        {
+            crate::log::log_line!("mantle: cluster: telling {to} it owns slots {range}: {e}");
+        }
+        self.adopt(map);
+        drop(resume);
+        drop(_untrack);
+        self.wipe(range);
+        Ok(copied)
+    }
+
+    /// Sends each key's current record, or its deletion.
+    async fn send_current(&self, link: &mut Link, keys: &[Bytes]) -> Result<(), String> {
+        let Store::Rocks(rocks) = self.db.store() else {
+            return Ok(());
+        };
+        for chunk in keys.chunks(BATCH_KEYS) {
+            let mut records = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                records.push((key, rocks.get(key).map_err(|e| e.to_string())?));
+            }
+            link.put_all(records.iter().map(|(k, r)| (*k, r.as_ref())))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Gives the range to `to` in one transaction on the slot map. Until it is known to have
+    /// happened or not (etcd unreachable), the range stays paused.
+    async fn flip(&self, range: SlotRange, to: &NodeId) -> Result<Versioned<SlotMap>, String> {
+        loop {
+            match self.plane.update(|map| map.finish_migration(range)).await {
+                Ok(map) => return Ok(map),
+                Err(ClusterError::Map(MapError::NoSuchMigration { .. })) => {
+                    // Done by an attempt whose reply was lost, or aborted by an operator.
+                    let map = self
+                        .plane
+                        .slot_map()
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .ok_or("the slot map disappeared")?;
+                    return if map.value.owner(range.start) == Some(to) {
+                        Ok(map)
+                    } else {
+                        Err("the migration was aborted".into())
+                    };
+                }
+                Err(e) => {
+                    crate::log::log_line!(
+                        "mantle: cluster: flipping slots {range} to {to}: {e}; retrying (the range waits)"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+
+    /// Deletes this node's copy of a range it does not serve, from the store and the cache.
+    pub(crate) fn wipe(&self, range: SlotRange) {
+        if let Store::Rocks(rocks) = self.db.store() {
+            match rocks.delete_range(range) {
+                Ok(keys) => self.db.forget_cached(&keys),
+                Err(e) => crate::log::log_line!("mantle: cluster: deleting slots {range}: {e}"),
+            }
+        }
+    }
+}
+
+/// Unpauses the range when the attempt ends, however it ends.
+struct Resume<'a>(&'a ClusterNode, SlotRange);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        self.0.resume(self.1);
+    }
+}
+
+struct Untrack<'a>(Option<&'a crate::store::rocks::RocksStore>, SlotRange);
+
+impl Drop for Untrack<'_> {
+    fn drop(&mut self) {
+        if let Some(rocks) = self.0 {
+            rocks.untrack(self.1);
+        }
+    }
+}
+
+/// A connection to the target for the import commands, pipelined per batch.
+struct Link {
+    conn: Conn,
+}
+
+impl Link {
+    async fn open(addr: &str) -> Result<Link, String> {
+        let target = target_of(addr)?;
+        let conn = tokio::time::timeout(
+            EXCHANGE_TIMEOUT,
+            Conn::open(&target, Duration::from_secs(5), u64::MAX),
+        )
+        .await
+        .map_err(|_| format!("no connection to {addr}"))?
+        .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        Ok(Link { conn })
+    }
+
+    async fn call_ok(&mut self, args: &[&[u8]]) -> Result<(), String> {
+        self.conn.push(args);
+        self.replies(1).await
+    }
+
+    /// Sends puts (`Some`) and deletions (`None`), then waits for every reply.
+    async fn put_all<'r>(
+        &mut self,
+        records: impl Iterator<Item = (&'r Bytes, Option<&'r Record>)>,
+    ) -> Result<(), String> {
+        let mut n = 0;
+        let mut digits = itoa::Buffer::new();
+        for (key, record) in records {
+            match record {
+                Some(r) => self.conn.push(&[
+                    b"CLUSTER",
+                    b"IMPORT",
+                    b"PUT",
+                    key,
+                    digits.format(r.expires_at_ms).as_bytes(),
+                    &r.value,
+                ]),
+                None => self.conn.push(&[b"CLUSTER", b"IMPORT", b"DEL", key]),
+            }
+            n += 1;
+        }
+        self.replies(n).await
+    }
+
+    async fn replies(&mut self, n: usize) -> Result<(), String> {
+        let conn = &mut self.conn;
+        tokio::time::timeout(EXCHANGE_TIMEOUT, async move {
+            conn.flush().await.map_err(|e| e.to_string())?;
+            let mut first_error = None;
+            for _ in 0..n {
+                if let Reply::Error(e) = conn.read_reply().await.map_err(|e| e.to_string())? {
+                    first_error.get_or_insert(e);
+                }
+            }
+            match first_error {
+                Some(e) => Err(format!("the target refused: {e}")),
+                None => Ok(()),
+            }
+        })
+        .await
+        .map_err(|_| "the target did not answer in time".to_string())?
+    }
+}
+
+pub(crate) fn target_of(addr: &str) -> Result<Target, String> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| format!("bad node address {addr}"))?;
+    Ok(Target {
+        host: host.to_string(),
+        port: port
+            .parse()
+            .map_err(|_| format!("bad node address {addr}"))?,
+        username: None,
+        password: None,
+        db: 0,
+    })
+}
+
+/// How long a request waits for a paused range before it is told to retry.
+pub const PAUSE_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits while the request's slot is paused; the final answer.
+pub async fn settle<T>(mut route: impl FnMut() -> Result<T, Redirect>) -> Result<T, Redirect> {
+    let deadline = Instant::now() + PAUSE_WAIT;
+    loop {
+        match route() {
+            Err(Redirect::Wait) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_micros(500)).await;
+            }
+            other => return other,
+        }
+    }
+}
