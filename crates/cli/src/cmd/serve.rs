@@ -69,9 +69,14 @@ pub struct Args {
     /// Wall-clock period of policy decision ticks, e.g. 1s or 200ms.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub tick: std::time::Duration,
-    /// Serve Prometheus metrics over HTTP at this address, e.g. 127.0.0.1:9121.
-    #[arg(long)]
-    pub metrics_listen: Option<SocketAddr>,
+    /// Serve the live dashboard (/) and Prometheus metrics (/metrics) over HTTP at this
+    /// address, e.g. 127.0.0.1:9121 (--metrics-listen is the old name).
+    #[arg(long = "http", value_name = "ADDR", alias = "metrics-listen")]
+    pub http: Option<SocketAddr>,
+    /// Let the dashboard push policy versions, roll back and set parameters, with the
+    /// server's password (needs --http and --requirepass).
+    #[arg(long, requires = "http")]
+    pub http_admin: bool,
     /// At start, bulk-load in the background what the last run accessed: lastk:K, topk:K,
     /// randomk:K or firstk:K[:PERIOD] (needs --data-dir).
     #[arg(long, value_parser = parse_warmup)]
@@ -137,7 +142,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.policy = args.policy;
     config.no_policy = args.no_policy;
     config.tick = args.tick;
-    config.metrics_listen = args.metrics_listen;
+    config.metrics_listen = args.http;
+    config.http_admin = args.http_admin;
     config.warmup = args.warmup;
     config.warmup_track = args.warmup_track;
     config.warmup_persist = args.warmup_persist;

@@ -550,6 +550,7 @@ impl Runner {
             ("last_error", text(&self.last_error)),
             ("durable", int(u64::from(self.registry.is_durable()))),
             ("suspended", text(&suspended)),
+            ("params", text(&params_line(&self.params))),
         ];
         Frame::Map(
             pairs
@@ -733,6 +734,12 @@ impl Runner {
             *name = active.map_or(String::new(), |a| a.to_string());
         }
     }
+}
+
+/// `k=v k2=v2`, for POLICY STATUS (and the dashboard, which splits it).
+fn params_line(params: &policy::Params) -> String {
+    let pairs: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(" ")
 }
 
 fn no_such(name: &str, version: Option<u32>) -> String {
