@@ -93,7 +93,10 @@ fn http(port: u16, method: &str, path: &str, extra: &str, body: &str) -> (u16, S
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
     (status, body)
 }
 
@@ -130,7 +133,10 @@ fn run_chromium(binary: &Path, profile: &Path, args: &[&str], url: &str) -> Stri
             assert!(status.success(), "chromium failed: {status}");
             break;
         }
-        assert!(Instant::now() < deadline, "chromium did not finish within 90 s");
+        assert!(
+            Instant::now() < deadline,
+            "chromium did not finish within 90 s"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     reader.join().unwrap()
@@ -143,7 +149,10 @@ fn counter(dom: &str, start: &str, attr: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {start} in the DOM"));
     let tag = &dom[at..at + dom[at..].find('>').unwrap()];
     let key = format!("{attr}=\"");
-    let value = &tag[tag.find(&key).unwrap_or_else(|| panic!("no {attr} in {tag}")) + key.len()..];
+    let value = &tag[tag
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {attr} in {tag}"))
+        + key.len()..];
     value[..value.find('"').unwrap()].parse().unwrap()
 }
 
@@ -166,7 +175,14 @@ fn dashboard_in_headless_chromium_under_load() {
             .args(["serve", "--data-dir"])
             .arg(root.path().join(id))
             .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--requirepass", PASSWORD, "--max-keys", "2000", "--tick", "250ms"])
+            .args([
+                "--requirepass",
+                PASSWORD,
+                "--max-keys",
+                "2000",
+                "--tick",
+                "250ms",
+            ])
             .args(["--policy", "policies/fixed.lua"])
             .current_dir(common_repo())
             .stdout(Stdio::null())
@@ -181,10 +197,15 @@ fn dashboard_in_headless_chromium_under_load() {
         Guard(command.spawn().expect("mantle serve starts"))
     };
     let _a = spawn("node-a", port, Some(http_port));
-    eventually("the dashboard answering", Duration::from_secs(30), || {
-        TcpStream::connect(("127.0.0.1", http_port)).is_ok()
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}/");
+    // Answering PING means started: joined the cluster, listening for HTTP.
+    eventually("the first node answering", Duration::from_secs(30), || {
+        redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
     });
-    // The first node owns every slot; the second joins with none.
+    // The first node owns every slot; the second joins after it, with none.
     let _b = clustered.then(|| spawn("node-b", free_port(), None));
 
     // Load: sets and gets on a key space larger than the policy's limit, so the cache
@@ -192,15 +213,21 @@ fn dashboard_in_headless_chromium_under_load() {
     let stop = Arc::new(AtomicBool::new(false));
     let load = {
         let stop = stop.clone();
+        let url = url.clone();
         std::thread::spawn(move || {
-            let client = redis::Client::open(format!("redis://:{PASSWORD}@127.0.0.1:{port}/")).unwrap();
+            let client = redis::Client::open(url).unwrap();
             let mut c = client.get_connection().unwrap();
             let mut i: u64 = 0;
             while !stop.load(Ordering::Relaxed) {
-                i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                i = i
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let key = format!("key:{}", (i >> 33) % 3000);
-                let _: redis::RedisResult<()> = redis::cmd("SET").arg(&key).arg("value").query(&mut c);
-                let _: redis::RedisResult<Option<String>> = redis::cmd("GET").arg(format!("key:{}", (i >> 17) % 3000)).query(&mut c);
+                let _: redis::RedisResult<()> =
+                    redis::cmd("SET").arg(&key).arg("value").query(&mut c);
+                let _: redis::RedisResult<Option<String>> = redis::cmd("GET")
+                    .arg(format!("key:{}", (i >> 17) % 3000))
+                    .query(&mut c);
             }
         })
     };
@@ -220,21 +247,47 @@ fn dashboard_in_headless_chromium_under_load() {
     let (status, answer) = http(http_port, "POST", "/api/admin/push", &auth, &body);
     assert_eq!(status, 200, "{answer}");
     let param = serde_json::json!({"key": "n", "value": "500"}).to_string();
-    assert_eq!(http(http_port, "POST", "/api/admin/param", &auth, &param).0, 200);
-    eventually("samples with traffic and evictions", Duration::from_secs(30), || {
+    assert_eq!(
+        http(http_port, "POST", "/api/admin/param", &auth, &param).0,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
         let (_, state) = http(http_port, "GET", "/api/state", "", "");
         let state: serde_json::Value = serde_json::from_str(&state).unwrap();
-        state["samples"].as_array().unwrap().iter().any(|s| {
-            s["requests_per_s"].as_f64().unwrap() > 0.0 && s["evictions_per_s"].as_f64().unwrap() > 0.0
-        }) && (!clustered || state["cluster"]["nodes"].as_array().is_some_and(|n| n.len() == 2))
-    });
+        let busy = state["samples"].as_array().unwrap().iter().any(|s| {
+            s["requests_per_s"].as_f64().unwrap() > 0.0
+                && s["evictions_per_s"].as_f64().unwrap() > 0.0
+        });
+        let nodes = state["cluster"]["nodes"].as_array().map_or(0, Vec::len);
+        if busy && (!clustered || nodes == 2) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no samples with traffic and evictions{}: {state}",
+            if clustered { " and two nodes" } else { "" }
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
-    let url = format!("http://127.0.0.1:{http_port}/");
+    let page = format!("http://127.0.0.1:{http_port}/");
     let profile = root.path().join("chromium-profile");
-    let dom = run_chromium(&browser, &profile, &["--virtual-time-budget=5000", "--dump-dom"], &url);
+    let dom = run_chromium(
+        &browser,
+        &profile,
+        &["--virtual-time-budget=5000", "--dump-dom"],
+        &page,
+    );
     let points = counter(&dom, "<body", "data-points");
     assert!(points > 0, "the page received no samples:\n{dom}");
-    for chart in ["chart-rate", "chart-hit", "chart-size", "chart-evict", "chart-store"] {
+    for chart in [
+        "chart-rate",
+        "chart-hit",
+        "chart-size",
+        "chart-evict",
+        "chart-store",
+    ] {
         let drawn = counter(&dom, &format!("<canvas id=\"{chart}\""), "data-points");
         assert!(drawn > 0, "{chart} drew nothing");
     }
@@ -244,14 +297,20 @@ fn dashboard_in_headless_chromium_under_load() {
         "the push is not in the policy log:\n{}",
         &dom[log_at..]
     );
-    assert!(dom.contains("<span id=\"policy-active\" class=\"tag\">browser_push@1</span>"), "{dom}");
+    assert!(
+        dom.contains("<span id=\"policy-active\" class=\"tag\">browser_push@1</span>"),
+        "{dom}"
+    );
     if clustered {
         let cluster_at = dom.find("id=\"cluster-card\"").unwrap();
         let tag_start = dom[..cluster_at].rfind('<').unwrap();
         let tag = &dom[tag_start..cluster_at + dom[cluster_at..].find('>').unwrap()];
         assert!(!tag.contains("hidden"), "the cluster card is hidden: {tag}");
         let card = &dom[cluster_at..];
-        assert!(card.contains("node-a (this node)") && card.contains("node-b"), "{card}");
+        assert!(
+            card.contains("node-a (this node)") && card.contains("node-b"),
+            "{card}"
+        );
         assert!(card.contains("0-16383"), "{card}");
     } else {
         println!("etcd not found: the dashboard was tested on a node without a cluster");
@@ -269,10 +328,14 @@ fn dashboard_in_headless_chromium_under_load() {
             "--window-size=1280,1400",
             &format!("--screenshot={}", shot.display()),
         ],
-        &url,
+        &page,
     );
     let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
     println!("screenshot: {}", shot.display());
     if let Some(copy) = std::env::var_os("MANTLE_DASHBOARD_SCREENSHOT") {
         std::fs::copy(&shot, &copy).unwrap();

@@ -35,7 +35,10 @@ fn credentials(headers: &HeaderMap) -> Option<(Option<String>, Vec<u8>)> {
     if let Some(value) = headers.get(PASSWORD_HEADER) {
         return Some((None, value.as_bytes().to_vec()));
     }
-    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
     let (scheme, encoded) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
@@ -64,7 +67,10 @@ async fn authorize(state: &AppState, headers: &HeaderMap) -> Result<Admin, Respo
                 None => "dashboard".into(),
             }));
         }
-        instance.guards.auth_failures.fetch_add(1, Ordering::Relaxed);
+        instance
+            .guards
+            .auth_failures
+            .fetch_add(1, Ordering::Relaxed);
         let _serial = state.failures.lock().await;
         tokio::time::sleep(FAILURE_DELAY).await;
         return Err(error(StatusCode::UNAUTHORIZED, "wrong password"));
@@ -85,7 +91,10 @@ async fn run(state: &AppState, op: Op) -> Response {
     // The page shows the outcome in the log at once, not a second later.
     state.history.refresh_policy(&state.instance).await;
     match reply {
-        Frame::Error(e) => error(StatusCode::BAD_REQUEST, e.strip_prefix("ERR ").unwrap_or(&e)),
+        Frame::Error(e) => error(
+            StatusCode::BAD_REQUEST,
+            e.strip_prefix("ERR ").unwrap_or(&e),
+        ),
         other => Json(json!({ "ok": super::api::frame_to_json(&other) })).into_response(),
     }
 }

@@ -179,7 +179,11 @@ pub fn cluster_view(me: &cluster::NodeId, view: &cluster::ClusterView) -> Value 
     let mut ids: Vec<&cluster::NodeId> = view.members.keys().collect();
     if let Some(map) = map {
         // Owners that are not live members still own slots: show them, as down.
-        ids.extend(map.owners.keys().filter(|id| !view.members.contains_key(*id)));
+        ids.extend(
+            map.owners
+                .keys()
+                .filter(|id| !view.members.contains_key(*id)),
+        );
     }
     ids.sort();
     ids.dedup();
@@ -357,9 +361,12 @@ mod tests {
         let b = NodeId::new("b").unwrap();
         let gone = NodeId::new("gone").unwrap();
         let mut map = SlotMap::all_to(&a);
-        map.owners.insert(a.clone(), vec![SlotRange::new(0, 8191).unwrap()]);
-        map.owners.insert(b.clone(), vec![SlotRange::new(8192, 16000).unwrap()]);
-        map.owners.insert(gone.clone(), vec![SlotRange::new(16001, 16383).unwrap()]);
+        map.owners
+            .insert(a.clone(), vec![SlotRange::new(0, 8191).unwrap()]);
+        map.owners
+            .insert(b.clone(), vec![SlotRange::new(8192, 16000).unwrap()]);
+        map.owners
+            .insert(gone.clone(), vec![SlotRange::new(16001, 16383).unwrap()]);
         map.migrations.push(cluster::Migration {
             range: SlotRange::new(0, 99).unwrap(),
             from: a.clone(),
@@ -371,10 +378,16 @@ mod tests {
             joined_ms: 1,
         };
         let view = cluster::ClusterView {
-            members: [(a.clone(), member(&a, "127.0.0.1:1")), (b.clone(), member(&b, "127.0.0.1:2"))]
-                .into_iter()
-                .collect(),
-            slot_map: Some(Versioned { value: map, revision: 5 }),
+            members: [
+                (a.clone(), member(&a, "127.0.0.1:1")),
+                (b.clone(), member(&b, "127.0.0.1:2")),
+            ]
+            .into_iter()
+            .collect(),
+            slot_map: Some(Versioned {
+                value: map,
+                revision: 5,
+            }),
             revision: 9,
             connected: true,
         };
@@ -386,7 +399,10 @@ mod tests {
         assert_eq!(nodes[0]["ranges"], json!(["0-8191"]));
         assert_eq!(nodes[1]["me"], true);
         assert_eq!(nodes[2]["alive"], false);
-        assert_eq!(v["migrations"], json!([{"range": "0-99", "slots": 100, "from": "a", "to": "b"}]));
+        assert_eq!(
+            v["migrations"],
+            json!([{"range": "0-99", "slots": 100, "from": "a", "to": "b"}])
+        );
         assert_eq!(v["unassigned"], json!([]));
     }
 }

@@ -9,7 +9,10 @@ pub const APP_JS: &str = include_str!("assets/app.js");
 pub const STYLE_CSS: &str = include_str!("assets/style.css");
 
 pub async fn index() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX_HTML)
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        INDEX_HTML,
+    )
 }
 
 pub async fn script() -> impl IntoResponse {
@@ -20,7 +23,10 @@ pub async fn script() -> impl IntoResponse {
 }
 
 pub async fn style() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE_CSS)
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        STYLE_CSS,
+    )
 }
 
 #[cfg(test)]

@@ -104,11 +104,36 @@ impl Collector for ServerCollector {
         let read = Stats::read;
         let guards = &instance.guards;
         let mut rows: Vec<(&str, &str, MetricType, u64)> = vec![
-            ("mantle_commands", "Commands processed.", Counter, read(&stats.commands_processed)),
-            ("mantle_cache_hits", "Lookups answered from the cache.", Counter, read(&stats.cache_hits)),
-            ("mantle_cache_misses", "Lookups that went to the store.", Counter, read(&stats.cache_misses)),
-            ("mantle_cache_objects", "Objects cached.", Gauge, snapshot.objects),
-            ("mantle_cache_bytes", "Bytes charged to the cache.", Gauge, snapshot.bytes),
+            (
+                "mantle_commands",
+                "Commands processed.",
+                Counter,
+                read(&stats.commands_processed),
+            ),
+            (
+                "mantle_cache_hits",
+                "Lookups answered from the cache.",
+                Counter,
+                read(&stats.cache_hits),
+            ),
+            (
+                "mantle_cache_misses",
+                "Lookups that went to the store.",
+                Counter,
+                read(&stats.cache_misses),
+            ),
+            (
+                "mantle_cache_objects",
+                "Objects cached.",
+                Gauge,
+                snapshot.objects,
+            ),
+            (
+                "mantle_cache_bytes",
+                "Bytes charged to the cache.",
+                Gauge,
+                snapshot.bytes,
+            ),
             (
                 "mantle_cache_capacity_objects",
                 "Object capacity (0: unlimited).",
@@ -121,19 +146,54 @@ impl Collector for ServerCollector {
                 Gauge,
                 snapshot.capacity.bytes.unwrap_or(0),
             ),
-            ("mantle_cache_evictions", "Objects evicted.", Counter, snapshot.evictions),
-            ("mantle_store_reads", "Reads sent to the back-end store.", Counter, read(&stats.store_reads)),
-            ("mantle_store_writes", "Writes sent to the back-end store.", Counter, read(&stats.store_writes)),
-            ("mantle_store_errors", "Back-end store failures.", Counter, read(&stats.store_errors)),
-            ("mantle_connected_clients", "Clients connected.", Gauge, read(&stats.connected_clients)),
-            ("mantle_policy_ticks", "Policy decision ticks run.", Counter, Gauges::read(&gauges.ticks)),
+            (
+                "mantle_cache_evictions",
+                "Objects evicted.",
+                Counter,
+                snapshot.evictions,
+            ),
+            (
+                "mantle_store_reads",
+                "Reads sent to the back-end store.",
+                Counter,
+                read(&stats.store_reads),
+            ),
+            (
+                "mantle_store_writes",
+                "Writes sent to the back-end store.",
+                Counter,
+                read(&stats.store_writes),
+            ),
+            (
+                "mantle_store_errors",
+                "Back-end store failures.",
+                Counter,
+                read(&stats.store_errors),
+            ),
+            (
+                "mantle_connected_clients",
+                "Clients connected.",
+                Gauge,
+                read(&stats.connected_clients),
+            ),
+            (
+                "mantle_policy_ticks",
+                "Policy decision ticks run.",
+                Counter,
+                Gauges::read(&gauges.ticks),
+            ),
             (
                 "mantle_policy_actions",
                 "Ticks whose decision acted on the cache.",
                 Counter,
                 Gauges::read(&gauges.actions),
             ),
-            ("mantle_policy_errors", "Policy ticks that failed.", Counter, Gauges::read(&gauges.errors)),
+            (
+                "mantle_policy_errors",
+                "Policy ticks that failed.",
+                Counter,
+                Gauges::read(&gauges.errors),
+            ),
             (
                 "mantle_policy_fallbacks",
                 "Automatic rollbacks of failing versions.",
@@ -251,8 +311,7 @@ mod tests {
     impl Collector for One {
         fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
             let (buckets, sum, count) = self.0.buckets();
-            let mut metric =
-                encoder.encode_descriptor("x", "h", None, MetricType::Histogram)?;
+            let mut metric = encoder.encode_descriptor("x", "h", None, MetricType::Histogram)?;
             metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
         }
     }

@@ -76,7 +76,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/admin/use", post(admin::use_version))
         .route("/api/admin/rollback", post(admin::rollback))
         .route("/api/admin/param", post(admin::param))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found; the dashboard is at / and metrics at /metrics\n") })
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "not found; the dashboard is at / and metrics at /metrics\n",
+            )
+        })
         .layer(axum::extract::DefaultBodyLimit::max(admin::MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -101,14 +106,23 @@ async fn state_handler(
 ) -> impl IntoResponse {
     (
         [(header::CACHE_CONTROL, "no-store")],
-        Json(api::state(&state.instance, &state.history, after, state.admin)),
+        Json(api::state(
+            &state.instance,
+            &state.history,
+            after,
+            state.admin,
+        )),
     )
 }
 
 /// Serves until `stop` turns true.
 pub async fn serve(listener: TcpListener, instance: Arc<Instance>, stop: watch::Receiver<bool>) {
     let history = Arc::new(History::default());
-    let sampler = tokio::spawn(sampler::run(instance.clone(), history.clone(), stop.clone()));
+    let sampler = tokio::spawn(sampler::run(
+        instance.clone(),
+        history.clone(),
+        stop.clone(),
+    ));
     let state = Arc::new(AppState {
         admin: instance.config.http_admin,
         instance,

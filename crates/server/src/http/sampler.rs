@@ -152,7 +152,12 @@ fn rate(now: u64, before: u64, seconds: f64) -> f64 {
     now.saturating_sub(before) as f64 / seconds
 }
 
-fn sample(seq: u64, now: &Reading, before: &Reading, snapshot: &crate::db::CacheSnapshot) -> Sample {
+fn sample(
+    seq: u64,
+    now: &Reading,
+    before: &Reading,
+    snapshot: &crate::db::CacheSnapshot,
+) -> Sample {
     let seconds = match (now.at, before.at) {
         (Some(a), Some(b)) => a.duration_since(b).as_secs_f64().max(1e-3),
         _ => PERIOD.as_secs_f64(),
@@ -233,9 +238,16 @@ mod tests {
         assert_eq!(all.len(), KEPT);
         assert_eq!(all[0].seq, 11);
         let newer = history.after(KEPT as u64 + 7);
-        assert_eq!(newer.iter().map(|s| s.seq).collect::<Vec<_>>(), [KEPT as u64 + 8, KEPT as u64 + 9, KEPT as u64 + 10]);
+        assert_eq!(
+            newer.iter().map(|s| s.seq).collect::<Vec<_>>(),
+            [KEPT as u64 + 8, KEPT as u64 + 9, KEPT as u64 + 10]
+        );
         assert!(history.after(u64::MAX).is_empty());
-        assert_eq!(history.after(3).len(), KEPT, "a page far behind gets what is kept");
+        assert_eq!(
+            history.after(3).len(),
+            KEPT,
+            "a page far behind gets what is kept"
+        );
     }
 
     #[test]

@@ -41,6 +41,13 @@ function time(ms) {
   return new Date(ms).toLocaleTimeString([], { hour12: false });
 }
 
+// The smallest round number at or above `v` whose quarters are round too, for the grid.
+function niceCeiling(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 1.2, 1.6, 2, 2.4, 3.2, 4, 5, 6, 8, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
 // One chart: `series` are {values, color, dash}; markers are {t_ms, kind}.
 function draw(canvas, times, series, opts) {
   const dpr = window.devicePixelRatio || 1;
@@ -58,7 +65,7 @@ function draw(canvas, times, series, opts) {
   if (max === undefined) {
     max = 0;
     for (const s of series) for (const v of s.values) if (v !== null && v > max) max = v;
-    max = max > 0 ? max * 1.1 : 1;
+    max = niceCeiling(max > 0 ? max * 1.05 : 1);
   }
   const t0 = times.length ? times[0] : 0;
   const t1 = times.length ? Math.max(times[times.length - 1], t0 + 1) : 1;
@@ -85,6 +92,7 @@ function draw(canvas, times, series, opts) {
     if (m.t_ms < t0 || m.t_ms > t1) continue;
     g.strokeStyle = css(m.kind === "decision" ? "--decision" : m.kind === "error" ? "--error" : "--change");
     g.setLineDash(m.kind === "decision" ? [2, 3] : []);
+    g.globalAlpha = m.kind === "decision" ? 0.45 : 1;
     g.lineWidth = m.kind === "decision" ? 1 : 1.5;
     g.beginPath();
     g.moveTo(x(m.t_ms), top);
@@ -92,6 +100,7 @@ function draw(canvas, times, series, opts) {
     g.stroke();
   }
   g.setLineDash([]);
+  g.globalAlpha = 1;
   let drawn = 0;
   for (const s of series) {
     g.strokeStyle = s.color;
@@ -215,7 +224,7 @@ function showCluster(cluster) {
     " · slots without a live owner: " + cluster.failed_slots + (unassigned ? " · unassigned: " + unassigned : "");
   fill($("cluster-nodes").tBodies[0], cluster.nodes.map((n) => [[
     [n.id + (n.me ? " (this node)" : "")], [n.addr || "–"], [n.alive ? "up" : "down"],
-    [human(n.slots), 1], [n.ranges.join(", ")],
+    [String(n.slots), 1], [n.ranges.join(", ")],
   ], n.alive ? "" : "error"]));
   fill($("cluster-migrations").tBodies[0], cluster.migrations.map((m) => [[[m.range], [m.from], [m.to]]]));
 }
