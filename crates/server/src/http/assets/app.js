@@ -222,9 +222,12 @@ function showCluster(cluster) {
   $("cluster-summary").textContent = "this node: " + cluster.node + " · epoch " + cluster.epoch +
     " · etcd " + (cluster.connected ? "connected" : "unreachable (last view shown)") +
     " · slots without a live owner: " + cluster.failed_slots + (unassigned ? " · unassigned: " + unassigned : "");
+  // Each node samples only itself: the load column is this node's (open another node's
+  // dashboard for its own).
+  const last = samples[samples.length - 1];
   fill($("cluster-nodes").tBodies[0], cluster.nodes.map((n) => [[
     [n.id + (n.me ? " (this node)" : "")], [n.addr || "–"], [n.alive ? "up" : "down"],
-    [String(n.slots), 1], [n.ranges.join(", ")],
+    [String(n.slots), 1], [n.me && last ? human(last.requests_per_s) : "–", 1], [n.ranges.join(", ")],
   ], n.alive ? "" : "error"]));
   fill($("cluster-migrations").tBodies[0], cluster.migrations.map((m) => [[[m.range], [m.from], [m.to]]]));
 }
