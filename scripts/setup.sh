@@ -2,12 +2,12 @@
 # Installs what building and testing Mantle needs and is not already on the machine:
 # Debian packages (RocksDB, clang for its bindings, zstd, Redis for the server tests, jq for
 # scripts/eval-sizing.sh, etcd and protoc with the well-known protos for the cluster control
-# plane). Needs a Rust toolchain (rustup, stable). Safe to run repeatedly; it only installs
-# what is missing.
+# plane, Debian's chromium for the dashboard's browser test). Needs a Rust toolchain (rustup,
+# stable). Safe to run repeatedly; it only installs what is missing.
 set -euo pipefail
 
 packages=(build-essential pkg-config libclang-dev librocksdb-dev zstd redis-server redis-tools jq
-  etcd-server protobuf-compiler libprotobuf-dev)
+  etcd-server protobuf-compiler libprotobuf-dev chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -161,6 +161,8 @@ pub struct Config {
     pub no_policy: bool,
     /// Where to serve Prometheus metrics over HTTP (`--metrics-listen`).
     pub metrics_listen: Option<SocketAddr>,
+    /// Let the dashboard change the policy, with the server's password (`--http-admin`).
+    pub http_admin: bool,
     /// Bulk-load what the last run accessed at start, in the background (`--warmup`).
     pub warmup: Option<crate::warmup::WarmupSpec>,
     /// Most keys the access monitor tracks; 0 turns it off (`--warmup-track`).
@@ -198,6 +200,7 @@ impl Config {
             policy_echo: true,
             no_policy: false,
             metrics_listen: None,
+            http_admin: false,
             warmup: None,
             warmup_track: crate::warmup::monitor::DEFAULT_TRACK,
             warmup_persist: crate::warmup::DEFAULT_PERSIST,

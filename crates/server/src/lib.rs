@@ -7,7 +7,7 @@
 //! [`db`] (cache + store coherence) → [`keytable`] (keys, values and dense ids for the
 //! eviction algorithm) and [`store`] (RocksDB or upstream). [`frame`] is what replies are made
 //! of. [`live`] runs Lua policies on the live cache, managed through a durable registry, and
-//! [`metrics_http`] exports Prometheus metrics. See `docs/server.md` and
+//! [`http`] serves Prometheus metrics and the live dashboard. See `docs/server.md` and
 //! `docs/operations.md` for running it.
 //!
 //! ```no_run
@@ -30,17 +30,20 @@ pub mod connection;
 pub mod db;
 pub mod decoder;
 pub mod frame;
+pub mod http;
 pub mod instance;
 pub mod keytable;
 pub mod live;
 pub mod log;
-pub mod metrics_http;
 pub mod parse;
 pub mod server;
 pub mod server_cache;
 pub mod stats;
 pub mod store;
 pub mod warmup;
+
+/// The old name of [`http::metrics`], where the store's latency histogram lives.
+pub use http::metrics as metrics_http;
 
 pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};
 pub use server::{run, serve, Server};

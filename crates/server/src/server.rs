@@ -132,6 +132,7 @@ impl Server {
     /// Opens the store (or connects to the upstream), builds the cache and binds the address.
     pub async fn bind(mut config: Config) -> anyhow::Result<Server> {
         config.validate().map_err(anyhow::Error::msg)?;
+        crate::http::check(&config).map_err(anyhow::Error::msg)?;
         if config.proto_max_bulk_len > MAX_BULK_LEN_LIMIT {
             anyhow::bail!(
                 "--proto-max-bulk-len {} is above the largest supported, {MAX_BULK_LEN_LIMIT}",
@@ -159,7 +160,7 @@ impl Server {
             Some(addr) => Some(
                 TcpListener::bind(addr)
                     .await
-                    .with_context(|| format!("cannot listen for metrics on {addr}"))?,
+                    .with_context(|| format!("cannot listen for HTTP (--http) on {addr}"))?,
             ),
             None => None,
         };
@@ -209,7 +210,8 @@ impl Server {
         self.instance.local_addr
     }
 
-    /// The address of the Prometheus endpoint, when `metrics_listen` was set.
+    /// The address of the dashboard and Prometheus endpoint, when `metrics_listen` (`--http`)
+    /// was set.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|m| m.local_addr().ok())
     }
@@ -230,7 +232,7 @@ impl Server {
         let slots = Arc::new(Semaphore::new(instance.config.maxclients));
         let (stop_tx, stop_rx) = watch::channel(false);
         let exporter = metrics.map(|listener| {
-            tokio::spawn(crate::metrics_http::serve(
+            tokio::spawn(crate::http::serve(
                 listener,
                 instance.clone(),
                 stop_rx.clone(),
@@ -371,7 +373,10 @@ pub fn serve(config: Config) -> anyhow::Result<()> {
             server.local_addr()
         );
         if let Some(addr) = server.metrics_addr() {
-            crate::log::log_line!("mantle: Prometheus metrics on http://{addr}/metrics");
+            crate::log::log_line!(
+                "mantle: dashboard on http://{addr}/ ({}), Prometheus metrics on http://{addr}/metrics",
+                if config.http_admin { "admin actions with the password" } else { "read-only" }
+            );
         }
         if let Some(spec) = config.warmup {
             crate::log::log_line!(

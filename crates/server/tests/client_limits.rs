@@ -169,7 +169,7 @@ fn idle_scrapers_cannot_take_the_metrics_endpoint() {
     });
     let addr = server.metrics_addr.unwrap();
     // Connections that never send a request hold every slot...
-    let idle: Vec<TcpStream> = (0..server::metrics_http::MAX_CONNECTIONS)
+    let idle: Vec<TcpStream> = (0..server::http::MAX_CONNECTIONS)
         .map(|_| TcpStream::connect(addr).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(200));

@@ -78,9 +78,14 @@ pub struct Args {
     /// policy reads it); 0 turns it off.
     #[arg(long, value_name = "N", default_value_t = server::access_series::DEFAULT_TIMESERIES)]
     pub timeseries: usize,
-    /// Serve Prometheus metrics over HTTP at this address, e.g. 127.0.0.1:9121.
-    #[arg(long)]
-    pub metrics_listen: Option<SocketAddr>,
+    /// Serve the live dashboard (/) and Prometheus metrics (/metrics) over HTTP at this
+    /// address, e.g. 127.0.0.1:9121 (--metrics-listen is the old name).
+    #[arg(long = "http", value_name = "ADDR", alias = "metrics-listen")]
+    pub http: Option<SocketAddr>,
+    /// Let the dashboard push policy versions, roll back and set parameters, with the
+    /// server's password (needs --http and --requirepass).
+    #[arg(long, requires = "http")]
+    pub http_admin: bool,
     /// At start, bulk-load in the background what the last run accessed: lastk:K, topk:K,
     /// randomk:K or firstk:K[:PERIOD] (needs --data-dir).
     #[arg(long, value_parser = parse_warmup)]
@@ -157,7 +162,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(cache::classes::ClassSet::from_file)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
-    config.metrics_listen = args.metrics_listen;
+    config.metrics_listen = args.http;
+    config.http_admin = args.http_admin;
     config.warmup = args.warmup;
     config.warmup_track = args.warmup_track;
     config.warmup_persist = args.warmup_persist;

@@ -122,7 +122,7 @@ pub fn limits_for(instance: &Instance, session: &Session) -> Limits {
 /// (which the client knows): every byte is compared, against the expected password repeated,
 /// with `subtle`'s constant-time operations, so neither the position of the first wrong byte
 /// nor the expected length shows in the reply's timing.
-fn password_matches(expected: &[u8], candidate: &[u8]) -> bool {
+pub(crate) fn password_matches(expected: &[u8], candidate: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     if expected.is_empty() {
         return candidate.is_empty();

@@ -675,6 +675,7 @@ impl Runner {
             ("durable", int(u64::from(self.registry.is_durable()))),
             ("suspended", text(&suspended)),
             ("activated_at_us", int(self.activated_at_us)),
+            ("params", text(&params_line(&self.params))),
         ];
         Frame::Map(
             pairs
@@ -868,6 +869,12 @@ impl Runner {
             *name = active.map_or(String::new(), |a| a.to_string());
         }
     }
+}
+
+/// `k=v k2=v2`, for POLICY STATUS (and the dashboard, which splits it).
+fn params_line(params: &policy::Params) -> String {
+    let pairs: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(" ")
 }
 
 fn no_such(name: &str, version: Option<u32>) -> String {
