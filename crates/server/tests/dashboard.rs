@@ -409,3 +409,54 @@ fn http_admin_needs_http_and_a_password() {
         "{error}"
     );
 }
+
+#[test]
+fn state_json_lists_each_class_with_its_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), |c| {
+        c.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+        c.max_keys = Some(10);
+        c.policy_echo = false;
+        c.classes = Some(
+            cache::classes::ClassSet::parse(
+                "IO class id,IO class name,Eviction priority,Allocation\n\
+                 0,unclassified,5,1\n\
+                 1,hint:keep&done,,0.5\n",
+                "test classes",
+            )
+            .unwrap(),
+        );
+    });
+    let http_addr = server.metrics_addr.unwrap();
+    let mut c = server.client();
+    for i in 0..3 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("pinned{i}"))
+            .arg("v")
+            .arg("HINT")
+            .arg("keep")
+            .query(&mut c)
+            .unwrap();
+        let _: Option<String> = redis::cmd("GET")
+            .arg(format!("pinned{i}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg("plain")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    let state = get(http_addr, "/api/state").json();
+    let rows = state["classes"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{}", state["classes"]);
+    let keep = rows
+        .iter()
+        .find(|r| r["name"].as_str().unwrap().contains("keep"))
+        .unwrap_or_else(|| panic!("no hint:keep row in {}", state["classes"]));
+    assert_eq!(keep["objects"], 3, "{keep}");
+    assert_eq!(keep["hits"], 3, "{keep}");
+    assert_eq!(keep["hit_ratio"], 1.0, "{keep}");
+    let other = rows.iter().find(|r| !std::ptr::eq(*r, keep)).unwrap();
+    assert_eq!(other["objects"], 1, "{other}");
+}

@@ -67,9 +67,13 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     if args.live.server.is_some() {
-        return args
-            .live
-            .run(&args.input, args.json, args.quiet, args.tick, args.metrics_out.as_deref());
+        return args.live.run(
+            &args.input,
+            args.json,
+            args.quiet,
+            args.tick,
+            args.metrics_out.as_deref(),
+        );
     }
     if let Some(nodes) = args.cluster.nodes {
         return super::nodes::run(&args, nodes);

@@ -154,11 +154,15 @@ impl ClassRow {
     }
 }
 
-/// The rows of the cache's classes. The server's cache has no per-class counters yet (HINT
-/// only tags keys); when it has, this is where they are read, and the page shows the table
-/// as soon as a row is present.
-pub fn class_rows(_instance: &Instance) -> Vec<ClassRow> {
-    Vec::new()
+/// The rows of the cache's classes (`--classes`), in the class file's order; empty without
+/// classes, and the page shows the table as soon as a row is present.
+pub fn class_rows(instance: &Instance) -> Vec<ClassRow> {
+    instance
+        .db
+        .class_figures()
+        .iter()
+        .map(|class| ClassRow::new(&class.rule, &class.stats))
+        .collect()
 }
 
 /// The cluster as this node sees it; `null` for a node on its own.
@@ -295,6 +299,7 @@ mod tests {
             kind: "loaded".into(),
             policy: "shrink@2".into(),
             message: "stored by \"ops\" msg=x\nnext \u{1}".into(),
+            node: String::new(),
         };
         let entry = parse_log_line(&event.line()).unwrap();
         assert_eq!(
