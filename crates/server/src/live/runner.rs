@@ -213,7 +213,22 @@ impl Runner {
             }
         }
         if let Some(path) = runner.settings.policy_file.clone() {
-            runner.load_file(&path)?;
+            // In a cluster the registry is shared: a node that (re)joins with --policy must not
+            // roll back what an operator pushed since, so the file only seeds a cluster that
+            // runs nothing yet.
+            match runner.history.last().cloned() {
+                Some(active) if runner.settings.shared.is_some() => runner.note(
+                    "info",
+                    "kept",
+                    &active.to_string(),
+                    &format!(
+                        "the cluster already runs it; --policy {} seeds only a cluster without \
+                         an active policy",
+                        path.display()
+                    ),
+                ),
+                _ => runner.load_file(&path)?,
+            }
         }
         runner.update_gauges();
         Ok(runner)
