@@ -5,20 +5,13 @@ use crate::{error, Signals, Stop};
 use analyze::{AnalyzeOptions, Analyzer};
 use pyo3::prelude::*;
 
-/// Seconds from a number or a duration string ("60s", "5m", "500ms"; a bare number is seconds).
+/// Seconds from a number or a duration string as the CLI's `--window` and `--duration` take
+/// it (`units::parse_duration`: "60", "60s", "5m", "500ms").
 pub fn seconds(value: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
-    let bad = |text: &str| {
-        error(format!(
-            "{name}: `{text}` is not a positive duration (examples: 60s, 5m, 500ms)"
-        ))
-    };
     let secs = if let Ok(s) = value.extract::<String>() {
-        match s.trim().parse::<f64>() {
-            Ok(v) => v,
-            Err(_) => humantime::parse_duration(s.trim())
-                .map_err(|_| bad(&s))?
-                .as_secs_f64(),
-        }
+        units::parse_duration(&s)
+            .map_err(|e| error(format!("{name}: {e}")))?
+            .as_secs_f64()
     } else {
         value
             .extract::<f64>()
@@ -27,7 +20,9 @@ pub fn seconds(value: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
     if secs.is_finite() && secs > 0.0 {
         Ok(secs)
     } else {
-        Err(bad(&secs.to_string()))
+        Err(error(format!(
+            "{name}: `{secs}` is not a positive duration (examples: 60s, 5m, 500ms)"
+        )))
     }
 }
 

@@ -3,27 +3,43 @@
 //! `replay --json` object plus the per-tick series.
 //!
 //! The glue that turns flags into a `ReplayConfig` (capacity from a percentage, the restart
-//! point, the default tick of a trace without timestamps) still lives in crates/cli; until it
-//! moves into crates/sim it is mirrored here, and tests/test_replay.py holds the two to the
-//! same numbers.
+//! point, the default tick of a trace without timestamps) is crates/sim's, which the CLI
+//! calls too; only the names in its messages are translated to the keyword arguments'.
 
 use crate::input::TraceInput;
 use crate::{error, Signals, Stop};
 use cache::{Algorithm, Capacity};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sim::policy_driver::PolicyController;
+use sim::summary::ReplayInput;
+use sim::ticks::TickFlag;
 use sim::{
-    BackendSpec, CacheSize, Granularity, ReplayConfig, ReplayReport, RestartAt, Tick, TickRow,
-    WarmupConfig, WarmupSpec, WorkingSet,
+    BackendSpec, CacheSize, ReplayConfig, RestartAt, Tick, TickRow, WarmupConfig, WarmupFlags,
+    WarmupSpec, WorkingSet,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Requests per tick on a trace without timestamps when no tick is given (as the CLI).
-const TIMELESS_TICK: u64 = 1000;
+/// `tick=` as the messages of `sim::ticks::resolve` spell it.
+const TICK_ARG: TickFlag = TickFlag {
+    name: "tick",
+    with_value: |v| format!("tick=\"{v}\""),
+};
+
+/// A library message with the CLI's flag names as Python's keyword arguments.
+fn keyword_names(message: String) -> String {
+    [
+        ("--cache-size", "cache_size"),
+        ("--restart-at", "restart_at"),
+        ("--warmup-window", "warmup_window"),
+        ("--region", "region"),
+    ]
+    .iter()
+    .fold(message, |m, (flag, arg)| m.replace(flag, arg))
+}
 
 /// Everything one replay needs, checked and parsed while the GIL is held.
 #[pyclass(module = "mantle._mantle", frozen)]
@@ -211,6 +227,17 @@ impl Setup {
 }
 
 impl Setup {
+    fn warmup_flags(&self) -> WarmupFlags {
+        WarmupFlags {
+            restart_at: self.restart_at,
+            spec: self.warmup,
+            region: self.region.clone(),
+            window: self.warmup_window,
+            monitor_limit: self.monitor_limit,
+            seed: self.warmup_seed,
+        }
+    }
+
     /// The name of this setup in a comparison: the one given, else the policy file (with its
     /// parameters) or the eviction algorithm and size.
     fn label(&self) -> String {
@@ -249,11 +276,18 @@ struct Outcome {
 
 fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, Stop> {
     let mut notices = Vec::new();
-    let (capacity, working_set) = resolve_capacity(setup, input)?;
-    let warmup = match setup.restart_at {
-        Some(at) => Some(warmup_config(setup, at, input)?),
-        None => None,
-    };
+    let lib = |e: anyhow::Error| Stop::Input(keyword_names(format!("{e:#}")));
+    let open = || input.open();
+    let (capacity, working_set) =
+        sim::resolve_capacity(setup.cache_size, open, &input.path).map_err(lib)?;
+    let warmup = WarmupConfig::for_trace(
+        &setup.warmup_flags(),
+        &input.path,
+        input.format,
+        input.options.block_size,
+        open,
+    )
+    .map_err(lib)?;
     let mut controller = match &setup.policy {
         Some(path) => Some(
             PolicyController::from_file(path, setup.params.clone(), setup.limits, false)
@@ -262,25 +296,12 @@ fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, Stop> {
         None => None,
     };
     let mut reader = trace::Batched::new(input.open()?);
-    let tick = match (setup.tick, reader.has_timestamps()) {
-        (Some(Tick::Seconds(secs)), false) => {
-            return Err(Stop::Input(format!(
-                "tick {secs}s: {} has no timestamps, so a time tick would never fire; use a request-count tick such as tick=\"{TIMELESS_TICK}ops\"",
-                input.path.display()
-            )))
-        }
-        (Some(t), _) => t,
-        (None, true) => Tick::Seconds(1.0),
-        (None, false) => {
-            if controller.is_some() {
-                notices.push(format!(
-                    "mantle: {} has no timestamps; ticking every {TIMELESS_TICK} requests (choose with tick=\"Nops\")",
-                    input.path.display()
-                ));
-            }
-            Tick::Ops(TIMELESS_TICK)
-        }
-    };
+    let (tick, notice) =
+        sim::ticks::resolve(setup.tick, reader.has_timestamps(), &input.path, TICK_ARG)
+            .map_err(lib)?;
+    if let (Some(notice), true) = (notice, controller.is_some()) {
+        notices.push(notice);
+    }
     let config = ReplayConfig {
         algorithm: setup.algorithm,
         capacity,
@@ -317,129 +338,44 @@ fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, Stop> {
         }
     }
     let ticks = std::mem::take(&mut report.ticks);
+    let summary = ReplayInput {
+        trace: input.path.display().to_string(),
+        format: input.format_name(),
+        algorithm: format!("{:?}", setup.algorithm).to_lowercase(),
+        cache_size: setup.cache_size.to_string(),
+        capacity,
+        working_set,
+    };
     Ok(Outcome {
-        json: to_json(setup, input, &report, capacity, working_set),
+        json: sim::summary::to_json(&report, &summary),
         ticks,
         notices,
     })
 }
 
-/// The `replay --json` object: the report plus what was asked for.
-fn to_json(
-    setup: &Setup,
-    input: &TraceInput,
-    report: &ReplayReport,
-    capacity: Capacity,
-    working_set: Option<WorkingSet>,
-) -> Value {
-    let mut value = serde_json::to_value(report).expect("report serialises");
-    let extra = json!({
-        "trace": input.path.display().to_string(),
-        "format": input.format_name(),
-        "algorithm": format!("{:?}", setup.algorithm).to_lowercase(),
-        "cache_size": setup.cache_size.to_string(),
-        "capacity_objects": capacity.objects,
-        "capacity_bytes": capacity.bytes,
-        "working_set": working_set,
-    });
-    if let (Value::Object(map), Value::Object(extra)) = (&mut value, extra) {
-        map.extend(extra);
-    }
-    value
-}
-
-/// The capacity a size asks for, and the working set when a percentage needed one.
+/// The capacity a size asks for (for `mantle.Cache`, whose trace is optional).
 pub fn resolve_capacity_of(
     size: CacheSize,
     input: Option<&TraceInput>,
 ) -> Result<(Capacity, Option<WorkingSet>), String> {
-    Ok(match size {
-        CacheSize::Objects(n) => (Capacity::objects(n), None),
-        CacheSize::Bytes(n) => (Capacity::bytes(n), None),
-        CacheSize::Unlimited => (Capacity::default(), None),
-        CacheSize::Percent(p) => {
-            let Some(input) = input else {
-                return Err(format!(
-                    "cache_size {p}%: a percentage of the working set needs a trace (reader=...)"
-                ));
-            };
-            let mut reader = trace::Batched::new(input.open().map_err(|e| e.to_string())?);
-            let ws = WorkingSet::scan(|| reader.next_request()).map_err(|e| e.to_string())?;
-            if ws.objects == 0 {
-                return Err(format!(
-                    "cache_size {p}%: {} has no requests, so it has no working set",
-                    input.path.display()
-                ));
-            }
-            let of = |total: u64| ((total as f64 * p / 100.0) as u64).max(1);
-            let capacity = if ws.has_sizes {
-                Capacity::bytes(of(ws.bytes))
-            } else {
-                Capacity::objects(of(ws.objects))
-            };
-            (capacity, Some(ws))
+    let resolved = match (input, size) {
+        (Some(input), _) => sim::resolve_capacity(size, || input.open(), &input.path),
+        (None, CacheSize::Percent(p)) => {
+            return Err(format!(
+                "cache_size {p}%: a percentage of the working set needs a trace (reader=...)"
+            ))
         }
-    })
+        // Only a percentage reads the trace.
+        (None, _) => sim::resolve_capacity(size, no_trace, std::path::Path::new("")),
+    };
+    resolved.map_err(|e| keyword_names(format!("{e:#}")))
 }
 
-fn resolve_capacity(
-    setup: &Setup,
-    input: &TraceInput,
-) -> Result<(Capacity, Option<WorkingSet>), String> {
-    resolve_capacity_of(setup.cache_size, Some(input))
-}
-
-/// The restart point and monitor window resolved against the trace (one counting pass).
-fn warmup_config(setup: &Setup, at: RestartAt, input: &TraceInput) -> Result<WarmupConfig, String> {
-    let s = |e: trace::TraceError| e.to_string();
-    let (mut requests, mut lookups) = (0u64, Vec::new());
-    let mut reader = trace::Batched::new(input.open().map_err(s)?);
-    while let Some(r) = reader.next_request().map_err(s)? {
-        requests += 1;
-        if matches!(r.op, trace::Op::Get | trace::Op::Access) {
-            lookups.push(requests);
-        }
-    }
-    let restart_at = at.resolve(requests);
-    if restart_at >= requests {
-        return Err(format!("restart_at: the trace has {requests} requests, so a restart after {restart_at} leaves nothing to measure"));
-    }
-    let lookups_after = lookups.iter().filter(|&&i| i > restart_at).count() as u64;
-    let window_lookups = match setup.warmup_window {
-        Some(0) => return Err("warmup_window must be > 0".to_string()),
-        Some(n) => n,
-        None => (lookups_after / 200).max(100),
-    };
-    let format = input.format.or_else(|| trace::detect(&input.path).ok());
-    let regions = |bytes: u64| Granularity::Regions {
-        region_bytes: bytes,
-        block_size: u64::from(input.options.block_size),
-    };
-    use trace::Format as F;
-    let granularity = match setup.region.as_deref() {
-        Some(r) if r.eq_ignore_ascii_case("keys") => Granularity::Keys,
-        Some(r) => {
-            let bytes = sim::parse_bytes(r).map_err(|e| format!("region: {e}"))?;
-            if bytes == 0 {
-                return Err("region must be > 0 bytes (or `keys`)".to_string());
-            }
-            regions(bytes)
-        }
-        None => match format {
-            Some(F::Vscsi | F::Msr | F::Arc | F::Systor | F::TencentCbs | F::Lirs) => {
-                regions(1 << 20)
-            }
-            _ => Granularity::Keys,
-        },
-    };
-    Ok(WarmupConfig {
-        restart_at,
-        spec: setup.warmup,
-        granularity,
-        monitor_limit: setup.monitor_limit,
-        window_lookups,
-        seed: setup.warmup_seed,
-        ..WarmupConfig::default()
+fn no_trace() -> Result<Box<dyn trace::TraceReader>, trace::TraceError> {
+    Err(trace::TraceError::Io {
+        path: PathBuf::new(),
+        what: "no trace given".to_string(),
+        cause: std::io::Error::other("reader=... is needed"),
     })
 }
 

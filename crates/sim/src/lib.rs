@@ -13,6 +13,7 @@ pub mod replay;
 pub mod replay_cache;
 pub mod summary;
 pub mod tick_schedule;
+pub mod ticks;
 pub mod warmup;
 pub mod working_set;
 

@@ -66,7 +66,12 @@ pub fn run(args: Args) -> Result<()> {
     );
     let open = || trace::open(path, format, &options);
     // Fail on an unreadable trace once, before starting every run.
-    let (tick, notice) = ticks::resolve(args.tick, open()?.has_timestamps(), path)?;
+    let (tick, notice) = sim::ticks::resolve(
+        args.tick,
+        open()?.has_timestamps(),
+        path,
+        sim::ticks::CLI_FLAG,
+    )?;
     let charts = args.report.is_some() || args.charts.is_some();
     let ticks_matter = setups.iter().any(|r| r.policy.is_some()) || charts;
     if let (Some(notice), true) = (notice, ticks_matter) {

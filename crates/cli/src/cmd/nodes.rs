@@ -55,8 +55,12 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     let open = || trace::open(&args.input.trace, format, &options);
     let (capacity, _) = sim::resolve_capacity(cache_size, open, &args.input.trace)?;
     let reader = open()?;
-    let (tick, notice) =
-        super::ticks::resolve(args.tick, reader.has_timestamps(), &args.input.trace)?;
+    let (tick, notice) = sim::ticks::resolve(
+        args.tick,
+        reader.has_timestamps(),
+        &args.input.trace,
+        sim::ticks::CLI_FLAG,
+    )?;
     if let (Some(notice), false) = (notice, args.quiet) {
         eprintln!("{notice}");
     }

@@ -101,7 +101,12 @@ pub fn run(args: Args) -> Result<()> {
     let warmup = WarmupConfig::for_trace(&warmup_flags, path, format, block_size, open)?;
     let mut controller = args.policy.controller()?;
     let mut reader = trace::Batched::new(open()?);
-    let (tick, notice) = ticks::resolve(args.tick, reader.has_timestamps(), path)?;
+    let (tick, notice) = sim::ticks::resolve(
+        args.tick,
+        reader.has_timestamps(),
+        path,
+        sim::ticks::CLI_FLAG,
+    )?;
     let record_ticks = args.metrics_out.is_some() || args.report.is_some();
     if let (Some(notice), true, false) = (notice, controller.is_some() || record_ticks, args.quiet)
     {
