@@ -39,6 +39,9 @@ fn main() {
         Ok(cli) => cli,
         Err(err) => usage_error(err),
     };
+    if !matches!(cli.command, Command::Serve(_)) {
+        die_quietly_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
@@ -51,6 +54,18 @@ fn main() {
     if let Err(err) = result {
         eprintln!("mantle: {err:#}");
         std::process::exit(1);
+    }
+}
+
+/// `mantle replay ... | head` must end like any Unix filter when the reader goes away, not
+/// panic in `println!`: the batch subcommands take the default SIGPIPE action back from the
+/// Rust runtime (which ignores it). The server keeps ignoring it, since a client that hangs
+/// up must cost one connection, not the process.
+fn die_quietly_on_closed_stdout() {
+    #[cfg(unix)]
+    // SAFETY: called once at start-up, before any thread exists; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

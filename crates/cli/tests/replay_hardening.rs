@@ -406,3 +406,42 @@ fn progress_shows_the_share_done_and_keeps_json_clean() {
         assert_eq!(stderr(&out), "", "{extra:?}");
     }
 }
+
+/// `mantle replay ... | head -1`: when the reader goes away the run ends as Unix filters do
+/// (killed by SIGPIPE, nothing on stderr), never with a panic about printing to stdout.
+#[test]
+#[cfg(unix)]
+fn a_reader_that_goes_away_ends_the_run_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    const SIGPIPE: i32 = 13; // the same number on every Linux and BSD
+    let s = Scratch::new();
+    let trace = timeless_trace(&s, 2000);
+    for args in [
+        &["replay", "--trace", &trace, "--cache-size", "100"][..],
+        &["replay", "--trace", &trace, "--cache-size", "100", "--json"][..],
+        &["analyze", "--trace", &trace][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mantle"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mantle runs");
+        // Closing the read end before the child prints makes its first write fail.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("output");
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?} panicked: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            out.status.signal(),
+            Some(SIGPIPE),
+            "{args:?}: {:?} {}",
+            out.status,
+            stderr(&out)
+        );
+    }
+}
