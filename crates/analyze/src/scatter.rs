@@ -23,7 +23,7 @@ impl ScatterSample {
     }
 
     pub fn access(&mut self, t: f64, id: u32) {
-        if self.seen % self.stride == 0 {
+        if self.seen.is_multiple_of(self.stride) {
             if self.points.len() == self.max_points {
                 let mut keep = false;
                 self.points.retain(|_| {
@@ -32,7 +32,7 @@ impl ScatterSample {
                 });
                 self.stride *= 2;
             }
-            if self.seen % self.stride == 0 {
+            if self.seen.is_multiple_of(self.stride) {
                 self.points.push((t, id));
             }
         }
