@@ -14,7 +14,8 @@
 --   warm        ticks of figures a shadow needs before it may be chosen (default 3)
 -- The log line of a switch names its cause: "thrashing" when the real cache evicted at
 -- least half as many objects as it missed in the window, "no progress" when its miss ratio
--- did not improve on the window before (seed 000 §VIII's two examples), otherwise "better".
+-- did not improve on the window before while the challenger misses less (seed 000 §VIII's
+-- two examples), otherwise "better" (fewer misses, or less memory for as few).
 
 local dwell = params.dwell or 5
 local margin = params.margin or 0.02
@@ -56,11 +57,14 @@ function switch(candidates, current)
   if current.misses > 0 and current.evictions >= 0.5 * current.misses then
     why = "thrashing: " .. current.name .. " evicted " .. fmt(current.evictions) ..
       " and missed " .. fmt(current.misses) .. " objects in the window"
-  elseif current.miss_ratio >= current.prev_miss_ratio - tie then
+  elseif current.miss_ratio > best.miss_ratio + tie
+      and current.miss_ratio >= current.prev_miss_ratio - tie then
     why = "no progress: " .. current.name .. "'s miss ratio stayed at " ..
       fmt(current.miss_ratio) .. " (window before: " .. fmt(current.prev_miss_ratio) .. ")"
+  elseif best.miss_ratio < mine.miss_ratio - tie then
+    why = "better: fewer misses"
   else
-    why = "better"
+    why = "better: less memory for as few misses"
   end
   log(2, "switch to " .. best.name .. " (score " .. fmt(best_score) .. " vs " ..
     fmt(mine_score) .. "): " .. why)

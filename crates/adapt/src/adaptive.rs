@@ -341,6 +341,12 @@ impl Controller for Adaptive {
 
     #[inline]
     fn observe(&mut self, req: &trace::Request, objects: u64, bytes: u64) {
+        if self.real_sample.requests == 0.0 && self.real.is_empty() {
+            // The first request: the opening stretch starts at its time.
+            if let Some(first) = self.timeline.first_mut() {
+                first.from_time = req.time;
+            }
+        }
         self.last_time = req.time;
         for s in &mut self.shadows {
             s.observe(req);
@@ -435,6 +441,46 @@ impl Controller for Adaptive {
             actions: self.actions,
             errors: self.errors,
             fallback: None,
+        }
+    }
+}
+
+impl AdaptiveReport {
+    /// The human summary's lines about the shadows and the switches.
+    pub fn print(&self) {
+        if let Some(name) = &self.switch_policy {
+            println!(
+                "switch       {name}: {} switches in {} calls ({} failed), window {} ticks",
+                self.switches, self.switch_calls, self.switch_errors, self.window_ticks
+            );
+            for s in &self.timeline {
+                let reason = if s.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", s.reason)
+                };
+                println!(
+                    "  from tick {:<6} t={:<10.1} {}{reason}",
+                    s.from_tick,
+                    s.from_time,
+                    s.version.as_deref().unwrap_or("unmanaged")
+                );
+            }
+        }
+        for c in &self.candidates {
+            let t = &c.shadow;
+            println!(
+                "shadow       {} (sample {}): miss ratio {:.6} ({:.0} misses), mean {:.1} objects, peak {:.0}, {} decisions, {} errors, active {} ticks",
+                c.name,
+                c.sample,
+                t.miss_ratio,
+                t.misses,
+                t.mean_objects,
+                t.peak_objects,
+                t.decisions,
+                t.errors,
+                c.active_ticks
+            );
         }
     }
 }
