@@ -9,8 +9,10 @@
 -- plane (cost=0: fewest misses whatever the memory).
 -- Guard rails:
 --   dwell       ticks a version stays active before another switch (default 5)
---   margin      hysteresis: a challenger must score at least this much better (default 0.02)
---   tie         scores closer than this are a tie, won by the earlier candidate (0.005)
+--   margin      hysteresis: a challenger must score this share lower than the active
+--               (default 0.1: 10% lower)
+--   tie         scores within this share of each other tie; the earlier candidate wins
+--               (default 0.02)
 --   warm        ticks of figures a shadow needs before it may be chosen (default 3)
 -- The log line of a switch names its cause: "thrashing" when the real cache evicted at
 -- least half as many objects as it missed in the window, "no progress" when its miss ratio
@@ -18,8 +20,8 @@
 -- two examples), otherwise "better" (fewer misses, or less memory for as few).
 
 local dwell = params.dwell or 5
-local margin = params.margin or 0.02
-local tie = params.tie or 0.005
+local margin = params.margin or 0.1
+local tie = params.tie or 0.02
 local warm = params.warm or 3
 local cost = params.cost or 0.1
 
@@ -46,22 +48,22 @@ function switch(candidates, current)
     if c.ticks >= warm and c.lookups > 0 then
       local s = score(c, largest)
       -- Preference order on ties: a later candidate must win by more than `tie`.
-      if s < best_score - tie then best, best_score = c, s end
+      if s < best_score * (1 - tie) then best, best_score = c, s end
     end
   end
   if best == nil or mine == nil or best.name == mine.name then return nil end
   local mine_score = score(mine, largest)
-  if best_score > mine_score - margin then return nil end
+  if best_score >= mine_score * (1 - margin) then return nil end
 
   local why
   if current.misses > 0 and current.evictions >= 0.5 * current.misses then
     why = "thrashing: " .. current.name .. " evicted " .. fmt(current.evictions) ..
       " and missed " .. fmt(current.misses) .. " objects in the window"
-  elseif current.miss_ratio > best.miss_ratio + tie
-      and current.miss_ratio >= current.prev_miss_ratio - tie then
+  elseif current.miss_ratio > best.miss_ratio * (1 + tie)
+      and current.miss_ratio >= current.prev_miss_ratio * (1 - tie) then
     why = "no progress: " .. current.name .. "'s miss ratio stayed at " ..
       fmt(current.miss_ratio) .. " (window before: " .. fmt(current.prev_miss_ratio) .. ")"
-  elseif best.miss_ratio < mine.miss_ratio - tie then
+  elseif best.miss_ratio < mine.miss_ratio * (1 - tie) then
     why = "better: fewer misses"
   else
     why = "better: less memory for as few misses"

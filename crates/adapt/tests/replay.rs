@@ -30,7 +30,7 @@ fn stream_skewed(phases: &[(u64, u64, u64)], skew: f64) -> Vec<Request> {
             x ^= x << 17;
             let u = (x >> 11) as f64 / (1u64 << 53) as f64;
             let key = base + (u.powf(skew) * range as f64) as u64;
-            let op = if x % 10 == 0 { Op::Put } else { Op::Get };
+            let op = if x.is_multiple_of(10) { Op::Put } else { Op::Get };
             out.push(Request {
                 time: out.len() as f64 * 0.01,
                 key,
@@ -221,7 +221,7 @@ fn ask(
 
 #[test]
 fn the_shipped_switch_keeps_its_guard_rails() {
-    let mut p = shipped_switch(&[("dwell", 5.0), ("margin", 0.05), ("cost", 0.0)]);
+    let mut p = shipped_switch(&[("dwell", 5.0), ("margin", 0.1), ("cost", 0.0)]);
     let bad = figures(0.5, 0.5, 100.0, 0.0);
     let good = figures(0.1, 0.1, 100.0, 0.0);
     // Dwell: nothing before tick 5, then the better candidate.
