@@ -446,6 +446,49 @@ impl Controller for Adaptive {
 }
 
 impl AdaptiveReport {
+    /// One paragraph for a report page: which version was active when, and each shadow's
+    /// whole-run figures.
+    pub fn describe(&self) -> String {
+        let mut text = String::new();
+        if let Some(name) = &self.switch_policy {
+            let stretches: Vec<String> = self
+                .timeline
+                .iter()
+                .take(20)
+                .map(|s| {
+                    format!(
+                        "{} from {:.0} s",
+                        s.version.as_deref().unwrap_or("unmanaged"),
+                        s.from_time
+                    )
+                })
+                .collect();
+            let more = self.timeline.len().saturating_sub(20);
+            text.push_str(&format!(
+                "Switch policy {name}: {} switches; active: {}{}. ",
+                self.switches,
+                stretches.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        let shadows: Vec<String> = self
+            .candidates
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} (sample {}): miss ratio {:.6}, mean {:.1} objects",
+                    c.name, c.sample, c.shadow.miss_ratio, c.shadow.mean_objects
+                )
+            })
+            .collect();
+        text.push_str(&format!("Shadows: {}.", shadows.join("; ")));
+        text
+    }
+
     /// The human summary's lines about the shadows and the switches.
     pub fn print(&self) {
         if let Some(name) = &self.switch_policy {

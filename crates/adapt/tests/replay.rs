@@ -30,7 +30,11 @@ fn stream_skewed(phases: &[(u64, u64, u64)], skew: f64) -> Vec<Request> {
             x ^= x << 17;
             let u = (x >> 11) as f64 / (1u64 << 53) as f64;
             let key = base + (u.powf(skew) * range as f64) as u64;
-            let op = if x.is_multiple_of(10) { Op::Put } else { Op::Get };
+            let op = if x.is_multiple_of(10) {
+                Op::Put
+            } else {
+                Op::Get
+            };
             out.push(Request {
                 time: out.len() as f64 * 0.01,
                 key,

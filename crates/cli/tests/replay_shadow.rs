@@ -34,6 +34,7 @@ fn policy(name: &str) -> String {
 fn replay_reports_the_switches_and_every_shadow() {
     let trace = regime_trace("replay");
     let csv = trace.with_file_name("shadows.csv");
+    let html = trace.with_file_name("report.html");
     let out = mantle(&[
         "replay",
         "--trace",
@@ -54,6 +55,8 @@ fn replay_reports_the_switches_and_every_shadow() {
         "dwell=3",
         "--shadow-out",
         csv.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
     ]);
     let v = json_of(&out);
     let a = &v["adaptive"];
@@ -77,6 +80,12 @@ fn replay_reports_the_switches_and_every_shadow() {
     assert_eq!(cands[2]["sample"], 0.5);
     assert!(cands[1]["shadow"]["miss_ratio"].as_f64().unwrap() < 0.1);
     assert_eq!(v["policy"]["name"], "switch (adaptive)");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Switch policy switch: "),
+        "no switch paragraph"
+    );
+    assert!(page.contains("active: fixed:n=30 from 0 s, "));
     let rows = std::fs::read_to_string(&csv).unwrap();
     assert!(rows.starts_with("tick,time,candidate,active,"), "{rows}");
     // One row per candidate per tick (600 s, 1 s ticks).

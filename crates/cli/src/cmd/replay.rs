@@ -169,10 +169,14 @@ pub fn run(args: Args) -> Result<()> {
             None => format!("{} {}", args.eviction, cache_size),
         };
         let title = format!("mantle replay: {}", path.display());
-        let intro = format!(
+        let mut intro = format!(
             "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
             report.requests, report.miss_ratio, report.mean_cache_objects
         );
+        if let Some(a) = &adaptive {
+            intro.push(' ');
+            intro.push_str(&a.describe());
+        }
         let html = sim::page::replay_page(&title, &intro, &name, &report)?;
         std::fs::write(out, html)
             .with_context(|| format!("--report: cannot write {}", out.display()))?;
