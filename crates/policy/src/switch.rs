@@ -331,6 +331,19 @@ mod tests {
     }
 
     #[test]
+    fn policy_check_accepts_a_switch_policy() {
+        let report = crate::check::check_source(
+            "s.lua",
+            "function switch(c, cur) return nil end",
+            &Limits::default(),
+        );
+        assert!(report.ok(), "{report}");
+        assert_eq!(report.callbacks, ["switch"]);
+        let report = crate::check::check_source("s.lua", "x = 1", &Limits::default());
+        assert!(!report.ok());
+    }
+
+    #[test]
     fn bad_results_and_missing_callback_are_errors() {
         let err = SwitchPolicy::load("s", "=s.lua", "x = 1", &Params::new(), Limits::default())
             .err()
