@@ -90,6 +90,19 @@ pub fn check_source(file: &str, source: &str, limits: &Limits) -> CheckReport {
                 engine.callbacks().iter().map(|s| s.to_string()).collect(),
                 engine.is_ceph_dialect(),
             ),
+            // A switch policy (docs/adaptive.md) defines `switch` instead of the callbacks.
+            Err(crate::error::LoadError::NoCallbacks { .. })
+                if crate::switch::SwitchPolicy::load(
+                    &name,
+                    &format!("@{file}"),
+                    source,
+                    &crate::value::Params::new(),
+                    *limits,
+                )
+                .is_ok() =>
+            {
+                (vec!["switch".to_string()], false)
+            }
             Err(e) => {
                 let (line, message) = split_location(file, &e.to_string());
                 // The static scan usually explains a failed top-level access already.

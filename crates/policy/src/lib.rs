@@ -23,6 +23,7 @@ mod series;
 mod value;
 
 pub mod check;
+pub mod switch;
 pub mod testenv;
 
 pub use decision::{Action, Decision};

@@ -336,7 +336,7 @@ fn call_registered(lua: &Lua, key: &RegistryKey) -> mlua::Result<Value> {
 }
 
 /// A readable message for a failed call, naming the limit that stopped it.
-fn describe(err: &mlua::Error, budget: &Budget, limits: &Limits) -> String {
+pub(crate) fn describe(err: &mlua::Error, budget: &Budget, limits: &Limits) -> String {
     let message = crate::error::bounded(root_message(err));
     let stop = match budget.reason() {
         Some(StopReason::Instructions) => Some((
@@ -474,7 +474,7 @@ impl mlua::FromLua for StateCell {
 
 /// `WRstate`/`RDstate` (both spellings), `log`/`BAL_LOG`/`print` and `timeseries`. Returns
 /// the engine's handle on the state kept in Lua.
-fn install_host_functions(
+pub(crate) fn install_host_functions(
     lua: &Lua,
     id: &PolicyId,
     host: &Arc<Mutex<HostShared>>,

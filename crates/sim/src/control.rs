@@ -50,6 +50,14 @@ pub trait Controller {
     fn needs_access_log(&self) -> bool {
         true
     }
+    /// Whether the loop must show the controller every request ([`Controller::observe`]);
+    /// asked once, so a controller that does not watch requests costs nothing per request.
+    fn observes_requests(&self) -> bool {
+        false
+    }
+    /// A request just served, with the cache's object and byte counts after it (shadows of
+    /// candidate policies are fed from here).
+    fn observe(&mut self, _req: &trace::Request, _objects: u64, _bytes: u64) {}
     fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision;
     fn summary(&self) -> ControllerSummary;
 }

@@ -219,6 +219,7 @@ struct Loop<'c, C: ReplayCache> {
     backend: Backend,
     log: Option<AccessLog>,
     record_log: bool,
+    observe: bool,
     controller: Option<&'c mut dyn Controller>,
     c: Counters,
     at_last_tick: Counters,
@@ -286,6 +287,7 @@ fn run<E, C: ReplayCache>(
             })
         }),
         record_log: needs_log,
+        observe: controller.as_ref().is_some_and(|c| c.observes_requests()),
         controller: controller.take(),
         c: Counters::default(),
         at_last_tick: Counters::default(),
@@ -420,6 +422,11 @@ impl<C: ReplayCache> Loop<'_, C> {
         self.peak_bytes = self.peak_bytes.max(bytes);
         self.sum_objects += objects as u128;
         self.sum_bytes += bytes as u128;
+        if self.observe {
+            if let Some(c) = self.controller.as_deref_mut() {
+                c.observe(req, objects, bytes);
+            }
+        }
     }
 
     fn metrics(&self, now: f64) -> TickMetrics {

@@ -47,15 +47,26 @@ pub struct Args {
     /// Print the results as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// A candidate of the adaptive run (see docs/adaptive.md): replayed alone like --policy,
+    /// and in shadow beside the real cache in the adaptive run. Repeatable, in preference order.
+    #[arg(long = "shadow", value_name = "FILE.lua[:K=V,...]")]
+    pub shadows: Vec<String>,
+    /// Switch policy of the adaptive run (one more setup: the candidates in shadow, the one
+    /// the switch picks managing the cache).
+    #[arg(long, value_name = "FILE.lua", requires = "shadows")]
+    pub switch: Option<PathBuf>,
+    /// Switch policy parameter, visible as params.K; repeatable.
+    #[arg(long = "switch-param", value_name = "K=V", value_parser = policy::parse_param, requires = "switch")]
+    pub switch_params: Vec<(String, policy::Scalar)>,
+    /// Ticks in the sliding window of the figures the switch sees.
+    #[arg(long, value_name = "TICKS", default_value_t = 10, requires = "switch")]
+    pub window: usize,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let setups = compare::plan(
-        !args.no_baseline,
-        &args.fixed,
-        &args.policies,
-        args.eviction,
-    )?;
+    let alone: Vec<String> = args.policies.iter().chain(&args.shadows).cloned().collect();
+    let setups = compare::plan(!args.no_baseline, &args.fixed, &alone, args.eviction)?;
+    let mut adaptive = adaptive_run(&args)?;
     if setups.is_empty() {
         bail!("nothing to compare: give --policy or --fixed (or drop --no-baseline)");
     }
@@ -88,7 +99,7 @@ pub fn run(args: Args) -> Result<()> {
         record_ticks: charts,
         ..ReplayConfig::default()
     };
-    let reports = compare::replay_all(&setups, jobs, &config, path, open, |setup, outcome| {
+    let mut reports = compare::replay_all(&setups, jobs, &config, path, open, |setup, outcome| {
         if !args.json {
             match outcome {
                 Ok(r) => eprintln!(
@@ -106,6 +117,22 @@ pub fn run(args: Args) -> Result<()> {
             eprintln!("{warning}");
         }
     })?;
+    let mut timeline = None;
+    if let Some((label, a)) = adaptive.as_mut() {
+        let mut reader = trace::Batched::new(open()?);
+        let report = sim::replay(&config, Some(a as &mut dyn sim::Controller), || {
+            reader.next_request()
+        })
+        .map_err(|e| ticks::replay_error(e, path))?;
+        if !args.json {
+            eprintln!(
+                "compare: {label} done ({:.2} s, miss ratio {:.6})",
+                report.wall_seconds, report.miss_ratio
+            );
+        }
+        timeline = Some((reports.len(), a.report()));
+        reports.push((label.clone(), report));
+    }
     let policy_runs: Vec<_> = reports.iter().map(|(l, r)| policy_run(l, r)).collect();
     if let Some(dir) = &args.charts {
         compare::write_charts(dir, &policy_runs)?;
@@ -129,15 +156,48 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         let runs: Vec<_> = reports
             .iter()
-            .map(|(label, r)| json!({"label": label, "result": r}))
+            .enumerate()
+            .map(|(i, (label, r))| match &timeline {
+                Some((at, a)) if *at == i => json!({"label": label, "result": r, "adaptive": a}),
+                _ => json!({"label": label, "result": r}),
+            })
             .collect();
         let value = json!({"trace": path.display().to_string(), "runs": runs});
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         compare::print_table(&reports);
+        if let Some((_, a)) = &timeline {
+            a.print();
+        }
         if let Some(out) = &args.report {
             println!("report: {}", out.display());
         }
     }
     Ok(())
+}
+
+/// The adaptive setup `--switch` asks for, labelled `adaptive (SWITCH)`; loaded before any
+/// replay runs so a broken candidate or switch policy is reported first.
+fn adaptive_run(args: &Args) -> Result<Option<(String, adapt::Adaptive)>> {
+    let Some(switch_path) = &args.switch else {
+        return Ok(None);
+    };
+    let specs = args
+        .shadows
+        .iter()
+        .map(|s| adapt::ShadowSpec::parse(s).map_err(|e| anyhow::anyhow!("--shadow {s}: {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    let params = args.switch_params.iter().cloned().collect();
+    let switch =
+        policy::switch::SwitchPolicy::load_file(switch_path, &params, policy::Limits::default())
+            .map_err(|e| anyhow::anyhow!("--switch {}: {e}", switch_path.display()))?;
+    let label = format!("adaptive ({})", switch.id().name);
+    let limits = adapt::shadow::ShadowLimits {
+        algorithm: args.eviction,
+        window: args.window,
+        ..adapt::shadow::ShadowLimits::default()
+    };
+    let a = adapt::Adaptive::new(specs, Some(switch), None, limits, false)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    Ok(Some((label, a)))
 }

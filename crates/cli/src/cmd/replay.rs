@@ -41,6 +41,9 @@ pub struct Args {
     /// --policy and the flags that go with it.
     #[command(flatten)]
     pub policy: super::replay_flags::PolicyArgs,
+    /// --shadow, --switch and the flags that go with them.
+    #[command(flatten)]
+    pub shadow: super::replay_flags::ShadowArgs,
     /// Write the per-tick metrics time series to this CSV file.
     #[arg(long, value_name = "FILE.csv")]
     pub metrics_out: Option<PathBuf>,
@@ -66,6 +69,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if !args.shadow.shadows.is_empty()
+        && (args.live.server.is_some() || args.cluster.nodes.is_some())
+    {
+        bail!("--shadow runs in a simulated replay only (not with --server or --nodes)");
+    }
     if args.live.server.is_some() {
         return args.live.run(
             &args.input,
@@ -99,7 +107,10 @@ pub fn run(args: Args) -> Result<()> {
     let warmup_flags = args.warmup.flags();
     let block_size = args.input.block_size;
     let warmup = WarmupConfig::for_trace(&warmup_flags, path, format, block_size, open)?;
-    let mut controller = args.policy.controller()?;
+    let mut controller = match args.shadow.shadows.is_empty() {
+        true => args.policy.controller()?,
+        false => None,
+    };
     let mut reader = trace::Batched::new(open()?);
     let (tick, notice) = sim::ticks::resolve(
         args.tick,
@@ -108,8 +119,8 @@ pub fn run(args: Args) -> Result<()> {
         sim::ticks::CLI_FLAG,
     )?;
     let record_ticks = args.metrics_out.is_some() || args.report.is_some();
-    if let (Some(notice), true, false) = (notice, controller.is_some() || record_ticks, args.quiet)
-    {
+    let managed = controller.is_some() || !args.shadow.shadows.is_empty();
+    if let (Some(notice), true, false) = (notice, managed || record_ticks, args.quiet) {
         eprintln!("{notice}");
     }
     let config = ReplayConfig {
@@ -125,7 +136,11 @@ pub fn run(args: Args) -> Result<()> {
     let label = format!("replay {}", file_label(path));
     let show = Show::from_flags(args.quiet, args.progress);
     let mut progress = ReplayProgress::new(show, &label, reader.progress());
-    let controller = controller.as_mut().map(|c| c as &mut dyn sim::Controller);
+    let mut adaptive = args.shadow.controller(&args.policy, &config, !args.quiet)?;
+    let controller = match adaptive.as_mut() {
+        Some(a) => Some(a as &mut dyn sim::Controller),
+        None => controller.as_mut().map(|c| c as &mut dyn sim::Controller),
+    };
     let report = sim::replay(&config, controller, || {
         let next = reader.next_request();
         if let Ok(Some(_)) = next {
@@ -135,6 +150,10 @@ pub fn run(args: Args) -> Result<()> {
     })
     .map_err(|e| ticks::replay_error(e, path))?;
     progress.finish(reader.progress());
+    let adaptive = adaptive
+        .as_mut()
+        .map(|a| args.shadow.finish(a))
+        .transpose()?;
     if let (Some(warning), false) = (ticks::never_ran(&report, tick), args.quiet) {
         eprintln!("{warning}");
     }
@@ -150,10 +169,14 @@ pub fn run(args: Args) -> Result<()> {
             None => format!("{} {}", args.eviction, cache_size),
         };
         let title = format!("mantle replay: {}", path.display());
-        let intro = format!(
+        let mut intro = format!(
             "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
             report.requests, report.miss_ratio, report.mean_cache_objects
         );
+        if let Some(a) = &adaptive {
+            intro.push(' ');
+            intro.push_str(&a.describe());
+        }
         let html = sim::page::replay_page(&title, &intro, &name, &report)?;
         std::fs::write(out, html)
             .with_context(|| format!("--report: cannot write {}", out.display()))?;
@@ -170,10 +193,16 @@ pub fn run(args: Args) -> Result<()> {
         working_set,
     };
     if args.json {
-        let value = sim::summary::to_json(&report, &input);
+        let mut value = sim::summary::to_json(&report, &input);
+        if let (Some(a), serde_json::Value::Object(map)) = (&adaptive, &mut value) {
+            map.insert("adaptive".into(), serde_json::to_value(a)?);
+        }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         sim::summary::print_summary(&report, &input);
+        if let Some(a) = &adaptive {
+            a.print();
+        }
     }
     Ok(())
 }

@@ -191,3 +191,89 @@ impl PolicyArgs {
             .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))
     }
 }
+
+/// Shadows of candidate policies and the switch policy (see docs/adaptive.md).
+#[derive(clap::Args)]
+pub struct ShadowArgs {
+    /// A candidate policy run in shadow on a metadata-only cache fed the same requests;
+    /// parameters may follow (sample=R samples that share of the key space, label=NAME
+    /// names the candidate). Repeatable; the order is the switch's preference order.
+    #[arg(long = "shadow", value_name = "FILE.lua[:K=V,...]")]
+    pub shadows: Vec<String>,
+    /// Switch policy: at every tick picks the candidate that manages the real cache (the
+    /// first --shadow at the start).
+    #[arg(
+        long,
+        value_name = "FILE.lua",
+        requires = "shadows",
+        conflicts_with = "policy"
+    )]
+    pub switch: Option<PathBuf>,
+    /// Switch policy parameter, visible as params.K; repeatable.
+    #[arg(long = "switch-param", value_name = "K=V", value_parser = policy::parse_param, requires = "switch")]
+    pub switch_params: Vec<(String, policy::Scalar)>,
+    /// Ticks in the sliding window of the figures the switch sees.
+    #[arg(long, value_name = "TICKS", default_value_t = 10, requires = "shadows")]
+    pub window: usize,
+    /// Most entries one shadow's cache may hold (its memory cap).
+    #[arg(long, value_name = "N", default_value_t = 4 << 20, requires = "shadows")]
+    pub shadow_max_objects: u64,
+    /// Write every candidate's window figures at every tick to this CSV file.
+    #[arg(long, value_name = "FILE.csv", requires = "shadows")]
+    pub shadow_out: Option<PathBuf>,
+}
+
+impl ShadowArgs {
+    /// The controller hosting the shadows (and the switch, or `--policy`), if any was asked.
+    pub fn controller(
+        &self,
+        policy: &PolicyArgs,
+        config: &sim::ReplayConfig,
+        echo_logs: bool,
+    ) -> Result<Option<adapt::Adaptive>> {
+        if self.shadows.is_empty() {
+            return Ok(None);
+        }
+        let specs = self
+            .shadows
+            .iter()
+            .map(|s| adapt::ShadowSpec::parse(s).map_err(|e| anyhow::anyhow!("--shadow {s}: {e}")))
+            .collect::<Result<Vec<_>>>()?;
+        let switch = self
+            .switch
+            .as_deref()
+            .map(|path| {
+                let params = self.switch_params.iter().cloned().collect();
+                policy::switch::SwitchPolicy::load_file(path, &params, policy.limits())
+                    .map_err(|e| anyhow::anyhow!("--switch {}: {e}", path.display()))
+            })
+            .transpose()?;
+        let fixed = policy
+            .policy
+            .clone()
+            .map(|p| (p, policy.params.iter().cloned().collect()));
+        let limits = adapt::shadow::ShadowLimits {
+            algorithm: config.algorithm,
+            capacity: config.capacity,
+            max_objects: self.shadow_max_objects,
+            timeseries_limit: config.timeseries_limit,
+            window: self.window,
+            policy: policy.limits(),
+        };
+        let mut a = adapt::Adaptive::new(specs, switch, fixed, limits, echo_logs)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        a.record_rows(self.shadow_out.is_some());
+        Ok(Some(a))
+    }
+
+    /// Writes `--shadow-out` and returns the report to merge into the replay's.
+    pub fn finish(&self, a: &mut adapt::Adaptive) -> Result<adapt::AdaptiveReport> {
+        if let Some(out) = &self.shadow_out {
+            let file = std::fs::File::create(out)
+                .with_context(|| format!("--shadow-out: cannot create {}", out.display()))?;
+            a.write_rows(std::io::BufWriter::new(file))
+                .with_context(|| format!("--shadow-out: writing {}", out.display()))?;
+        }
+        Ok(a.report())
+    }
+}
