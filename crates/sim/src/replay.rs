@@ -6,12 +6,12 @@
 
 use crate::backend::{Backend, BackendSpec, BackendSummary};
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
-use crate::replay_cache::{ClassReport, ClassedReplayCache, ReplayCache};
+use crate::replay_cache::{class_reports, classify, ClassReport};
 use crate::tick_schedule::TickSchedule;
 pub use crate::tick_schedule::MAX_EMPTY_TICKS;
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use cache::classes::ClassSet;
-use cache::{AccessLog, Algorithm, Cache, Capacity};
+use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer};
 use std::time::{Duration, Instant};
 use trace::{Op, Request};
 
@@ -212,10 +212,10 @@ struct Counters {
     evictions: u64,
 }
 
-struct Loop<'c, C: ReplayCache> {
+struct Loop<'c, L: ClassLayer> {
     record_ticks: bool,
-    cache: C,
-    warmup: Option<WarmupRun<C>>,
+    cache: Cache<L>,
+    warmup: Option<WarmupRun<L>>,
     backend: Backend,
     log: Option<AccessLog>,
     record_log: bool,
@@ -248,27 +248,18 @@ pub fn replay<E>(
     controller: Option<&mut dyn Controller>,
     next: impl FnMut() -> Result<Option<Request>, E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
-    match &config.classes {
-        None => run(
-            config,
-            controller,
-            next,
-            Cache::new(config.algorithm, config.capacity),
-        ),
-        Some(classes) => run(
-            config,
-            controller,
-            next,
-            ClassedReplayCache::new(config.algorithm, config.capacity, classes.clone()),
-        ),
+    // The one run-time choice of layer; each runs a loop compiled for it.
+    match AnyCache::new(config.algorithm, config.capacity, config.classes.clone()) {
+        AnyCache::Plain(cache) => run(config, controller, next, cache),
+        AnyCache::Classed(cache) => run(config, controller, next, cache),
     }
 }
 
-fn run<E, C: ReplayCache>(
+fn run<E, L: ClassLayer>(
     config: &ReplayConfig,
     mut controller: Option<&mut dyn Controller>,
     mut next: impl FnMut() -> Result<Option<Request>, E>,
-    cache: C,
+    cache: Cache<L>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     let started = Instant::now();
     let needs_log = controller.as_ref().is_some_and(|c| c.needs_access_log());
@@ -345,7 +336,7 @@ fn run<E, C: ReplayCache>(
     Ok(lp.finish(started.elapsed()))
 }
 
-impl<C: ReplayCache> Loop<'_, C> {
+impl<L: ClassLayer> Loop<'_, L> {
     /// Empties the cache and runs the warm-up's bulk load, counted as back-end reads.
     fn restart(&mut self, now: f64) {
         if let Some(w) = &mut self.warmup {
@@ -366,7 +357,7 @@ impl<C: ReplayCache> Loop<'_, C> {
             self.area_bytes += self.cache.bytes() as f64 * dt;
             self.last_time = now;
         }
-        let class = self.cache.classify(req);
+        let class = classify(&self.cache, req);
         let mut hit = None;
         match req.op {
             Op::Get | Op::Access => {
@@ -376,7 +367,7 @@ impl<C: ReplayCache> Loop<'_, C> {
                     c.accesses += 1;
                 }
                 self.lookup_bytes += req.size as u64;
-                if self.cache.get(req.key, class) {
+                if self.cache.get_as(req.key, class) {
                     c.hits += 1;
                     hit = Some(true);
                 } else {
@@ -385,7 +376,7 @@ impl<C: ReplayCache> Loop<'_, C> {
                     self.miss_bytes += req.size as u64;
                     c.backend_reads += 1;
                     self.backend.read(now);
-                    self.cache.insert(req.key, req.size, class);
+                    self.cache.insert_as(req.key, req.size, class, |_, _| {});
                 }
                 if self.record_log {
                     if let Some(log) = &mut self.log {
@@ -397,7 +388,7 @@ impl<C: ReplayCache> Loop<'_, C> {
                 c.puts += 1;
                 c.backend_writes += 1;
                 self.backend.write(now);
-                self.cache.insert(req.key, req.size, class);
+                self.cache.insert_as(req.key, req.size, class, |_, _| {});
                 if self.record_log {
                     if let Some(log) = &mut self.log {
                         log.record(now, req.key);
@@ -575,7 +566,7 @@ impl<C: ReplayCache> Loop<'_, C> {
             } else {
                 0.0
             },
-            classes: self.cache.class_reports(),
+            classes: class_reports(&self.cache),
             warmup: self.warmup.take().map(WarmupRun::finish),
             ticks: std::mem::take(&mut self.ticks),
         }
