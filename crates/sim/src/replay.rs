@@ -160,9 +160,14 @@ pub struct TickRow {
     pub policy_error: bool,
 }
 
-/// The result of a replay, serialised as `mantle replay --json`.
+/// The result of a replay, serialised as `mantle replay --json` (with the run's inputs,
+/// [`crate::summary::to_json`]). `mantle replay --server` fills the same struct from the
+/// server's counters (`loadgen`), with `live` and `client` set and what it cannot know null.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ReplayReport {
+    /// Live replays only: `mode`, `server`, `speed` and the client's own counts.
+    #[serde(flatten)]
+    pub live: Option<LiveRun>,
     pub requests: u64,
     pub gets: u64,
     pub puts: u64,
@@ -171,7 +176,8 @@ pub struct ReplayReport {
     pub hits: u64,
     pub misses: u64,
     pub miss_ratio: f64,
-    pub byte_miss_ratio: f64,
+    /// Null live (sizes of hits are not seen by the client).
+    pub byte_miss_ratio: Option<f64>,
     pub evictions: u64,
     pub peak_cache_objects: u64,
     /// Request-weighted mean of the number of cached objects.
@@ -186,6 +192,9 @@ pub struct ReplayReport {
     /// Trace seconds from first to last request; null without timestamps.
     pub duration_seconds: Option<f64>,
     pub backend: BackendSummary,
+    /// Live replays only: the client's view (latencies of writes, lag behind the trace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientFigures>,
     pub policy: Option<ControllerSummary>,
     pub wall_seconds: f64,
     pub requests_per_second: f64,
@@ -195,6 +204,30 @@ pub struct ReplayReport {
     pub warmup: Option<WarmupReport>,
     #[serde(skip)]
     pub ticks: Vec<TickRow>,
+}
+
+/// The fields only a live replay (`replay --server`) has, at the top level of its JSON.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LiveRun {
+    /// Always `live`.
+    pub mode: String,
+    pub server: String,
+    pub speed: f64,
+    /// GETs the server answered nil (then filled with a SET), requests that failed.
+    pub nil_replies: u64,
+    pub fills: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+}
+
+/// A live replay's client-side figures (`client` in its JSON).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ClientFigures {
+    pub in_flight_limit: u64,
+    pub max_lag_seconds: f64,
+    pub p50_write_latency_ms: Option<f64>,
+    pub p99_write_latency_ms: Option<f64>,
+    pub max_write_latency_ms: Option<f64>,
 }
 
 /// Counters the tick logic differences to get per-tick figures.
@@ -534,6 +567,7 @@ impl<L: ClassLayer> Loop<'_, L> {
         let timed = duration > 0.0;
         let wall_seconds = wall.as_secs_f64();
         ReplayReport {
+            live: None,
             requests: c.requests,
             gets: c.gets,
             puts: c.puts,
@@ -542,7 +576,7 @@ impl<L: ClassLayer> Loop<'_, L> {
             hits: c.hits,
             misses: c.misses,
             miss_ratio: ratio(c.misses, lookups),
-            byte_miss_ratio: ratio(self.miss_bytes, self.lookup_bytes),
+            byte_miss_ratio: Some(ratio(self.miss_bytes, self.lookup_bytes)),
             evictions: self.cache.evictions(),
             peak_cache_objects: self.peak_objects,
             mean_cache_objects: mean(self.sum_objects, c.requests),
@@ -554,6 +588,7 @@ impl<L: ClassLayer> Loop<'_, L> {
             final_cache_bytes: self.cache.bytes(),
             duration_seconds: timed.then_some(duration),
             backend: self.backend.summary(timed),
+            client: None,
             policy: self.controller.as_ref().map(|ctl| {
                 let mut summary = ctl.summary();
                 summary.actions = self.policy_actions;
