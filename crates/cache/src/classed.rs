@@ -25,8 +25,8 @@ use crate::{Algorithm, Cache, Capacity};
 /// The cache with classes.
 pub type ClassedCache = Cache<Classes>;
 
-/// Counters of one class.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counters of one class (in replay's JSON, beside the class's settings).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ClassStats {
     /// Lookups classified into this class that hit / missed.
     pub hits: u64,
@@ -501,6 +501,68 @@ mod tests {
         c.insert(2, 1, 1);
         assert!(!c.insert(3, 5, 0));
         assert!(c.insert(4, 1, 1), "soft-pinned data replaces its own");
+    }
+
+    /// With one unpinned class of allocation 1 the class layer must make every decision the
+    /// plain cache makes: both run the same code, asking different layers. S3-FIFO is left
+    /// out: its victims under a class file differ from the plain cache's (from step 37 of this
+    /// stream), exactly as they did with the separate `ClassedCache` before the two shared
+    /// code, and that behaviour is kept.
+    #[test]
+    fn one_class_decides_exactly_like_the_plain_cache() {
+        for alg in Algorithm::ALL
+            .into_iter()
+            .filter(|&a| a != Algorithm::S3Fifo)
+        {
+            let capacity = Capacity {
+                bytes: Some(300),
+                objects: Some(50),
+            };
+            let set = ClassSet::parse(&format!("{HEADER}0,unclassified,5,1\n"), "t").unwrap();
+            let mut classed = Cache::with_classes(alg, capacity, set);
+            let mut plain = Cache::new(alg, capacity);
+            let (mut plain_victims, mut classed_victims) = (Vec::new(), Vec::new());
+            // xorshift64: a fixed stream of keys.
+            let mut x = 99u64;
+            for i in 0..20_000u32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = x % 200;
+                let size = 1 + (key % 7) as u32;
+                let hit = plain.get(key);
+                assert_eq!(classed.get(key, 0), hit, "{alg} {i}");
+                if !hit {
+                    assert_eq!(
+                        plain.insert_with(key, size, |k, _| plain_victims.push(k)),
+                        classed.insert_with(key, size, 0, |k, _| classed_victims.push(k)),
+                        "{alg} {i}"
+                    );
+                }
+                if i % 97 == 0 {
+                    assert_eq!(plain.remove(key), classed.remove(key));
+                }
+                if i % 1000 == 0 {
+                    plain.evict_with(3, |k, _| plain_victims.push(k));
+                    classed.evict_with(3, |k, _| classed_victims.push(k));
+                }
+                if i % 2500 == 0 {
+                    let cut = Capacity {
+                        objects: Some(if i % 5000 == 0 { 30 } else { 50 }),
+                        ..capacity
+                    };
+                    plain.set_capacity_with(cut, |k, _| plain_victims.push(k));
+                    classed.set_capacity_with(cut, |k, _| classed_victims.push(k));
+                }
+            }
+            assert_eq!(plain_victims, classed_victims, "{alg}");
+            let s = classed.stats(0);
+            assert_eq!(
+                (s.evictions, s.objects, s.bytes),
+                (plain.evictions(), plain.len(), plain.bytes())
+            );
+            assert!(!plain_victims.is_empty());
+        }
     }
 
     #[test]

@@ -297,6 +297,127 @@ mod tests {
         assert_eq!(cache_size(&c(None, None)), "unlimited");
     }
 
+    /// `replay --server --json` keeps the keys it has always printed, and is `replay --json`'s
+    /// object (every key of it) with the live-only keys added.
+    #[test]
+    fn the_live_json_is_the_replay_json_plus_live_fields() {
+        use std::collections::BTreeSet;
+        let report = Report {
+            server: "127.0.0.1:1".to_string(),
+            speed: 0.0,
+            tally: Tally::new().unwrap(),
+            delta: Counters::default(),
+            after: Counters::default(),
+            footprint: Footprint::default(),
+            policy: None,
+            wall: Duration::ZERO,
+            max_lag: Duration::ZERO,
+            ticks: Vec::new(),
+        };
+        let live = report.to_json("t.csv", "csv");
+        let keys =
+            |v: &Value| -> BTreeSet<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let set =
+            |names: &[&str]| -> BTreeSet<String> { names.iter().map(|s| s.to_string()).collect() };
+        assert_eq!(
+            keys(&live),
+            set(&[
+                "mode",
+                "server",
+                "speed",
+                "requests",
+                "gets",
+                "accesses",
+                "puts",
+                "deletes",
+                "hits",
+                "misses",
+                "miss_ratio",
+                "byte_miss_ratio",
+                "nil_replies",
+                "fills",
+                "errors",
+                "first_error",
+                "evictions",
+                "peak_cache_objects",
+                "mean_cache_objects",
+                "time_mean_cache_objects",
+                "peak_cache_bytes",
+                "mean_cache_bytes",
+                "time_mean_cache_bytes",
+                "final_cache_objects",
+                "final_cache_bytes",
+                "duration_seconds",
+                "backend",
+                "client",
+                "policy",
+                "wall_seconds",
+                "requests_per_second",
+                "algorithm",
+                "cache_size",
+                "capacity_objects",
+                "capacity_bytes",
+                "working_set",
+                "classes",
+                "warmup",
+                "trace",
+                "format",
+            ])
+        );
+        assert_eq!(
+            keys(&live["backend"]),
+            set(&[
+                "model",
+                "reads",
+                "writes",
+                "fill_writes",
+                "errors",
+                "peak_rate",
+                "overload_seconds",
+                "compactions",
+                "p50_read_latency_ms",
+                "p99_read_latency_ms",
+                "max_read_latency_ms",
+            ])
+        );
+        assert_eq!(
+            keys(&live["client"]),
+            set(&[
+                "in_flight_limit",
+                "max_lag_seconds",
+                "p50_write_latency_ms",
+                "p99_write_latency_ms",
+                "max_write_latency_ms",
+            ])
+        );
+        assert_eq!(live["mode"], "live");
+        assert_eq!(live["cache_size"], "unlimited");
+        assert!(live["byte_miss_ratio"].is_null() && live["backend"]["compactions"].is_null());
+        assert!(live["algorithm"].is_null(), "the server did not say");
+
+        let input = sim::summary::ReplayInput {
+            trace: "t.csv".to_string(),
+            format: "csv".to_string(),
+            algorithm: "lru".to_string(),
+            cache_size: "10".to_string(),
+            capacity: cache::Capacity::objects(10),
+            working_set: None,
+        };
+        let simulated = sim::summary::to_json(&ReplayReport::default(), &input);
+        assert!(keys(&simulated).is_subset(&keys(&live)));
+        assert!(keys(&simulated["backend"]).is_subset(&keys(&live["backend"])));
+        for live_only in [
+            "mode",
+            "server",
+            "speed",
+            "client",
+            "nil_replies",
+            "first_error",
+        ] {
+            assert!(simulated.get(live_only).is_none(), "{live_only}");
+        }
+    }
+
     fn data(text: &str) -> Reply {
         Reply::Data(text.as_bytes().to_vec())
     }

@@ -349,7 +349,7 @@ mod tests {
         b.write(0.0);
         b.read(0.0);
         let s = b.summary(true);
-        assert_eq!(s.compactions, 1);
+        assert_eq!(s.compactions, Some(1));
         assert!(s.max_read_latency_ms.unwrap() >= 1000.0);
     }
 

@@ -52,7 +52,7 @@ pub fn class_reports<L: ClassLayer>(cache: &Cache<L>) -> Option<Vec<ClassReport>
 
 impl From<&ClassFigures> for ClassReport {
     fn from(f: &ClassFigures) -> Self {
-        let s = &f.stats;
+        let s = f.stats;
         let lookups = s.hits + s.misses;
         ClassReport {
             id: f.id,
@@ -62,21 +62,13 @@ impl From<&ClassFigures> for ClassReport {
             allocation: f.allocation,
             cap_objects: f.limit.objects,
             cap_bytes: f.limit.bytes,
-            hits: s.hits,
-            misses: s.misses,
             hit_ratio: (lookups > 0).then(|| s.hits as f64 / lookups as f64),
-            objects: s.objects,
-            bytes: s.bytes,
-            peak_bytes: s.peak_bytes,
-            evictions: s.evictions,
-            bypassed: s.bypassed,
-            fenced: s.fenced,
-            refused: s.refused,
+            stats: s,
         }
     }
 }
 
-/// One class in `replay --json`'s `classes` array.
+/// One class in `replay --json`'s `classes` array: its settings, cap and counters.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ClassReport {
     pub id: u8,
@@ -88,18 +80,10 @@ pub struct ClassReport {
     pub allocation: f64,
     pub cap_objects: Option<u64>,
     pub cap_bytes: Option<u64>,
-    /// Lookups of requests in this class.
-    pub hits: u64,
-    pub misses: u64,
+    /// Of the lookups of requests in this class.
     pub hit_ratio: Option<f64>,
-    /// Cached at the end of the run.
-    pub objects: u64,
-    pub bytes: u64,
-    pub peak_bytes: u64,
-    pub evictions: u64,
-    /// Insertions refused: allocation 0 / cache full of more important classes / a
-    /// hard-pinned class at its cap (or an object larger than the class's cap).
-    pub bypassed: u64,
-    pub fenced: u64,
-    pub refused: u64,
+    /// Lookups, what is cached at the end of the run, evictions and refused insertions
+    /// (`cache::ClassStats`; its fields are keys of this object).
+    #[serde(flatten)]
+    pub stats: cache::ClassStats,
 }

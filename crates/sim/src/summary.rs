@@ -86,11 +86,11 @@ pub fn print_summary(r: &ReplayReport, input: &ReplayInput) {
                 c.rule,
                 c.pinning,
                 c.priority.map_or("-".to_string(), |p| p.to_string()),
-                c.hits,
-                c.misses,
-                c.objects,
-                c.bytes,
-                c.evictions
+                c.stats.hits,
+                c.stats.misses,
+                c.stats.objects,
+                c.stats.bytes,
+                c.stats.evictions
             );
         }
     }
