@@ -19,22 +19,11 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from oracle_general import to_oracle_general  # noqa: E402
 # Figures that must be equal between the two binaries (timings excluded).
 SAME = ["requests", "hits", "misses", "evictions", "peak_cache_objects", "peak_cache_bytes",
         "final_cache_objects", "final_cache_bytes", "mean_cache_bytes", "classes"]
-
-
-def to_oracle_general(csv_path, out_path):
-    """The Twitter CSV as oracleGeneral records (next-access times are not needed)."""
-    if os.path.exists(out_path):
-        return
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    with open(csv_path) as src, open(out_path + ".tmp", "wb") as dst:
-        next(src)
-        for line in src:
-            t, obj, size, _ = line.split(",")
-            dst.write(struct.pack("<IQIq", int(t), int(obj), int(size), -1))
-    os.replace(out_path + ".tmp", out_path)
 
 
 def working_set_bytes(path):
