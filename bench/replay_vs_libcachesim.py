@@ -21,10 +21,12 @@ import os
 import statistics
 import subprocess
 import sys
-import struct
 import time
 
 import libcachesim as lcs
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from oracle_general import to_oracle_general  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -58,19 +60,6 @@ def run_mantle(mantle, path, alg, cache_bytes):
     elapsed = time.perf_counter() - start
     result = json.loads(out)
     return result["wall_seconds"], elapsed, result["miss_ratio"]
-
-
-def to_oracle_general(csv_path, out_path):
-    """Writes the CSV trace as oracleGeneral records (next-access times are not needed)."""
-    if os.path.exists(out_path):
-        return
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    with open(csv_path) as src, open(out_path + ".tmp", "wb") as dst:
-        next(src)
-        for line in src:
-            t, obj, size, _ = line.split(",")
-            dst.write(struct.pack("<IQIq", int(t), int(obj), int(size), -1))
-    os.replace(out_path + ".tmp", out_path)
 
 
 def main():

@@ -1,19 +1,25 @@
-//! The cache itself: ties the slab and index ([`crate::slab`]) to an eviction algorithm
-//! ([`crate::eviction`]) and keeps the capacity invariant: after every call, the objects and
-//! bytes cached are within the capacity.
+//! The cache itself: ties the slab and index ([`crate::slab`]) to the eviction queues of its
+//! class layer ([`crate::ClassLayer`]) and keeps the capacity invariant: after every call, the
+//! objects and bytes cached are within the capacity.
+//!
+//! One type serves every host: `Cache` (= `Cache<NoClasses>`) is the unclassed cache with
+//! libCacheSim's exact behaviour, `Cache<Classes>` ([`crate::ClassedCache`]) the same code
+//! with the class rules of `docs/cache-hints.md` asked at each decision point. The code for
+//! lookups, inserts, evictions, removals and capacity changes exists once, here.
 //!
 //! The order of operations on a miss is libCacheSim's `cache_get_base`: refuse objects that
 //! can never fit, evict until the new object fits, then insert. A lookup never changes an
-//! object's size (libCacheSim ignores the size carried by a hit); only [`Cache::insert`] does.
+//! object's size (libCacheSim ignores the size carried by a hit); only an insert does.
 //!
 //! A caller that already keeps a record per key (the server's key table) can keep a
 //! [`SlotHint`] in it and look up with [`Cache::get_hinted`], which goes straight to the
 //! object's node instead of through the hash index: on a server's cache hit that index walk
 //! was a second dependent lookup after the caller's own.
 
-use crate::eviction::{EvictionPolicy, Evictor};
+use crate::eviction::EvictionPolicy;
+use crate::layer::{ClassLayer, NoClasses, Rewrite};
 use crate::slab::{Slab, Slot, NIL};
-use crate::{Algorithm, Capacity};
+use crate::{Algorithm, Capacity, ClassFigures};
 
 /// Where a cached object's node sits in the slab, as returned by [`Cache::insert_hinted`] or
 /// [`Cache::slot_hint`]. An object keeps its node while it stays cached. A hint only makes a
@@ -33,11 +39,11 @@ impl Default for SlotHint {
     }
 }
 
-pub struct Cache {
+pub struct Cache<L: ClassLayer = NoClasses> {
     algorithm: Algorithm,
     capacity: Capacity,
     store: Slab,
-    policy: Evictor,
+    layer: L,
     evictions: u64,
     /// The key the last lookup missed, so that the insert that usually follows does not
     /// report the same miss to the algorithm twice.
@@ -46,55 +52,20 @@ pub struct Cache {
 
 impl Cache {
     pub fn new(algorithm: Algorithm, capacity: Capacity) -> Cache {
-        Cache {
-            algorithm,
-            capacity,
-            store: Slab::new(),
-            policy: Evictor::new(algorithm, capacity),
-            evictions: 0,
-            reported_miss: None,
-        }
-    }
-
-    pub fn algorithm(&self) -> Algorithm {
-        self.algorithm
+        Cache::with_layer(algorithm, capacity, NoClasses::new(algorithm, capacity))
     }
 
     /// Looks `key` up; a hit updates the algorithm's state. Never inserts.
     #[inline]
     pub fn get(&mut self, key: u64) -> bool {
-        match self.store.find(key) {
-            Some(slot) => {
-                self.reported_miss = None;
-                self.policy.on_hit(&mut self.store.nodes, slot);
-                true
-            }
-            None => {
-                self.policy.on_miss(key);
-                self.reported_miss = Some(key);
-                false
-            }
-        }
+        self.get_as(key, ())
     }
 
     /// [`Cache::get`] for a key whose node `hint` probably names: same result and same effect
     /// on the algorithm, without the hash index when the hint is right.
     #[inline]
     pub fn get_hinted(&mut self, key: u64, hint: SlotHint) -> bool {
-        let slot = hint.0;
-        match self.store.nodes.get(slot as usize) {
-            Some(node) if node.key == key && !node.is_free() => {
-                self.reported_miss = None;
-                self.policy.on_hit(&mut self.store.nodes, slot);
-                true
-            }
-            _ => self.get(key),
-        }
-    }
-
-    /// The hint for a cached `key` (no access recorded).
-    pub fn slot_hint(&self, key: u64) -> Option<SlotHint> {
-        self.store.find(key).map(SlotHint)
+        self.get_hinted_as(key, hint, ())
     }
 
     /// One request as libCacheSim replays it: a lookup that inserts on a miss. Returns
@@ -119,7 +90,7 @@ impl Cache {
     /// afterwards; when it cannot be (too large, or refused by the algorithm) a previous
     /// version is removed, which is not an eviction.
     pub fn insert_with<F: FnMut(u64, u32)>(&mut self, key: u64, size: u32, on_evict: F) -> bool {
-        self.insert_hinted(key, size, on_evict).is_some()
+        self.insert_as(key, size, (), on_evict).is_some()
     }
 
     /// [`Cache::insert_with`], returning the hint for `key` when it is cached afterwards.
@@ -129,77 +100,231 @@ impl Cache {
         size: u32,
         on_evict: F,
     ) -> Option<SlotHint> {
-        self.insert_slot(key, size, on_evict).map(SlotHint)
+        self.insert_as(key, size, (), on_evict)
+    }
+
+    /// Every cached `(key, size)`, in no particular order. Does not count as accesses.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.objects().map(|(key, size, ())| (key, size))
+    }
+}
+
+impl<L: ClassLayer> Cache<L> {
+    pub(crate) fn with_layer(algorithm: Algorithm, capacity: Capacity, layer: L) -> Self {
+        Cache {
+            algorithm,
+            capacity,
+            store: Slab::new(),
+            layer,
+            evictions: 0,
+            reported_miss: None,
+        }
+    }
+
+    /// An empty cache with the same algorithm, capacity and classes.
+    pub fn fresh(&self) -> Self {
+        Cache::with_layer(
+            self.algorithm,
+            self.capacity,
+            self.layer.fresh(self.algorithm, self.capacity),
+        )
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The class layer (its rules and counters).
+    pub fn layer(&self) -> &L {
+        &self.layer
+    }
+
+    /// The class of a request (`()` without classes).
+    #[inline]
+    pub fn classify(&self, probe: &crate::classes::Probe) -> L::Class {
+        self.layer.classify(probe)
+    }
+
+    /// Per-class figures; empty without classes.
+    pub fn class_figures(&self) -> Vec<ClassFigures> {
+        self.layer.figures()
+    }
+
+    /// Looks `key` up on behalf of a request of class `class` (credited the hit or miss); a
+    /// hit promotes the object in its own class's queue. Never inserts.
+    #[inline]
+    pub fn get_as(&mut self, key: u64, class: L::Class) -> bool {
+        match self.store.find(key) {
+            Some(slot) => self.hit(slot, class),
+            None => {
+                self.layer.queue(class).on_miss(key);
+                self.layer.count_lookup(class, false);
+                self.reported_miss = Some(key);
+                false
+            }
+        }
+    }
+
+    /// [`Cache::get_as`] for a key whose node `hint` probably names.
+    #[inline]
+    pub fn get_hinted_as(&mut self, key: u64, hint: SlotHint, class: L::Class) -> bool {
+        let slot = hint.0;
+        match self.store.nodes.get(slot as usize) {
+            Some(node) if node.key == key && !node.is_free() => self.hit(slot, class),
+            _ => self.get_as(key, class),
+        }
+    }
+
+    #[inline]
+    fn hit(&mut self, slot: Slot, class: L::Class) -> bool {
+        self.reported_miss = None;
+        let own = self.layer.class_at(slot);
+        self.layer.queue(own).on_hit(&mut self.store.nodes, slot);
+        self.layer.count_lookup(class, true);
+        true
+    }
+
+    /// Credits `class` with a miss of a key the caller knows is not cached (a server that
+    /// found no entry for the key), without telling the algorithm: the key has no id yet.
+    #[inline]
+    pub fn count_miss(&mut self, class: L::Class) {
+        self.layer.count_lookup(class, false);
+    }
+
+    /// The hint for a cached `key` (no access recorded).
+    pub fn slot_hint(&self, key: u64) -> Option<SlotHint> {
+        self.store.find(key).map(SlotHint)
+    }
+
+    /// Inserts `key` as `class` (or rewrites it), evicting as the algorithm and the classes
+    /// decide until it fits, calling `on_evict(key, size)` for every victim. Returns the hint
+    /// for `key` when it is cached afterwards. Without classes a rewrite updates the object
+    /// in place (an access); with classes a new size or class re-inserts it.
+    #[inline]
+    pub fn insert_as<F: FnMut(u64, u32)>(
+        &mut self,
+        key: u64,
+        size: u32,
+        class: L::Class,
+        mut on_evict: F,
+    ) -> Option<SlotHint> {
+        self.insert_slot(key, size, class, &mut on_evict)
+            .map(SlotHint)
     }
 
     fn insert_slot<F: FnMut(u64, u32)>(
         &mut self,
         key: u64,
         size: u32,
-        on_evict: F,
+        class: L::Class,
+        on_evict: &mut F,
     ) -> Option<Slot> {
-        // Right after `get` missed this key it is known to be absent: only an insert of the
-        // key itself could have added it, and every insert clears `reported_miss`.
-        if self.reported_miss == Some(key) {
-            return self.insert_new(key, size, on_evict);
+        // Right after a lookup missed this key it is known to be absent: only an insert of
+        // the key itself could have added it, and every insert clears `reported_miss`.
+        let known_absent = self.reported_miss.take() == Some(key);
+        if !known_absent {
+            if let Some(slot) = self.store.find(key) {
+                let own = self.layer.class_at(slot);
+                let old = self.store.nodes[slot as usize].size;
+                return match self.layer.rewrite(own, class, old, size) {
+                    Rewrite::InPlace => self.update(slot, own, size, on_evict),
+                    Rewrite::Touch => {
+                        self.layer.queue(own).on_hit(&mut self.store.nodes, slot);
+                        Some(slot)
+                    }
+                    Rewrite::Reinsert => {
+                        self.remove_slot(slot);
+                        self.insert_new(key, size, class, false, on_evict)
+                    }
+                };
+            }
         }
-        match self.store.find(key) {
-            Some(slot) => self.update(slot, size, on_evict),
-            None => self.insert_new(key, size, on_evict),
-        }
+        self.insert_new(key, size, class, !known_absent, on_evict)
     }
 
     fn insert_new<F: FnMut(u64, u32)>(
         &mut self,
         key: u64,
         size: u32,
-        mut on_evict: F,
+        class: L::Class,
+        report_miss: bool,
+        on_evict: &mut F,
     ) -> Option<Slot> {
-        if self.reported_miss.take() != Some(key) {
-            self.policy.on_miss(key);
+        if report_miss {
+            self.layer.queue(class).on_miss(key);
         }
-        if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
+        if self.layer.bypasses(class) {
             return None;
         }
+        if !self.capacity.can_hold(size)
+            || self.layer.too_big_for_class(class, size)
+            || !self.layer.queue(class).can_admit(size)
+        {
+            self.layer.count_refused(class);
+            return None;
+        }
+        // The class's own cap: make room among its own objects (hard pins refuse instead).
+        while self.layer.over_own_cap(class, size) {
+            if self.layer.never_evicts(class) || self.evict_from(class, on_evict) == NIL {
+                self.layer.count_refused(class);
+                return None;
+            }
+        }
+        // The whole cache: evict (selectively, fenced by the incoming class) until it fits.
         while self
             .capacity
             .exceeded_by(self.store.len() + 1, self.store.bytes() + u64::from(size))
         {
-            if self.evict_one(&mut on_evict) == NIL {
-                break;
+            match self.layer.victim_for(class) {
+                Some(victim) => {
+                    if self.evict_from(victim, on_evict) == NIL {
+                        break;
+                    }
+                }
+                None => {
+                    self.layer.count_fenced(class);
+                    return None;
+                }
             }
         }
-        if !self.policy.admit_after_evictions(key, size) {
+        if !self.layer.queue(class).admit_after_evictions(key, size) {
+            self.layer.count_refused(class);
             return None;
         }
         let slot = self.store.insert(key, size)?;
-        self.policy.on_insert(&mut self.store.nodes, slot);
+        self.layer.stored(slot, class, size);
+        self.layer
+            .queue(class)
+            .on_insert(&mut self.store.nodes, slot);
         Some(slot)
     }
 
+    /// libCacheSim's update of a cached object: new size in place, an access, then evictions
+    /// until it fits (which may take the object itself).
     fn update<F: FnMut(u64, u32)>(
         &mut self,
         slot: Slot,
+        own: L::Class,
         size: u32,
-        mut on_evict: F,
+        on_evict: &mut F,
     ) -> Option<Slot> {
-        self.reported_miss = None;
-        if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
+        if !self.capacity.can_hold(size) || !self.layer.queue(own).can_admit(size) {
             self.remove_slot(slot);
             return None;
         }
         let old_size = self.store.nodes[slot as usize].size;
+        let queue = self.layer.queue(own);
         if old_size != size {
             self.store.resize(slot, size);
-            self.policy.on_resize(&mut self.store.nodes, slot, old_size);
+            queue.on_resize(&mut self.store.nodes, slot, old_size);
         }
-        self.policy.on_hit(&mut self.store.nodes, slot);
+        queue.on_hit(&mut self.store.nodes, slot);
         let mut cached = true;
         while self
             .capacity
             .exceeded_by(self.store.len(), self.store.bytes())
         {
-            match self.evict_one(&mut on_evict) {
+            match self.evict_next(on_evict) {
                 NIL => break,
                 victim => cached &= victim != slot,
             }
@@ -207,12 +332,23 @@ impl Cache {
         cached.then_some(slot)
     }
 
-    /// Evicts the algorithm's next victim; returns its (now free) slot or `NIL` when empty.
-    fn evict_one<F: FnMut(u64, u32)>(&mut self, on_evict: &mut F) -> Slot {
-        let victim = self.policy.evict(&mut self.store.nodes);
+    /// Evicts the next victim of the whole cache (selective-eviction order with classes);
+    /// returns its (now free) slot or `NIL` when nothing evictable is left.
+    #[inline]
+    fn evict_next<F: FnMut(u64, u32)>(&mut self, on_evict: &mut F) -> Slot {
+        match self.layer.any_victim() {
+            Some(class) => self.evict_from(class, on_evict),
+            None => NIL,
+        }
+    }
+
+    /// Evicts one object of `class`; returns its freed slot or `NIL` if the class is empty.
+    fn evict_from<F: FnMut(u64, u32)>(&mut self, class: L::Class, on_evict: &mut F) -> Slot {
+        let victim = self.layer.queue(class).evict(&mut self.store.nodes);
         if victim != NIL {
             let node = self.store.nodes[victim as usize];
             self.store.remove(victim);
+            self.layer.left(class, node.size, true);
             self.evictions += 1;
             on_evict(node.key, node.size);
         }
@@ -220,11 +356,14 @@ impl Cache {
     }
 
     fn remove_slot(&mut self, slot: Slot) {
-        self.policy.on_remove(&mut self.store.nodes, slot);
+        let own = self.layer.class_at(slot);
+        let size = self.store.nodes[slot as usize].size;
+        self.layer.queue(own).on_remove(&mut self.store.nodes, slot);
+        self.layer.left(own, size, false);
         self.store.remove(slot);
     }
 
-    /// Removes `key` if cached (not counted as an eviction).
+    /// Removes `key` if cached (not counted as an eviction; hard pins do not prevent it).
     pub fn remove(&mut self, key: u64) -> bool {
         match self.store.find(key) {
             Some(slot) => {
@@ -232,6 +371,14 @@ impl Cache {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Drops every object (a restart); not counted as evictions.
+    pub fn clear(&mut self) {
+        let keys: Vec<u64> = self.objects().map(|(key, _, _)| key).collect();
+        for key in keys {
+            self.remove(key);
         }
     }
 
@@ -246,7 +393,13 @@ impl Cache {
             .map(|slot| self.store.nodes[slot as usize].size)
     }
 
-    /// Evicts up to `n` objects chosen by the algorithm; returns how many were evicted.
+    /// The class of a cached key.
+    pub fn class_of(&self, key: u64) -> Option<L::Class> {
+        self.store.find(key).map(|slot| self.layer.class_at(slot))
+    }
+
+    /// Evicts up to `n` objects chosen by the algorithm (in selective-eviction order with
+    /// classes; hard-pinned never); returns how many were evicted.
     pub fn evict(&mut self, n: u64) -> u64 {
         self.evict_with(n, |_, _| {})
     }
@@ -254,13 +407,14 @@ impl Cache {
     /// [`Cache::evict`], calling `on_evict(key, size)` for each object evicted.
     pub fn evict_with<F: FnMut(u64, u32)>(&mut self, n: u64, mut on_evict: F) -> u64 {
         let mut evicted = 0;
-        while evicted < n && self.evict_one(&mut on_evict) != NIL {
+        while evicted < n && self.evict_next(&mut on_evict) != NIL {
             evicted += 1;
         }
         evicted
     }
 
-    /// Changes the target capacity, evicting at once down to it; returns objects evicted.
+    /// Changes the target capacity (and with it every class's cap), evicting at once down to
+    /// it; returns objects evicted. Hard-pinned objects stay even if they alone exceed it.
     pub fn set_capacity(&mut self, capacity: Capacity) -> u64 {
         self.set_capacity_with(capacity, |_, _| {})
     }
@@ -272,10 +426,18 @@ impl Cache {
         mut on_evict: F,
     ) -> u64 {
         self.capacity = capacity;
-        self.policy.on_capacity(capacity);
+        self.layer.set_capacity(capacity);
         let mut evicted = 0;
+        for i in 0..self.layer.capped_classes() {
+            while let Some(class) = self.layer.over_limit(i) {
+                if self.evict_from(class, &mut on_evict) == NIL {
+                    break;
+                }
+                evicted += 1;
+            }
+        }
         while capacity.exceeded_by(self.store.len(), self.store.bytes())
-            && self.evict_one(&mut on_evict) != NIL
+            && self.evict_next(&mut on_evict) != NIL
         {
             evicted += 1;
         }
@@ -287,6 +449,7 @@ impl Cache {
     }
 
     /// Objects cached now.
+    #[inline]
     pub fn len(&self) -> u64 {
         self.store.len()
     }
@@ -296,6 +459,7 @@ impl Cache {
     }
 
     /// Bytes cached now (sum of object sizes).
+    #[inline]
     pub fn bytes(&self) -> u64 {
         self.store.bytes()
     }
@@ -305,18 +469,19 @@ impl Cache {
         self.evictions
     }
 
-    /// Every cached `(key, size)`, in no particular order. Does not count as accesses.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+    /// Every cached `(key, size, class)`, in no particular order. Does not count as accesses.
+    pub fn objects(&self) -> impl Iterator<Item = (u64, u32, L::Class)> + '_ {
         self.store.slots().map(|slot| {
             let node = &self.store.nodes[slot as usize];
-            (node.key, node.size)
+            (node.key, node.size, self.layer.class_at(slot))
         })
     }
 
     /// Heap bytes of the cache's own metadata now: the slab (including free slots), the
-    /// index, and S3-FIFO's ghost. Object payloads are not stored here and not counted.
+    /// index, per-slot classes and the algorithms' state (S3-FIFO's ghost). Object payloads
+    /// are not stored here and not counted.
     pub fn metadata_bytes(&self) -> usize {
-        self.store.heap_bytes() + self.policy.heap_bytes()
+        self.store.heap_bytes() + self.layer.heap_bytes()
     }
 }
 

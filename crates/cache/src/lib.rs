@@ -17,25 +17,31 @@
 //! assert!(cache.bytes() <= 100);
 //! ```
 //!
-//! [`ClassedCache`] adds classes (priorities, allocation caps, pinning; `docs/cache-hints.md`).
+//! Classes (priorities, allocation caps, pinning; `docs/cache-hints.md`) are a layer of the
+//! same type: `Cache<Classes>` ([`ClassedCache`], built with [`Cache::with_classes`]) runs the
+//! same code with the class rules asked at each decision; [`AnyCache`] chooses at run time.
 //!
 //! See `docs/cache.md` for the semantics, the memory accounting and the agreement with
 //! libCacheSim.
 
 mod access_log;
 mod algorithm;
+mod any;
 mod cache;
 mod capacity;
 mod classed;
 mod eviction;
+mod layer;
 mod queue;
 mod slab;
 
 pub use access_log::AccessLog;
 pub use algorithm::Algorithm;
+pub use any::AnyCache;
 pub use cache::{Cache, SlotHint};
 pub use capacity::Capacity;
-pub use classed::{ClassStats, ClassedCache};
+pub use classed::{ClassFigures, ClassStats, ClassedCache, Classes};
+pub use layer::{ClassLayer, NoClasses, Rewrite};
 
 /// Class files and rules (cache hints, seed 004): parsed once, matched per request.
 pub mod classes;

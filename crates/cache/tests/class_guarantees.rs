@@ -114,7 +114,7 @@ fn check(
 
 fn run(algorithm: Algorithm, capacity: Capacity, seed: u64) {
     let set = ClassSet::parse(CLASSES, "guarantees").unwrap();
-    let mut cache = ClassedCache::new(algorithm, capacity, set);
+    let mut cache = ClassedCache::with_classes(algorithm, capacity, set);
     let mut rng = Rng(seed);
     let mut pinned: HashSet<u64> = HashSet::new();
     for step in 0..20_000 {

@@ -1,5 +1,6 @@
-//! The live replay's report: the simulated replay's JSON keys, filled from the server's
-//! counters, the samples and the replay's own counts (see docs/replay.md for which is which).
+//! The live replay's report: the simulated replay's typed report (`sim::ReplayReport`, the
+//! same JSON), filled from the server's counters, the samples and the replay's own counts (see
+//! docs/replay.md for which is which).
 
 use super::driver::Tally;
 use super::footprint::Footprint;
@@ -7,7 +8,9 @@ use super::server::{integer, text, Counters};
 use super::MAX_IN_FLIGHT;
 use hdrhistogram::Histogram;
 use redis::Value as Reply;
-use serde_json::{json, Value};
+use serde_json::Value;
+use sim::summary::ReplayInput;
+use sim::{BackendSummary, ClientFigures, ControllerSummary, LiveRun, ReplayReport};
 use std::time::Duration;
 
 /// The policy the server ran, from POLICY STATUS before and after the replay.
@@ -52,20 +55,25 @@ impl PolicyRun {
         })
     }
 
-    pub(super) fn to_json(&self) -> Value {
+    /// In replay's form: `name@version` split, a fallback said in words.
+    pub(super) fn summary(&self) -> ControllerSummary {
         let (name, version) = match self.active.rsplit_once('@') {
             Some((name, v)) => (name.to_string(), v.parse::<u64>().ok()),
             None => (self.active.clone(), None),
         };
-        json!({
-            "name": name,
-            "version": version,
-            "ticks": self.ticks,
-            "actions": self.actions,
-            "errors": self.errors,
-            "fallback": (self.fallbacks > 0)
-                .then(|| format!("{} automatic rollbacks during the replay; {} active at the end", self.fallbacks, self.active)),
-        })
+        ControllerSummary {
+            name,
+            version,
+            ticks: self.ticks,
+            actions: self.actions,
+            errors: self.errors,
+            fallback: (self.fallbacks > 0).then(|| {
+                format!(
+                    "{} automatic rollbacks during the replay; {} active at the end",
+                    self.fallbacks, self.active
+                )
+            }),
+        }
     }
 }
 
@@ -102,7 +110,9 @@ impl Report {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    /// The report in replay's typed form: what the server cannot tell (byte miss ratio,
+    /// classes, warm-up, compactions) is null.
+    pub fn to_report(&self) -> ReplayReport {
         let t = &self.tally;
         let d = &self.delta;
         let (mean_objects, mean_bytes) = self.footprint.request_mean();
@@ -113,74 +123,93 @@ impl Report {
         };
         let max_ms = |h: &Histogram<u64>| (!h.is_empty()).then(|| h.max() as f64 / 1000.0);
         let duration = t.first_time.map(|first| t.last_time - first);
-        let mut value = json!({
-            "mode": "live",
-            "server": self.server,
-            "speed": self.speed,
-            "requests": t.requests,
-            "gets": t.gets,
-            "accesses": t.accesses,
-            "puts": t.puts,
-            "deletes": t.deletes,
-            "hits": d.hits,
-            "misses": d.misses,
-            "miss_ratio": self.miss_ratio(),
-            "byte_miss_ratio": null,
-            "nil_replies": t.nil_replies,
-            "fills": t.fills,
-            "errors": t.errors,
-            "first_error": t.first_error,
-            "evictions": d.evictions,
-            "peak_cache_objects": self.footprint.peak_objects,
-            "mean_cache_objects": mean_objects,
-            "time_mean_cache_objects": time_objects,
-            "peak_cache_bytes": self.footprint.peak_bytes,
-            "mean_cache_bytes": mean_bytes,
-            "time_mean_cache_bytes": time_bytes,
-            "final_cache_objects": self.after.objects,
-            "final_cache_bytes": self.after.bytes,
-            "duration_seconds": duration.filter(|&d| d > 0.0),
-            "backend": {
-                "model": "live",
-                "reads": d.store_reads,
-                "writes": d.store_writes,
-                "fill_writes": t.fills,
-                "errors": d.store_errors,
-                "peak_rate": self.footprint.peak_store_ops_per_second() as f64,
-                "overload_seconds": null,
-                "compactions": null,
-                "p50_read_latency_ms": ms(&t.lookup_latency, 0.5),
-                "p99_read_latency_ms": ms(&t.lookup_latency, 0.99),
-                "max_read_latency_ms": max_ms(&t.lookup_latency),
+        ReplayReport {
+            live: Some(LiveRun {
+                mode: "live".to_string(),
+                server: self.server.clone(),
+                speed: self.speed,
+                nil_replies: t.nil_replies,
+                fills: t.fills,
+                errors: t.errors,
+                first_error: t.first_error.clone(),
+            }),
+            requests: t.requests,
+            gets: t.gets,
+            puts: t.puts,
+            deletes: t.deletes,
+            accesses: t.accesses,
+            hits: d.hits,
+            misses: d.misses,
+            miss_ratio: self.miss_ratio(),
+            byte_miss_ratio: None,
+            evictions: d.evictions,
+            peak_cache_objects: self.footprint.peak_objects,
+            mean_cache_objects: mean_objects,
+            time_mean_cache_objects: Some(time_objects),
+            peak_cache_bytes: self.footprint.peak_bytes,
+            mean_cache_bytes: mean_bytes,
+            time_mean_cache_bytes: Some(time_bytes),
+            final_cache_objects: self.after.objects,
+            final_cache_bytes: self.after.bytes,
+            duration_seconds: duration.filter(|&d| d > 0.0),
+            backend: BackendSummary {
+                model: "live".to_string(),
+                reads: d.store_reads,
+                writes: d.store_writes,
+                fill_writes: Some(t.fills),
+                errors: Some(d.store_errors),
+                peak_rate: Some(self.footprint.peak_store_ops_per_second() as f64),
+                overload_seconds: None,
+                compactions: None,
+                p50_read_latency_ms: ms(&t.lookup_latency, 0.5),
+                p99_read_latency_ms: ms(&t.lookup_latency, 0.99),
+                max_read_latency_ms: max_ms(&t.lookup_latency),
             },
-            "client": {
-                "in_flight_limit": MAX_IN_FLIGHT,
-                "max_lag_seconds": self.max_lag.as_secs_f64(),
-                "p50_write_latency_ms": ms(&t.write_latency, 0.5),
-                "p99_write_latency_ms": ms(&t.write_latency, 0.99),
-                "max_write_latency_ms": max_ms(&t.write_latency),
+            client: Some(ClientFigures {
+                in_flight_limit: MAX_IN_FLIGHT as u64,
+                max_lag_seconds: self.max_lag.as_secs_f64(),
+                p50_write_latency_ms: ms(&t.write_latency, 0.5),
+                p99_write_latency_ms: ms(&t.write_latency, 0.99),
+                max_write_latency_ms: max_ms(&t.write_latency),
+            }),
+            policy: self.policy.as_ref().map(PolicyRun::summary),
+            wall_seconds: wall,
+            requests_per_second: if wall > 0.0 {
+                t.requests as f64 / wall
+            } else {
+                0.0
             },
-            "policy": self.policy.as_ref().map(PolicyRun::to_json),
-            "wall_seconds": wall,
-            "requests_per_second": if wall > 0.0 { t.requests as f64 / wall } else { 0.0 },
-        });
-        let after = &self.after;
-        let cache = json!({
-            // The cache as the server has it at the end of the run (a policy may have resized
-            // it); `cache_size` is written the way `--cache-size` takes it.
-            "algorithm": after.algorithm.map(|a| format!("{a:?}").to_lowercase()),
-            "cache_size": cache_size(after),
-            "capacity_objects": after.capacity_objects,
-            "capacity_bytes": after.capacity_bytes,
             // The replay does not pre-read the trace, has no class file and no restart.
-            "working_set": null,
-            "classes": null,
-            "warmup": null,
-        });
-        if let (Value::Object(map), Value::Object(extra)) = (&mut value, cache) {
-            map.extend(extra);
+            classes: None,
+            warmup: None,
+            ticks: self.ticks.clone(),
         }
-        value
+    }
+
+    /// The run's inputs as replay prints them: the cache as the server has it at the end of
+    /// the run (a policy may have resized it), `cache_size` written the way `--cache-size`
+    /// takes it.
+    pub fn input(&self, trace: &str, format: &str) -> ReplayInput {
+        let after = &self.after;
+        ReplayInput {
+            trace: trace.to_string(),
+            format: format.to_string(),
+            algorithm: after
+                .algorithm
+                .map(|a| format!("{a:?}").to_lowercase())
+                .unwrap_or_default(),
+            cache_size: cache_size(after),
+            capacity: cache::Capacity {
+                objects: after.capacity_objects,
+                bytes: after.capacity_bytes,
+            },
+            working_set: None,
+        }
+    }
+
+    /// `replay --server --json`: the same typed object as `replay --json`.
+    pub fn to_json(&self, trace: &str, format: &str) -> Value {
+        sim::summary::to_json(&self.to_report(), &self.input(trace, format))
     }
 }
 
@@ -268,6 +297,127 @@ mod tests {
         assert_eq!(cache_size(&c(None, None)), "unlimited");
     }
 
+    /// `replay --server --json` keeps the keys it has always printed, and is `replay --json`'s
+    /// object (every key of it) with the live-only keys added.
+    #[test]
+    fn the_live_json_is_the_replay_json_plus_live_fields() {
+        use std::collections::BTreeSet;
+        let report = Report {
+            server: "127.0.0.1:1".to_string(),
+            speed: 0.0,
+            tally: Tally::new().unwrap(),
+            delta: Counters::default(),
+            after: Counters::default(),
+            footprint: Footprint::default(),
+            policy: None,
+            wall: Duration::ZERO,
+            max_lag: Duration::ZERO,
+            ticks: Vec::new(),
+        };
+        let live = report.to_json("t.csv", "csv");
+        let keys =
+            |v: &Value| -> BTreeSet<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let set =
+            |names: &[&str]| -> BTreeSet<String> { names.iter().map(|s| s.to_string()).collect() };
+        assert_eq!(
+            keys(&live),
+            set(&[
+                "mode",
+                "server",
+                "speed",
+                "requests",
+                "gets",
+                "accesses",
+                "puts",
+                "deletes",
+                "hits",
+                "misses",
+                "miss_ratio",
+                "byte_miss_ratio",
+                "nil_replies",
+                "fills",
+                "errors",
+                "first_error",
+                "evictions",
+                "peak_cache_objects",
+                "mean_cache_objects",
+                "time_mean_cache_objects",
+                "peak_cache_bytes",
+                "mean_cache_bytes",
+                "time_mean_cache_bytes",
+                "final_cache_objects",
+                "final_cache_bytes",
+                "duration_seconds",
+                "backend",
+                "client",
+                "policy",
+                "wall_seconds",
+                "requests_per_second",
+                "algorithm",
+                "cache_size",
+                "capacity_objects",
+                "capacity_bytes",
+                "working_set",
+                "classes",
+                "warmup",
+                "trace",
+                "format",
+            ])
+        );
+        assert_eq!(
+            keys(&live["backend"]),
+            set(&[
+                "model",
+                "reads",
+                "writes",
+                "fill_writes",
+                "errors",
+                "peak_rate",
+                "overload_seconds",
+                "compactions",
+                "p50_read_latency_ms",
+                "p99_read_latency_ms",
+                "max_read_latency_ms",
+            ])
+        );
+        assert_eq!(
+            keys(&live["client"]),
+            set(&[
+                "in_flight_limit",
+                "max_lag_seconds",
+                "p50_write_latency_ms",
+                "p99_write_latency_ms",
+                "max_write_latency_ms",
+            ])
+        );
+        assert_eq!(live["mode"], "live");
+        assert_eq!(live["cache_size"], "unlimited");
+        assert!(live["byte_miss_ratio"].is_null() && live["backend"]["compactions"].is_null());
+        assert!(live["algorithm"].is_null(), "the server did not say");
+
+        let input = sim::summary::ReplayInput {
+            trace: "t.csv".to_string(),
+            format: "csv".to_string(),
+            algorithm: "lru".to_string(),
+            cache_size: "10".to_string(),
+            capacity: cache::Capacity::objects(10),
+            working_set: None,
+        };
+        let simulated = sim::summary::to_json(&ReplayReport::default(), &input);
+        assert!(keys(&simulated).is_subset(&keys(&live)));
+        assert!(keys(&simulated["backend"]).is_subset(&keys(&live["backend"])));
+        for live_only in [
+            "mode",
+            "server",
+            "speed",
+            "client",
+            "nil_replies",
+            "first_error",
+        ] {
+            assert!(simulated.get(live_only).is_none(), "{live_only}");
+        }
+    }
+
     fn data(text: &str) -> Reply {
         Reply::Data(text.as_bytes().to_vec())
     }
@@ -286,16 +436,13 @@ mod tests {
         assert!(PolicyRun::between(status("", 0, 0), status("", 5, 0)).is_none());
         assert!(PolicyRun::between(Vec::new(), Vec::new()).is_none());
         let run = PolicyRun::between(status("cap@2", 10, 0), status("cap@2", 30, 0)).unwrap();
-        let v = run.to_json();
-        assert_eq!(v["name"], "cap");
-        assert_eq!(v["version"], 2);
-        assert_eq!(v["ticks"], 20);
-        assert_eq!(v["actions"], 10);
-        assert!(v["fallback"].is_null());
+        let v = run.summary();
+        assert_eq!(v.name, "cap");
+        assert_eq!(v.version, Some(2));
+        assert_eq!(v.ticks, 20);
+        assert_eq!(v.actions, 10);
+        assert!(v.fallback.is_none());
         let rolled = PolicyRun::between(status("cap@2", 0, 0), status("cap@1", 3, 1)).unwrap();
-        assert!(rolled.to_json()["fallback"]
-            .as_str()
-            .unwrap()
-            .contains("cap@1"));
+        assert!(rolled.summary().fallback.unwrap().contains("cap@1"));
     }
 }

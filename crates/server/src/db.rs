@@ -178,13 +178,13 @@ impl Db {
             return None;
         }
         let value = entry.value();
-        let class = cache.class_of(&Request {
+        let class = cache.classify(&Request {
             key,
             size: entry.value_len(),
             op: RuleOp::Get,
             hint: hint_name(classes, entry.class),
         });
-        cache.hit(id, hint, class);
+        cache.get_hinted_as(id, hint, class);
         Stats::bump(&self.shared.stats.cache_hits);
         Some(value)
     }
@@ -210,13 +210,13 @@ impl Db {
             Some(record) => {
                 let mut state = self.state();
                 if state.cache.is_classed() {
-                    let class = state.cache.class_of(&Request {
+                    let class = state.cache.classify(&Request {
                         key,
                         size: record.value.len(),
                         op: RuleOp::Get,
                         hint: None,
                     });
-                    state.cache.miss(class);
+                    state.cache.count_miss(class);
                 }
                 if stripe.generation.load(Ordering::Acquire) == generation
                     && state.table.find(hash, key).is_none()
@@ -235,13 +235,13 @@ impl Db {
     fn class_miss(&self, key: &[u8], size: usize) {
         let mut state = self.state();
         if state.cache.is_classed() {
-            let class = state.cache.class_of(&Request {
+            let class = state.cache.classify(&Request {
                 key,
                 size,
                 op: RuleOp::Get,
                 hint: None,
             });
-            state.cache.miss(class);
+            state.cache.count_miss(class);
         }
     }
 
@@ -472,7 +472,7 @@ impl Db {
 
     /// Per-class figures (`--classes`); empty without classes.
     pub fn class_figures(&self) -> Vec<crate::server_cache::ClassFigures> {
-        self.state().cache.classes()
+        self.state().cache.class_figures()
     }
 
     pub fn cache_snapshot(&self) -> CacheSnapshot {
@@ -509,7 +509,7 @@ impl Db {
             cache,
             classes,
         } = state;
-        let class = cache.class_of(&Request {
+        let class = cache.classify(&Request {
             key: entry.key(),
             size: entry.value_len(),
             op,
@@ -522,7 +522,7 @@ impl Db {
             }
             None => (table.insert(hash, entry), true),
         };
-        let hint = cache.insert(id, size, class, |victim, _| {
+        let hint = cache.insert_as(id, size, class, |victim, _| {
             table.remove(victim);
         });
         match hint {

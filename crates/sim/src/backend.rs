@@ -102,17 +102,24 @@ impl fmt::Display for BackendSpec {
     }
 }
 
-/// Totals the replay reports under `backend`.
+/// Totals the replay reports under `backend`: the model's in `mantle replay`, the server's
+/// store counters in `mantle replay --server` (model `live`).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct BackendSummary {
     pub model: String,
     pub reads: u64,
     pub writes: u64,
+    /// Live only: writes that filled a nil reply, and store errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill_writes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
     /// Most operations arriving in any one second of trace time (null without timestamps).
     pub peak_rate: Option<f64>,
     /// Seconds of trace time in which more operations arrived than the store can serve.
     pub overload_seconds: Option<u64>,
-    pub compactions: u64,
+    /// Null live (the server does not say).
+    pub compactions: Option<u64>,
     pub p50_read_latency_ms: Option<f64>,
     pub p99_read_latency_ms: Option<f64>,
     pub max_read_latency_ms: Option<f64>,
@@ -261,7 +268,9 @@ impl Backend {
             writes: self.writes,
             peak_rate: timed.then_some(self.peak_ops as f64),
             overload_seconds: enabled.then_some(self.overload_seconds),
-            compactions: self.compactions,
+            compactions: Some(self.compactions),
+            fill_writes: None,
+            errors: None,
             p50_read_latency_ms: latency(0.5, &self.read_latency_us),
             p99_read_latency_ms: latency(0.99, &self.read_latency_us),
             max_read_latency_ms: (enabled && !self.read_latency_us.is_empty())
@@ -340,7 +349,7 @@ mod tests {
         b.write(0.0);
         b.read(0.0);
         let s = b.summary(true);
-        assert_eq!(s.compactions, 1);
+        assert_eq!(s.compactions, Some(1));
         assert!(s.max_read_latency_ms.unwrap() >= 1000.0);
     }
 

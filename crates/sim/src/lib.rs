@@ -19,7 +19,10 @@ pub mod working_set;
 
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
-pub use replay::{replay, ReplayConfig, ReplayError, ReplayReport, Tick, TickRow, MAX_EMPTY_TICKS};
+pub use replay::{
+    replay, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport, Tick, TickRow,
+    MAX_EMPTY_TICKS,
+};
 pub use replay_cache::ClassReport;
 pub use units::{parse_bytes, parse_duration, CacheSize};
 pub use warmup::{

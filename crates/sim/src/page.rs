@@ -87,13 +87,16 @@ fn hints_report(
                     c.priority.map_or("pinned".to_string(), |p| p.to_string()),
                     c.pinning.clone(),
                     format!("{}", c.allocation),
-                    c.hits.to_string(),
-                    c.misses.to_string(),
+                    c.stats.hits.to_string(),
+                    c.stats.misses.to_string(),
                     c.hit_ratio.map_or("-".to_string(), |h| format!("{:.4}", h)),
-                    c.objects.to_string(),
-                    c.bytes.to_string(),
-                    c.evictions.to_string(),
-                    format!("{}/{}/{}", c.bypassed, c.fenced, c.refused),
+                    c.stats.objects.to_string(),
+                    c.stats.bytes.to_string(),
+                    c.stats.evictions.to_string(),
+                    format!(
+                        "{}/{}/{}",
+                        c.stats.bypassed, c.stats.fenced, c.stats.refused
+                    ),
                 ]
             })
             .collect();

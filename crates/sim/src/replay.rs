@@ -6,12 +6,12 @@
 
 use crate::backend::{Backend, BackendSpec, BackendSummary};
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
-use crate::replay_cache::{ClassReport, ClassedReplayCache, ReplayCache};
+use crate::replay_cache::{class_reports, classify, ClassReport};
 use crate::tick_schedule::TickSchedule;
 pub use crate::tick_schedule::MAX_EMPTY_TICKS;
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use cache::classes::ClassSet;
-use cache::{AccessLog, Algorithm, Cache, Capacity};
+use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer};
 use std::time::{Duration, Instant};
 use trace::{Op, Request};
 
@@ -160,9 +160,14 @@ pub struct TickRow {
     pub policy_error: bool,
 }
 
-/// The result of a replay, serialised as `mantle replay --json`.
+/// The result of a replay, serialised as `mantle replay --json` (with the run's inputs,
+/// [`crate::summary::to_json`]). `mantle replay --server` fills the same struct from the
+/// server's counters (`loadgen`), with `live` and `client` set and what it cannot know null.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ReplayReport {
+    /// Live replays only: `mode`, `server`, `speed` and the client's own counts.
+    #[serde(flatten)]
+    pub live: Option<LiveRun>,
     pub requests: u64,
     pub gets: u64,
     pub puts: u64,
@@ -171,7 +176,8 @@ pub struct ReplayReport {
     pub hits: u64,
     pub misses: u64,
     pub miss_ratio: f64,
-    pub byte_miss_ratio: f64,
+    /// Null live (sizes of hits are not seen by the client).
+    pub byte_miss_ratio: Option<f64>,
     pub evictions: u64,
     pub peak_cache_objects: u64,
     /// Request-weighted mean of the number of cached objects.
@@ -186,6 +192,9 @@ pub struct ReplayReport {
     /// Trace seconds from first to last request; null without timestamps.
     pub duration_seconds: Option<f64>,
     pub backend: BackendSummary,
+    /// Live replays only: the client's view (latencies of writes, lag behind the trace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientFigures>,
     pub policy: Option<ControllerSummary>,
     pub wall_seconds: f64,
     pub requests_per_second: f64,
@@ -195,6 +204,30 @@ pub struct ReplayReport {
     pub warmup: Option<WarmupReport>,
     #[serde(skip)]
     pub ticks: Vec<TickRow>,
+}
+
+/// The fields only a live replay (`replay --server`) has, at the top level of its JSON.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LiveRun {
+    /// Always `live`.
+    pub mode: String,
+    pub server: String,
+    pub speed: f64,
+    /// GETs the server answered nil (then filled with a SET), requests that failed.
+    pub nil_replies: u64,
+    pub fills: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+}
+
+/// A live replay's client-side figures (`client` in its JSON).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ClientFigures {
+    pub in_flight_limit: u64,
+    pub max_lag_seconds: f64,
+    pub p50_write_latency_ms: Option<f64>,
+    pub p99_write_latency_ms: Option<f64>,
+    pub max_write_latency_ms: Option<f64>,
 }
 
 /// Counters the tick logic differences to get per-tick figures.
@@ -212,10 +245,10 @@ struct Counters {
     evictions: u64,
 }
 
-struct Loop<'c, C: ReplayCache> {
+struct Loop<'c, L: ClassLayer> {
     record_ticks: bool,
-    cache: C,
-    warmup: Option<WarmupRun<C>>,
+    cache: Cache<L>,
+    warmup: Option<WarmupRun<L>>,
     backend: Backend,
     log: Option<AccessLog>,
     record_log: bool,
@@ -249,27 +282,18 @@ pub fn replay<E>(
     controller: Option<&mut dyn Controller>,
     next: impl FnMut() -> Result<Option<Request>, E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
-    match &config.classes {
-        None => run(
-            config,
-            controller,
-            next,
-            Cache::new(config.algorithm, config.capacity),
-        ),
-        Some(classes) => run(
-            config,
-            controller,
-            next,
-            ClassedReplayCache::new(config.algorithm, config.capacity, classes.clone()),
-        ),
+    // The one run-time choice of layer; each runs a loop compiled for it.
+    match AnyCache::new(config.algorithm, config.capacity, config.classes.clone()) {
+        AnyCache::Plain(cache) => run(config, controller, next, cache),
+        AnyCache::Classed(cache) => run(config, controller, next, cache),
     }
 }
 
-fn run<E, C: ReplayCache>(
+fn run<E, L: ClassLayer>(
     config: &ReplayConfig,
     mut controller: Option<&mut dyn Controller>,
     mut next: impl FnMut() -> Result<Option<Request>, E>,
-    cache: C,
+    cache: Cache<L>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     let started = Instant::now();
     let needs_log = controller.as_ref().is_some_and(|c| c.needs_access_log());
@@ -347,7 +371,7 @@ fn run<E, C: ReplayCache>(
     Ok(lp.finish(started.elapsed()))
 }
 
-impl<C: ReplayCache> Loop<'_, C> {
+impl<L: ClassLayer> Loop<'_, L> {
     /// Empties the cache and runs the warm-up's bulk load, counted as back-end reads.
     fn restart(&mut self, now: f64) {
         if let Some(w) = &mut self.warmup {
@@ -368,7 +392,7 @@ impl<C: ReplayCache> Loop<'_, C> {
             self.area_bytes += self.cache.bytes() as f64 * dt;
             self.last_time = now;
         }
-        let class = self.cache.classify(req);
+        let class = classify(&self.cache, req);
         let mut hit = None;
         match req.op {
             Op::Get | Op::Access => {
@@ -378,7 +402,7 @@ impl<C: ReplayCache> Loop<'_, C> {
                     c.accesses += 1;
                 }
                 self.lookup_bytes += req.size as u64;
-                if self.cache.get(req.key, class) {
+                if self.cache.get_as(req.key, class) {
                     c.hits += 1;
                     hit = Some(true);
                 } else {
@@ -387,7 +411,7 @@ impl<C: ReplayCache> Loop<'_, C> {
                     self.miss_bytes += req.size as u64;
                     c.backend_reads += 1;
                     self.backend.read(now);
-                    self.cache.insert(req.key, req.size, class);
+                    self.cache.insert_as(req.key, req.size, class, |_, _| {});
                 }
                 if self.record_log {
                     if let Some(log) = &mut self.log {
@@ -399,7 +423,7 @@ impl<C: ReplayCache> Loop<'_, C> {
                 c.puts += 1;
                 c.backend_writes += 1;
                 self.backend.write(now);
-                self.cache.insert(req.key, req.size, class);
+                self.cache.insert_as(req.key, req.size, class, |_, _| {});
                 if self.record_log {
                     if let Some(log) = &mut self.log {
                         log.record(now, req.key);
@@ -550,6 +574,7 @@ impl<C: ReplayCache> Loop<'_, C> {
         let timed = duration > 0.0;
         let wall_seconds = wall.as_secs_f64();
         ReplayReport {
+            live: None,
             requests: c.requests,
             gets: c.gets,
             puts: c.puts,
@@ -558,7 +583,7 @@ impl<C: ReplayCache> Loop<'_, C> {
             hits: c.hits,
             misses: c.misses,
             miss_ratio: ratio(c.misses, lookups),
-            byte_miss_ratio: ratio(self.miss_bytes, self.lookup_bytes),
+            byte_miss_ratio: Some(ratio(self.miss_bytes, self.lookup_bytes)),
             evictions: self.cache.evictions(),
             peak_cache_objects: self.peak_objects,
             mean_cache_objects: mean(self.sum_objects, c.requests),
@@ -570,6 +595,7 @@ impl<C: ReplayCache> Loop<'_, C> {
             final_cache_bytes: self.cache.bytes(),
             duration_seconds: timed.then_some(duration),
             backend: self.backend.summary(timed),
+            client: None,
             policy: self.controller.as_ref().map(|ctl| {
                 let mut summary = ctl.summary();
                 summary.actions = self.policy_actions;
@@ -582,7 +608,7 @@ impl<C: ReplayCache> Loop<'_, C> {
             } else {
                 0.0
             },
-            classes: self.cache.class_reports(),
+            classes: class_reports(&self.cache),
             warmup: self.warmup.take().map(WarmupRun::finish),
             ticks: std::mem::take(&mut self.ticks),
         }

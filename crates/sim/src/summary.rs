@@ -1,41 +1,51 @@
 //! What `replay` prints: the JSON object of `--json` (the report with the run's inputs merged
-//! in, keys as DESIGN.md §6 lists them) and the human summary.
+//! in, keys as DESIGN.md §6 lists them) and the human summary. `replay --server` prints the
+//! same typed object ([`ReplayReport`] with its live fields set).
 
 use crate::{ReplayReport, WorkingSet};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 /// What the run was asked to do, printed beside the report.
 #[derive(Clone, Debug)]
 pub struct ReplayInput {
     pub trace: String,
     pub format: String,
+    /// Empty when unknown (a server that did not say): null in the JSON.
     pub algorithm: String,
     pub cache_size: String,
     pub capacity: cache::Capacity,
     pub working_set: Option<WorkingSet>,
 }
 
-impl ReplayInput {
-    fn to_json(&self) -> Value {
-        json!({
-            "trace": self.trace,
-            "format": self.format,
-            "algorithm": self.algorithm,
-            "cache_size": self.cache_size,
-            "capacity_objects": self.capacity.objects,
-            "capacity_bytes": self.capacity.bytes,
-            "working_set": self.working_set,
-        })
-    }
+/// The `--json` object of both `replay` and `replay --server`: the report's fields and the
+/// input's, in one typed object.
+#[derive(Serialize)]
+struct ReplayJson<'a> {
+    #[serde(flatten)]
+    report: &'a ReplayReport,
+    trace: &'a str,
+    format: &'a str,
+    algorithm: Option<&'a str>,
+    cache_size: &'a str,
+    capacity_objects: Option<u64>,
+    capacity_bytes: Option<u64>,
+    working_set: Option<&'a WorkingSet>,
 }
 
-/// `replay --json`: the report's fields and the input's, in one object.
+/// `replay --json` and `replay --server --json`: the report's fields and the input's.
 pub fn to_json(report: &ReplayReport, input: &ReplayInput) -> Value {
-    let mut value = serde_json::to_value(report).expect("report serialises");
-    if let (Value::Object(map), Value::Object(extra)) = (&mut value, input.to_json()) {
-        map.extend(extra);
-    }
-    value
+    serde_json::to_value(ReplayJson {
+        report,
+        trace: &input.trace,
+        format: &input.format,
+        algorithm: (!input.algorithm.is_empty()).then_some(input.algorithm.as_str()),
+        cache_size: &input.cache_size,
+        capacity_objects: input.capacity.objects,
+        capacity_bytes: input.capacity.bytes,
+        working_set: input.working_set.as_ref(),
+    })
+    .expect("report serialises")
 }
 
 /// The human summary, one line per topic.
@@ -49,7 +59,10 @@ pub fn print_summary(r: &ReplayReport, input: &ReplayInput) {
     );
     println!(
         "miss ratio   {:.6} ({} misses of {} lookups), byte miss ratio {:.6}",
-        r.miss_ratio, r.misses, lookups, r.byte_miss_ratio
+        r.miss_ratio,
+        r.misses,
+        lookups,
+        r.byte_miss_ratio.unwrap_or(0.0)
     );
     println!(
         "footprint    peak {} objects / {} bytes, mean {:.1} objects / {:.0} bytes",
@@ -73,11 +86,11 @@ pub fn print_summary(r: &ReplayReport, input: &ReplayInput) {
                 c.rule,
                 c.pinning,
                 c.priority.map_or("-".to_string(), |p| p.to_string()),
-                c.hits,
-                c.misses,
-                c.objects,
-                c.bytes,
-                c.evictions
+                c.stats.hits,
+                c.stats.misses,
+                c.stats.objects,
+                c.stats.bytes,
+                c.stats.evictions
             );
         }
     }

@@ -62,8 +62,8 @@ fn one_class_behaves_exactly_like_the_plain_cache() {
             assert_eq!(a.evictions, b.evictions, "{algorithm} {capacity:?}");
             assert!(a.classes.is_none());
             let c = &b.classes.as_ref().unwrap()[0];
-            assert_eq!((c.hits, c.misses), (b.hits, b.misses));
-            assert_eq!(c.objects, b.final_cache_objects);
+            assert_eq!((c.stats.hits, c.stats.misses), (b.hits, b.misses));
+            assert_eq!(c.stats.objects, b.final_cache_objects);
         }
     }
 }
@@ -84,14 +84,14 @@ fn hard_pinned_keys_survive_any_pressure_in_replay() {
     let cs = r.classes.as_ref().unwrap();
     let pinned = &cs[1];
     assert_eq!(pinned.pinning, "hard");
-    assert_eq!(pinned.evictions, 0);
-    assert_eq!(pinned.objects, 50, "filled to its 10% cap and kept");
+    assert_eq!(pinned.stats.evictions, 0);
+    assert_eq!(pinned.stats.objects, 50, "filled to its 10% cap and kept");
     assert!(
-        pinned.refused > 0,
+        pinned.stats.refused > 0,
         "further pinned keys were refused, not swapped in"
     );
-    assert!(cs[2].objects <= 250, "class 2 within its 50% cap");
-    assert!(cs[0].evictions + cs[2].evictions == r.evictions);
+    assert!(cs[2].stats.objects <= 250, "class 2 within its 50% cap");
+    assert!(cs[0].stats.evictions + cs[2].stats.evictions == r.evictions);
     assert!(r.peak_cache_objects <= 500);
 }
 

@@ -52,7 +52,7 @@ fn gets_miss_then_hit_puts_write_through_deletes_remove() {
     assert_eq!((r.hits, r.misses), (2, 3));
     assert!((r.miss_ratio - 3.0 / 5.0).abs() < 1e-12);
     // Misses were 10 + 10 + 30 bytes of 10 + 10 + 20 + 10 + 30 looked up.
-    assert!((r.byte_miss_ratio - 50.0 / 80.0).abs() < 1e-12);
+    assert!((r.byte_miss_ratio.unwrap() - 50.0 / 80.0).abs() < 1e-12);
     assert_eq!((r.backend.reads, r.backend.writes), (3, 2));
     assert_eq!(r.peak_cache_objects, 3);
     assert_eq!(r.final_cache_objects, 3);

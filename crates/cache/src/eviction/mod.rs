@@ -56,8 +56,12 @@ pub(crate) trait EvictionPolicy {
     }
 }
 
-/// Static dispatch over the built-in algorithms.
-pub(crate) enum Evictor {
+/// Static dispatch over the built-in algorithms. Opaque (`pub` only so that the class layers'
+/// sealed hooks, [`crate::ClassLayer`], may name it): nothing outside the crate can build or
+/// call one.
+pub struct Evictor(Kind);
+
+enum Kind {
     Lru(lru::Lru),
     Fifo(fifo::Fifo),
     Clock(clock::Clock),
@@ -67,25 +71,31 @@ pub(crate) enum Evictor {
 
 macro_rules! dispatch {
     ($self:ident, $p:ident => $e:expr) => {
-        match $self {
-            Evictor::Lru($p) => $e,
-            Evictor::Fifo($p) => $e,
-            Evictor::Clock($p) => $e,
-            Evictor::Sieve($p) => $e,
-            Evictor::S3Fifo($p) => $e,
+        dispatch!(@kind &mut $self.0, $p => $e)
+    };
+    (& $self:ident, $p:ident => $e:expr) => {
+        dispatch!(@kind &$self.0, $p => $e)
+    };
+    (@kind $kind:expr, $p:ident => $e:expr) => {
+        match $kind {
+            Kind::Lru($p) => $e,
+            Kind::Fifo($p) => $e,
+            Kind::Clock($p) => $e,
+            Kind::Sieve($p) => $e,
+            Kind::S3Fifo($p) => $e,
         }
     };
 }
 
 impl Evictor {
-    pub fn new(algorithm: Algorithm, capacity: Capacity) -> Evictor {
-        match algorithm {
-            Algorithm::Lru => Evictor::Lru(lru::Lru::default()),
-            Algorithm::Fifo => Evictor::Fifo(fifo::Fifo::default()),
-            Algorithm::Clock => Evictor::Clock(clock::Clock::default()),
-            Algorithm::Sieve => Evictor::Sieve(sieve::Sieve::default()),
-            Algorithm::S3Fifo => Evictor::S3Fifo(Box::new(s3fifo::S3Fifo::new(capacity))),
-        }
+    pub(crate) fn new(algorithm: Algorithm, capacity: Capacity) -> Evictor {
+        Evictor(match algorithm {
+            Algorithm::Lru => Kind::Lru(lru::Lru::default()),
+            Algorithm::Fifo => Kind::Fifo(fifo::Fifo::default()),
+            Algorithm::Clock => Kind::Clock(clock::Clock::default()),
+            Algorithm::Sieve => Kind::Sieve(sieve::Sieve::default()),
+            Algorithm::S3Fifo => Kind::S3Fifo(Box::new(s3fifo::S3Fifo::new(capacity))),
+        })
     }
 }
 
@@ -100,7 +110,7 @@ impl EvictionPolicy for Evictor {
     }
     #[inline]
     fn can_admit(&self, size: u32) -> bool {
-        dispatch!(self, p => p.can_admit(size))
+        dispatch!(&self, p => p.can_admit(size))
     }
     #[inline]
     fn admit_after_evictions(&mut self, key: u64, size: u32) -> bool {
@@ -126,6 +136,6 @@ impl EvictionPolicy for Evictor {
         dispatch!(self, p => p.on_capacity(capacity))
     }
     fn heap_bytes(&self) -> usize {
-        dispatch!(self, p => p.heap_bytes())
+        dispatch!(&self, p => p.heap_bytes())
     }
 }

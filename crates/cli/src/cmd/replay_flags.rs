@@ -3,7 +3,6 @@
 
 use super::trace_args::TraceArgs;
 use anyhow::{Context, Result};
-use serde_json::{json, Value};
 use sim::policy_driver::PolicyController;
 use sim::{RestartAt, WarmupFlags, WarmupSpec};
 use std::path::PathBuf;
@@ -132,11 +131,7 @@ impl LiveArgs {
         let trace = input.trace.display().to_string();
         let format = input.format_name();
         if json {
-            let mut value = report.to_json();
-            if let Value::Object(map) = &mut value {
-                map.insert("trace".into(), json!(trace));
-                map.insert("format".into(), json!(format));
-            }
+            let value = report.to_json(&trace, &format);
             println!("{}", serde_json::to_string_pretty(&value)?);
         } else {
             loadgen::print_summary(&report, &trace, &format);

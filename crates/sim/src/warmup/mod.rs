@@ -12,7 +12,8 @@ pub use cache::warmup::{Strategy, WarmupSpec};
 use cache::warmup::LoadBudget;
 pub use monitor::{Granularity, Monitor};
 
-use crate::replay_cache::ReplayCache;
+use crate::replay_cache::classify;
+use cache::{Cache, ClassLayer};
 use std::str::FromStr;
 use trace::{Op, Request};
 
@@ -247,11 +248,11 @@ impl Window {
 }
 
 /// The warm-up side of a replay: monitor before the restart, shadows throughout.
-pub(crate) struct WarmupRun<C: ReplayCache> {
+pub(crate) struct WarmupRun<L: ClassLayer> {
     config: WarmupConfig,
     monitor: Option<Monitor>,
-    warm: C,
-    ondemand: Option<C>,
+    warm: Cache<L>,
+    ondemand: Option<Cache<L>>,
     restarted: bool,
     restart_time: f64,
     selected_units: u64,
@@ -272,8 +273,8 @@ pub(crate) struct WarmupRun<C: ReplayCache> {
     ondemand_loose: Converging,
 }
 
-impl<C: ReplayCache> WarmupRun<C> {
-    pub fn new(config: WarmupConfig, main: &C) -> Self {
+impl<L: ClassLayer> WarmupRun<L> {
+    pub fn new(config: WarmupConfig, main: &Cache<L>) -> Self {
         let period = config
             .spec
             .and_then(|s| s.period)
@@ -312,7 +313,7 @@ impl<C: ReplayCache> WarmupRun<C> {
     }
 
     /// Empties `main` and bulk-loads it; returns the objects read from the store.
-    pub fn restart(&mut self, main: &mut C, now: f64) -> u64 {
+    pub fn restart(&mut self, main: &mut Cache<L>, now: f64) -> u64 {
         self.restarted = true;
         self.restart_time = now;
         self.last_time = now;
@@ -325,7 +326,7 @@ impl<C: ReplayCache> WarmupRun<C> {
         for c in self.trackers() {
             c.at = start;
         }
-        main.empty();
+        main.clear();
         let (Some(spec), Some(monitor)) = (self.config.spec, self.monitor.take()) else {
             return 0;
         };
@@ -343,8 +344,11 @@ impl<C: ReplayCache> WarmupRun<C> {
         objects.truncate(budget.prefix(objects.iter().map(|o| u64::from(o.size))));
         objects.sort_unstable_by_key(|o| o.key);
         for object in &objects {
-            let class = main.classify(object);
-            if main.insert(object.key, object.size, class) {
+            let class = classify(main, object);
+            if main
+                .insert_as(object.key, object.size, class, |_, _| {})
+                .is_some()
+            {
                 self.loaded_objects += 1;
                 self.loaded_bytes += u64::from(object.size);
             }
@@ -356,7 +360,7 @@ impl<C: ReplayCache> WarmupRun<C> {
     /// Feeds one request (already served by the main cache; `main_hit` for lookups) to the
     /// monitor and the shadow caches, and accounts the windows after the restart.
     #[inline]
-    pub fn observe(&mut self, req: &Request, class: C::Class, main_hit: Option<bool>) {
+    pub fn observe(&mut self, req: &Request, class: L::Class, main_hit: Option<bool>) {
         if !self.restarted {
             if let Some(m) = &mut self.monitor {
                 if req.op != Op::Delete {
@@ -596,17 +600,17 @@ impl Converging {
 
 /// One request through a shadow cache with the replay's semantics; `Some(hit)` for lookups.
 #[inline]
-fn serve<C: ReplayCache>(cache: &mut C, req: &Request, class: C::Class) -> Option<bool> {
+fn serve<L: ClassLayer>(cache: &mut Cache<L>, req: &Request, class: L::Class) -> Option<bool> {
     match req.op {
         Op::Get | Op::Access => {
-            let hit = cache.get(req.key, class);
+            let hit = cache.get_as(req.key, class);
             if !hit {
-                cache.insert(req.key, req.size, class);
+                cache.insert_as(req.key, req.size, class, |_, _| {});
             }
             Some(hit)
         }
         Op::Put => {
-            cache.insert(req.key, req.size, class);
+            cache.insert_as(req.key, req.size, class, |_, _| {});
             None
         }
         Op::Delete => {
@@ -733,56 +737,11 @@ mod tests {
         assert_eq!(convergence(&[], &[], 0.01, 100), None);
     }
 
-    /// A cache that records what is inserted, in order.
-    #[derive(Default)]
-    struct Recorder {
-        inserted: Vec<(u64, u32)>,
-        capacity: cache::Capacity,
-    }
-
-    impl ReplayCache for Recorder {
-        type Class = ();
-        fn fresh(&self) -> Self {
-            Recorder {
-                inserted: Vec::new(),
-                capacity: self.capacity,
-            }
-        }
-        fn classify(&self, _: &Request) {}
-        fn get(&mut self, _: u64, _: ()) -> bool {
-            false
-        }
-        fn insert(&mut self, key: u64, size: u32, _: ()) -> bool {
-            self.inserted.push((key, size));
-            true
-        }
-        fn remove(&mut self, _: u64) -> bool {
-            false
-        }
-        fn len(&self) -> u64 {
-            0
-        }
-        fn bytes(&self) -> u64 {
-            0
-        }
-        fn evictions(&self) -> u64 {
-            0
-        }
-        fn capacity(&self) -> cache::Capacity {
-            self.capacity
-        }
-        fn evict(&mut self, _: u64) -> u64 {
-            0
-        }
-        fn set_capacity(&mut self, _: cache::Capacity) -> u64 {
-            0
-        }
-        fn empty(&mut self) {
-            self.inserted.clear();
-        }
-        fn class_reports(&self) -> Option<Vec<crate::ClassReport>> {
-            None
-        }
+    /// What a bulk load inserted, in order: a FIFO cache evicts in insertion order.
+    fn inserted(main: &mut Cache) -> Vec<(u64, u32)> {
+        let mut order = Vec::new();
+        main.evict_with(u64::MAX, |key, size| order.push((key, size)));
+        order
     }
 
     fn bulk_load(strategy: Strategy, k: u64, capacity: cache::Capacity) -> Vec<(u64, u32)> {
@@ -796,10 +755,7 @@ mod tests {
             }),
             ..WarmupConfig::default()
         };
-        let mut main = Recorder {
-            capacity,
-            ..Recorder::default()
-        };
+        let mut main = Cache::new(cache::Algorithm::Fifo, capacity);
         let mut run = WarmupRun::new(config, &main);
         // Keys scattered over the key space, some repeated, sizes by key.
         for i in 0..500u64 {
@@ -815,8 +771,9 @@ mod tests {
         }
         assert!(run.due(500));
         let reads = run.restart(&mut main, 500.0);
-        assert_eq!(reads, main.inserted.len() as u64);
-        main.inserted
+        let loaded = inserted(&mut main);
+        assert_eq!(reads, loaded.len() as u64);
+        loaded
     }
 
     #[test]
@@ -867,10 +824,7 @@ mod tests {
             spec: Some("lastk:4".parse().unwrap()),
             ..WarmupConfig::default()
         };
-        let mut main = Recorder {
-            capacity: cache::Capacity::bytes(100),
-            ..Recorder::default()
-        };
+        let mut main = Cache::new(cache::Algorithm::Fifo, cache::Capacity::bytes(100));
         let mut run = WarmupRun::new(config, &main);
         // Last-K ranks 4, 3, 2, 1: 4 (30 B) fits, 3 (80 B) does not, so 2 and 1 stay out.
         for (key, size) in [(1u64, 10u32), (2, 10), (3, 80), (4, 30)] {
@@ -884,7 +838,7 @@ mod tests {
             run.observe(&req, (), Some(false));
         }
         run.restart(&mut main, 4.0);
-        assert_eq!(main.inserted, [(4, 30)]);
+        assert_eq!(inserted(&mut main), [(4, 30)]);
     }
 
     #[test]
