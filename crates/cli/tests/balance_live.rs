@@ -34,13 +34,15 @@ struct Node {
     id: String,
     port: u16,
     child: Child,
+    log: PathBuf,
 }
 
 impl Node {
     fn start(id: &str, etcd: &Etcd, root: &Path) -> Node {
         let port = free_port();
         let dir: PathBuf = root.join(id);
-        let log = std::fs::File::create(root.join(format!("{id}.log"))).unwrap();
+        let log_path = root.join(format!("{id}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
         let child = mantle()
             .args(["serve", "--data-dir"])
             .arg(&dir)
@@ -55,6 +57,7 @@ impl Node {
             id: id.to_string(),
             port,
             child,
+            log: log_path,
         };
         wait_until(&format!("{id} to listen"), Duration::from_secs(20), || {
             redis::Client::open(node.url())
@@ -103,6 +106,10 @@ impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("--- {} stderr ---\n{log}", self.id);
+        }
     }
 }
 

@@ -283,6 +283,9 @@ impl Balance {
                 Ok(map) => {
                     taken.extend(&chosen);
                     node.adopt(map);
+                    // Start driving them now rather than when the watch catches up; the
+                    // drivers are tasks of the server's runtime, not of this thread.
+                    let _runtime = self.runtime.enter();
                     node.follow_migrations();
                     let mut entry = LogEntry::migration_begun(&text, &node.id, &to);
                     entry.policy = policy.to_string();
