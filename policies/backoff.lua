@@ -13,8 +13,7 @@
 --   receiver   highest load a receiver may have (default: the mean load)
 --   margin     share above the mean a server may carry before it exports (default 0.1)
 
-local wait = params.wait or 5
-local margin = params.margin or 0.1
+-- Parameters are read at each tick (`params` is the tick's), not once at load.
 
 local function mean_load()
   local total, n = 0, 0
@@ -44,11 +43,11 @@ function when()
   local mean = mean_load()
   local _, load = coolest()
   local limit = params.receiver or mean
-  return servers[whoami].load > mean * (1 + margin) and load < limit
+  return servers[whoami].load > mean * (1 + (params.margin or 0.1)) and load < limit
 end
 
 function where()
   local target, load = coolest()
-  WRstate(wait)
+  WRstate(params.wait or 5)
   return { [target] = (servers[whoami].load - load) / 2 }
 end

@@ -11,10 +11,9 @@
 --   threshold  load a server may carry before it spills (default 1000)
 --   backoff    ticks to wait after a spill, for the moved load to show (default 1)
 
-local threshold = params.threshold or 1000
-local backoff = params.backoff or 1
-
+-- Parameters are read at each tick (`params` is the tick's), not once at load.
 function when()
+  local threshold = params.threshold or 1000
   local wait = RDstate() or 0
   if wait > 0 then
     WRstate(wait - 1)
@@ -24,6 +23,7 @@ function when()
 end
 
 function where()
+  local threshold = params.threshold or 1000
   local excess = servers[whoami].load - threshold
   local targets = {}
   local rank = whoami + 1
@@ -37,7 +37,7 @@ function where()
     rank = rank + 1
   end
   if next(targets) ~= nil then
-    WRstate(backoff)
+    WRstate(params.backoff or 1)
   end
   return targets
 end

@@ -10,9 +10,9 @@
 -- Parameters:
 --   idle  load below which a server counts as idle (default 0.01)
 
-local idle = params.idle or 0.01
-
+-- Parameters are read at each tick (`params` is the tick's), not once at load.
 function when()
+  local idle = params.idle or 0.01
   local neighbour = servers[whoami + 1]
   return neighbour ~= nil and servers[whoami].load > idle and neighbour.load < idle
 end

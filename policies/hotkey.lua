@@ -16,9 +16,7 @@
 --   share    share of the gap to the coolest server to send (default 0.9)
 --   backoff  ticks to wait after an export (default 3)
 
-local ratio = params.ratio or 1.5
-local share = params.share or 0.9
-local backoff = params.backoff or 3
+-- Parameters are read at each tick (`params` is the tick's), not once at load.
 
 local function mean_load()
   local total, n = 0, 0
@@ -45,11 +43,11 @@ function when()
     WRstate(left - 1)
     return false
   end
-  return coolest() ~= nil and servers[whoami].load > ratio * mean_load()
+  return coolest() ~= nil and servers[whoami].load > (params.ratio or 1.5) * mean_load()
 end
 
 function where()
   local target, load = coolest()
-  WRstate(backoff)
-  return { [target] = (servers[whoami].load - load) * share }
+  WRstate(params.backoff or 3)
+  return { [target] = (servers[whoami].load - load) * (params.share or 0.9) }
 end
