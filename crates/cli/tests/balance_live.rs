@@ -165,7 +165,11 @@ fn greedy_spill_sheds_an_overloaded_nodes_slots_to_its_idle_neighbours() {
     wait_until("n1 to own the slots", Duration::from_secs(10), || {
         status(&etcd)["slot_map"]["owners"]["n1"].is_array()
     });
-    let nodes = [n1, Node::start("n2", &etcd, root.path()), Node::start("n3", &etcd, root.path())];
+    let nodes = [
+        n1,
+        Node::start("n2", &etcd, root.path()),
+        Node::start("n3", &etcd, root.path()),
+    ];
     for node in &nodes {
         wait_until(
             &format!("{} to see 3 members", node.id),
@@ -254,7 +258,10 @@ fn greedy_spill_sheds_an_overloaded_nodes_slots_to_its_idle_neighbours() {
     for tag in 0..TAGS {
         *hot.entry(hot_owner(tag)).or_default() += 1;
     }
-    assert!(hot.len() == 3, "the hot slots sit on every node now: {hot:?}");
+    assert!(
+        hot.len() == 3,
+        "the hot slots sit on every node now: {hot:?}"
+    );
 
     // Every decision and migration is in the central log, with who made it.
     let log = nodes[2].log(500);
@@ -263,15 +270,26 @@ fn greedy_spill_sheds_an_overloaded_nodes_slots_to_its_idle_neighbours() {
         has(&["event=balance", "policy=greedyspill@1", "to n2", "node=n1"]),
         "{log:#?}"
     );
-    assert!(has(&["event=migration_begun", "to n2", "node=n1"]), "{log:#?}");
-    assert!(has(&["event=migration_begun", "to n3", "node=n2"]), "{log:#?}");
-    wait_until("the finished migrations in the log", Duration::from_secs(10), || {
-        let log = nodes[2].log(500);
-        ["n1", "n2"].iter().all(|n| {
-            log.iter()
-                .any(|l| l.contains("event=migration_done") && l.ends_with(&format!("node={n}")))
-        })
-    });
+    assert!(
+        has(&["event=migration_begun", "to n2", "node=n1"]),
+        "{log:#?}"
+    );
+    assert!(
+        has(&["event=migration_begun", "to n3", "node=n2"]),
+        "{log:#?}"
+    );
+    wait_until(
+        "the finished migrations in the log",
+        Duration::from_secs(10),
+        || {
+            let log = nodes[2].log(500);
+            ["n1", "n2"].iter().all(|n| {
+                log.iter().any(|l| {
+                    l.contains("event=migration_done") && l.ends_with(&format!("node={n}"))
+                })
+            })
+        },
+    );
 
     // Every acknowledged write is readable through the cluster client.
     for (k, v) in &acked {

@@ -60,7 +60,10 @@ fn greedy_spill_in_callbacks_decides_as_the_ceph_chunk() {
 fn fill_and_spill_keeps_load_under_the_threshold_and_spills_the_rest_in_rank_order() {
     let mut e = engine("fs", &shipped("fillspill.lua"));
     let p = params(&[("threshold", "100"), ("backoff", "0")]);
-    assert!(targets(&mut e, &p, 0, &[90.0, 0.0, 0.0]).is_empty(), "not full");
+    assert!(
+        targets(&mut e, &p, 0, &[90.0, 0.0, 0.0]).is_empty(),
+        "not full"
+    );
     // 150: 50 over; the neighbour has room for 30, the next for the remaining 20.
     assert_eq!(
         targets(&mut e, &p, 0, &[150.0, 70.0, 0.0]),
@@ -95,7 +98,10 @@ fn back_off_waits_after_an_export_and_for_the_receiver_to_cool_down() {
     for _ in 0..2 {
         assert!(targets(&mut e, &p, 0, &[300.0, 0.0, 0.0]).is_empty());
     }
-    assert_eq!(targets(&mut e, &p, 0, &[300.0, 0.0, 10.0]), vec![(1, 150.0)]);
+    assert_eq!(
+        targets(&mut e, &p, 0, &[300.0, 0.0, 10.0]),
+        vec![(1, 150.0)]
+    );
     // A server near the mean never exports.
     let mut e = engine("bo2", &shipped("backoff.lua"));
     assert!(targets(&mut e, &Params::new(), 1, &[10.0, 10.5, 10.0]).is_empty());
@@ -106,7 +112,10 @@ fn hot_key_sends_nearly_the_whole_gap_to_the_coolest_server_then_backs_off() {
     let mut e = engine("hk", &shipped("hotkey.lua"));
     let p = params(&[("backoff", "2")]);
     // Mean 100; 240 is over 1.5x it: 0.9 of the gap to server 2 (the coolest).
-    assert_eq!(targets(&mut e, &p, 0, &[240.0, 40.0, 20.0]), vec![(2, 198.0)]);
+    assert_eq!(
+        targets(&mut e, &p, 0, &[240.0, 40.0, 20.0]),
+        vec![(2, 198.0)]
+    );
     assert!(targets(&mut e, &p, 0, &[240.0, 40.0, 20.0]).is_empty());
     assert!(targets(&mut e, &p, 0, &[240.0, 40.0, 20.0]).is_empty());
     assert_eq!(targets(&mut e, &p, 0, &[240.0, 40.0, 20.0]).len(), 1);

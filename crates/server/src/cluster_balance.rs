@@ -324,7 +324,8 @@ impl Balance {
             if map.migrations.iter().any(|m| m.range == *range) {
                 return true;
             }
-            let moved = map.owner(range.start) == Some(to);
+            // Moved if it left this node (it may have moved on from the target since).
+            let moved = map.owner(range.start) != Some(&node.id);
             let detail = if moved {
                 ""
             } else {

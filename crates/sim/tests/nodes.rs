@@ -221,7 +221,11 @@ fn the_shipped_balancers_spread_the_crowd_without_errors() {
         let report = run_with(params, file);
         let policy = report.policy.as_ref().unwrap();
         assert_eq!(policy.errors, 0, "{file}");
-        assert!(report.migrations.count > 0, "{file}: {:?}", report.migrations);
+        assert!(
+            report.migrations.count > 0,
+            "{file}: {:?}",
+            report.migrations
+        );
         assert!(
             report.imbalance.mean < fixed.imbalance.mean,
             "{file}: {:?} vs static {:?}",
