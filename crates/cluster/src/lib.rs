@@ -8,15 +8,20 @@
 //! - [`control`]: membership under kept-alive leases, the slot map changed only by
 //!   compare-and-swap transactions, and a watch that keeps a node's view current through
 //!   etcd outages;
+//! - [`exports`]: which slots an overloaded node sends away (Ceph's 80–120% rule);
+//! - [`board`]: every node's per-tick metrics, for the balancing policy;
 //! - [`registry_store`] and [`central_log`]: the policy registry and the central log every
 //!   node shares.
 
 #[cfg(feature = "etcd")]
 pub mod admin;
 #[cfg(feature = "etcd")]
+pub mod board;
+#[cfg(feature = "etcd")]
 pub mod central_log;
 #[cfg(feature = "etcd")]
 pub mod control;
+pub mod exports;
 #[cfg(feature = "etcd")]
 pub mod failover;
 pub mod node;

@@ -173,6 +173,8 @@ pub struct ClusterNode {
     pub(crate) migrations: migrate::Running,
     pub(crate) imports: import::Imports,
     pub proxy: proxy::Pool,
+    /// Requests served per slot since the last tick, for the balancer.
+    pub slot_counts: crate::cluster_balance::SlotCounts,
 }
 
 impl ClusterNode {
@@ -222,6 +224,7 @@ impl ClusterNode {
             migrations: migrate::Running::default(),
             imports: import::Imports::default(),
             proxy: proxy::Pool::default(),
+            slot_counts: Default::default(),
         });
         let follower = {
             let mut rx = node.watch.subscribe();
@@ -347,7 +350,10 @@ impl ClusterNode {
         }
         let routing = self.routing();
         match &routing.routes[usize::from(slot)] {
-            Route::Mine => Ok(Some(RouteGuard(routing))),
+            Route::Mine => {
+                self.slot_counts.hit(slot);
+                Ok(Some(RouteGuard(routing)))
+            }
             Route::Moved(addr) => match self.mode {
                 ClusterMode::Client => Err(Redirect::Reply(Frame::Error(format!(
                     "MOVED {slot} {addr}"

@@ -34,6 +34,7 @@ pub struct EtcdRegistry {
     /// The activation stack as last read or written, and its etcd revision: what
     /// `set_history` compares against.
     seen: Mutex<(Vec<VersionRef>, i64)>,
+    balance: crate::cluster_balance::Balance,
 }
 
 fn refused(e: ClusterError) -> StoreError {
@@ -52,7 +53,9 @@ fn decode<T: for<'de> serde::Deserialize<'de>>(what: &str, raw: &[u8]) -> Result
 
 impl EtcdRegistry {
     /// The registry of `node`'s cluster, and a watch on it; must run on the server's runtime.
-    pub async fn open(node: &ClusterNode) -> anyhow::Result<(EtcdRegistry, PolicyWatch)> {
+    pub async fn open(
+        node: &std::sync::Arc<ClusterNode>,
+    ) -> anyhow::Result<(EtcdRegistry, PolicyWatch)> {
         let plane = node.plane().clone();
         let store = PolicyStore::new(plane.clone());
         let watch = store.watch().await?;
@@ -63,6 +66,7 @@ impl EtcdRegistry {
             log,
             runtime: tokio::runtime::Handle::current(),
             seen: Mutex::new((Vec::new(), 0)),
+            balance: crate::cluster_balance::Balance::open(node),
         };
         Ok((registry, watch))
     }
@@ -235,8 +239,28 @@ impl Shared for EtcdRegistry {
         }
     }
 
+    fn cluster_env(
+        &self,
+        own: &policy::Metrics,
+        now: f64,
+    ) -> Option<(Vec<policy::Metrics>, usize)> {
+        self.balance.env(own, now)
+    }
+
+    fn after_cluster_tick(
+        &self,
+        tick: u64,
+        own: &policy::Metrics,
+        decision: &policy::Decision,
+        policy: &str,
+        failed: bool,
+    ) {
+        self.balance.after_tick(tick, own, decision, policy, failed);
+    }
+
     fn tail(&self, n: usize) -> Result<Vec<Event>, StoreError> {
         self.block(self.queue.flush(FLUSH_WAIT));
+        self.block(self.balance.flush(FLUSH_WAIT));
         let entries = self
             .block(self.log.tail(n))
             .map_err(|e| StoreError(e.to_string()))?;

@@ -22,6 +22,7 @@
 pub mod access_series;
 pub mod admin;
 pub mod cluster;
+pub mod cluster_balance;
 pub mod cluster_failover;
 pub mod cluster_policy;
 pub mod cmd;

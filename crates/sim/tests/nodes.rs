@@ -143,3 +143,108 @@ fn without_a_policy_one_node_is_a_plain_cache() {
     assert_eq!(report.per_node[0].requests, report.requests);
     assert!((report.imbalance.mean - 1.0).abs() < 1e-9);
 }
+
+fn run_with(params: &[(&str, &str)], balancer: &str) -> ClusterReport {
+    let config = NodesConfig {
+        nodes: 3,
+        tick: Tick::Seconds(1.0),
+        ..NodesConfig::default()
+    };
+    let params: Params = params
+        .iter()
+        .map(|(k, v)| policy::parse_param(&format!("{k}={v}")).unwrap())
+        .collect();
+    let mut balancer =
+        Balancer::from_file(&policy(balancer), 3, params, Limits::default()).unwrap();
+    let mut requests = HotspotGen::new(crowd());
+    replay_nodes(&config, Some(&mut balancer), || {
+        Ok::<_, Infallible>(requests.next())
+    })
+    .unwrap()
+}
+
+/// Two nodes, every key in node 0's slots: node 1 is idle, so greedy spill acts.
+fn one_sided(file: &str) -> ClusterReport {
+    let config = NodesConfig {
+        nodes: 2,
+        tick: Tick::Seconds(1.0),
+        ..NodesConfig::default()
+    };
+    let mut balancer =
+        Balancer::from_file(&policy(file), 2, Params::new(), Limits::default()).unwrap();
+    let mut digits = itoa::Buffer::new();
+    let keys: Vec<u64> = (0..)
+        .filter(|&k: &u64| cluster::key_slot(digits.format(k).as_bytes()) < 8192)
+        .take(2000)
+        .collect();
+    let mut i = 0u64;
+    replay_nodes(&config, Some(&mut balancer), || {
+        i += 1;
+        Ok::<_, Infallible>((i <= 20_000).then(|| trace::Request {
+            time: i as f64 / 1000.0,
+            key: keys[(i as usize * 7919) % keys.len()],
+            size: 100,
+            op: trace::Op::Get,
+            offset: 0,
+        }))
+    })
+    .unwrap()
+}
+
+#[test]
+fn greedy_spill_in_callbacks_moves_the_same_slots_as_the_ceph_chunk() {
+    let chunk = one_sided("greedyspill.lua");
+    let callbacks = one_sided("greedyspill_callbacks.lua");
+    assert!(chunk.migrations.count > 0);
+    let moves = |r: &ClusterReport| -> Vec<(usize, usize, u64, String)> {
+        r.migrations
+            .list
+            .iter()
+            .map(|m| {
+                let ranges: Vec<String> = m.ranges.iter().map(|r| r.to_string()).collect();
+                (m.from, m.to, m.start_tick, ranges.join(","))
+            })
+            .collect()
+    };
+    assert_eq!(moves(&chunk), moves(&callbacks));
+}
+
+#[test]
+fn the_shipped_balancers_spread_the_crowd_without_errors() {
+    let fixed = run(&crowd(), None, 3);
+    // The crowd puts ~700 req/s of 1000 on one node: fill up to 400, spill the rest.
+    for (file, params) in [
+        ("fillspill.lua", &[("threshold", "400")][..]),
+        ("backoff.lua", &[][..]),
+        ("hotkey.lua", &[][..]),
+    ] {
+        let report = run_with(params, file);
+        let policy = report.policy.as_ref().unwrap();
+        assert_eq!(policy.errors, 0, "{file}");
+        assert!(
+            report.migrations.count > 0,
+            "{file}: {:?}",
+            report.migrations
+        );
+        assert!(
+            report.imbalance.mean < fixed.imbalance.mean,
+            "{file}: {:?} vs static {:?}",
+            report.imbalance,
+            fixed.imbalance
+        );
+        let slots: u64 = report.per_node.iter().map(|n| n.final_slots).sum();
+        assert_eq!(slots, 16_384, "{file}");
+    }
+}
+
+#[test]
+fn back_off_migrates_less_than_the_adaptable_balancer() {
+    let eager = run_with(&[], "adaptable.lua");
+    let patient = run_with(&[("wait", "10")], "backoff.lua");
+    assert!(
+        patient.migrations.count < eager.migrations.count,
+        "back-off {} vs adaptable {}",
+        patient.migrations.count,
+        eager.migrations.count
+    );
+}

@@ -98,6 +98,26 @@ pub trait Shared: Send + Sync {
     fn record(&self, event: &Event);
     /// The central log's last `n` events (this node's recorded ones included), oldest first.
     fn tail(&self, n: usize) -> Result<Vec<Event>, StoreError>;
+    /// In a cluster, every node's metrics for the tick about to run (this node's are `own`)
+    /// and this node's index: what `servers[i]` and `whoami` show. `None` alone.
+    fn cluster_env(
+        &self,
+        _own: &policy::Metrics,
+        _now: f64,
+    ) -> Option<(Vec<policy::Metrics>, usize)> {
+        None
+    }
+    /// In a cluster, after a tick: publishes this node's metrics and moves slots as the
+    /// decision's targets ask (`cluster_balance`).
+    fn after_cluster_tick(
+        &self,
+        _tick: u64,
+        _own: &policy::Metrics,
+        _decision: &policy::Decision,
+        _policy: &str,
+        _failed: bool,
+    ) {
+    }
 }
 
 pub struct Registry {

@@ -343,12 +343,17 @@ impl Runner {
         if self.engine.active().is_none() || self.suspended {
             return (String::new(), None);
         }
-        let servers = [metrics];
+        let own = [metrics];
+        let shared = self.settings.shared.clone();
+        let cluster = shared.as_ref().and_then(|s| s.cluster_env(&own[0], now));
+        let (servers, whoami) = cluster
+            .as_ref()
+            .map_or((&own[..], 0), |(s, w)| (&s[..], *w));
         let input = TickInput {
             now,
             tick: self.tick,
-            whoami: 0,
-            servers: &servers,
+            whoami,
+            servers,
             params: &self.params,
             timeseries: &self.log,
         };
@@ -402,7 +407,16 @@ impl Runner {
                 format!("capacity {n}")
             }
         };
-        if !outcome.decision.targets.is_empty() && !self.warned_where {
+        if let (Some(shared), Some(_)) = (&shared, &cluster) {
+            let failed = error.is_some();
+            shared.after_cluster_tick(
+                self.tick,
+                &servers[whoami],
+                &outcome.decision,
+                &policy,
+                failed,
+            );
+        } else if !outcome.decision.targets.is_empty() && !self.warned_where {
             self.warned_where = true;
             self.note(
                 "warn",

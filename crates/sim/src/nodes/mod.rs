@@ -18,14 +18,13 @@
 //!   and the target starts cold for them.
 //! - Without timestamps, a tick counts as one second of trace time.
 
-mod exports;
 mod report;
 
 pub use report::{write_loads_csv, ClusterReport, MigrationRecord, NodeReport, NodesTickRow};
 
 use crate::replay::Tick;
 use cache::{Algorithm, Cache, Capacity};
-use cluster::{key_slot, NodeId, SlotMap, SLOTS};
+use cluster::{exports, key_slot, NodeId, SlotMap, SLOTS};
 use policy::{Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, TickInput};
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,8 +1,9 @@
 //! Which slots an overloaded node sends away: Ceph's rule for choosing what to export
 //! (`find_exports`: a chunk within 80–120% of what is needed, hottest first), applied to
-//! slots instead of directory fragments.
+//! slots instead of directory fragments. Shared by the simulator (`mantle replay --nodes`)
+//! and the live cluster's balancer, so both choose the same slots from the same loads.
 
-use cluster::SlotRange;
+use crate::slotmap::SlotRange;
 
 /// Share of the amount at which an export is big enough.
 const NEED_MIN: f64 = 0.8;
@@ -12,7 +13,7 @@ const NEED_MAX: f64 = 1.2;
 /// Slots from `loads` (slot, load) whose loads add up to between 80% and 120% of `amount`
 /// when they can: hottest first, a slot skipped when it would overshoot. Slots with no load
 /// are never chosen (moving them relieves nothing). Sorted by slot.
-pub(super) fn choose(loads: &[(u16, f64)], amount: f64) -> Vec<u16> {
+pub fn choose(loads: &[(u16, f64)], amount: f64) -> Vec<u16> {
     if amount.is_nan() || amount <= 0.0 {
         return Vec::new();
     }
@@ -34,7 +35,7 @@ pub(super) fn choose(loads: &[(u16, f64)], amount: f64) -> Vec<u16> {
 }
 
 /// Sorted slots as contiguous ranges.
-pub(super) fn ranges(sorted: &[u16]) -> Vec<SlotRange> {
+pub fn ranges(sorted: &[u16]) -> Vec<SlotRange> {
     let mut out: Vec<SlotRange> = Vec::new();
     for &s in sorted {
         match out.last_mut() {
