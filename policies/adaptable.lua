@@ -10,8 +10,13 @@
 --   margin   share above the mean a server may carry before it exports (default 0.1)
 --   backoff  ticks to wait after an export (default 2)
 
-local margin = params.margin or 0.1
-local backoff = params.backoff or 2
+-- Read at each tick: `params` is empty while the file loads and holds the tick's values after.
+local function margin()
+  return params.margin or 0.1
+end
+local function backoff()
+  return params.backoff or 2
+end
 
 local function mean_load()
   local total, n = 0, 0
@@ -28,7 +33,7 @@ function when()
     WRstate(wait - 1)
     return false
   end
-  return servers[whoami].load > mean_load() * (1 + margin)
+  return servers[whoami].load > mean_load() * (1 + margin())
 end
 
 function where()
@@ -43,7 +48,7 @@ function where()
     end
   end
   if next(targets) ~= nil then
-    WRstate(backoff)
+    WRstate(backoff())
     BAL_LOG(5, "adaptable: over the mean by " .. (servers[whoami].load - mean))
   end
   return targets

@@ -248,3 +248,19 @@ fn back_off_migrates_less_than_the_adaptable_balancer() {
         eager.migrations.count
     );
 }
+
+/// Every shipped balancer reads its parameters at each tick: a file that read them while
+/// loading (when `params` is still empty) ignored `--param` and always ran its defaults.
+#[test]
+fn a_balancers_params_change_what_it_does() {
+    let defaults = run_with(&[], "adaptable.lua");
+    let patient = run_with(&[("backoff", "30")], "adaptable.lua");
+    assert!(
+        patient.migrations.count < defaults.migrations.count,
+        "backoff=30 made {} migrations, the default {}",
+        patient.migrations.count,
+        defaults.migrations.count
+    );
+    let tolerant = run_with(&[("margin", "100")], "adaptable.lua");
+    assert_eq!(tolerant.migrations.count, 0, "margin=100 still migrated");
+}
