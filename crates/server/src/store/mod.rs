@@ -90,7 +90,11 @@ impl Store {
         known_live: bool,
     ) -> Result<bool, StoreError> {
         match self {
-            Store::Rocks(store) => store.set(key, record, condition, now_ms, known_live),
+            Store::Rocks(store) => {
+                store
+                    .set_grouped(key, record, condition, now_ms, known_live)
+                    .await
+            }
             Store::Upstream(store) => store.set(key, record, condition, now_ms).await,
         }
     }

@@ -19,8 +19,8 @@ use super::{wal_scan, Condition, StoreError};
 use crate::config::{Fsync, WalRecovery};
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, DBRecoveryMode, LogLevel, MemtableFactory, Options,
-    ReadOptions, SliceTransform, WriteBatch, DB,
+    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode, LogLevel,
+    MemtableFactory, Options, ReadOptions, SliceTransform, WriteBatch, DB,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,7 +29,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+mod group;
 mod slots;
+use group::GroupCommit;
 pub use slots::Tracker;
 
 /// Column family of the policy registry (see `live::registry`).
@@ -37,6 +39,9 @@ pub const POLICY_FAMILY: &str = "mantle.policy";
 
 /// Hash buckets of each memtable (8 bytes each): one per slot, the memtable's hash prefix.
 const MEMTABLE_BUCKETS: usize = cluster::SLOTS as usize;
+
+/// Bytes of one memtable of the data (RocksDB keeps up to two: the one filling, one flushing).
+const WRITE_BUFFER_BYTES: usize = 8 << 20;
 
 /// Marks a store whose keys carry their slot (see [`stored_key`]); a data dir without it that
 /// holds keys was written before, with bare keys, and is refused.
@@ -103,6 +108,7 @@ pub struct RocksStore {
     syncer: Option<Syncer>,
     /// Writes to a slot range being migrated away (see [`Tracker`]).
     tracker: Tracker,
+    group: GroupCommit,
 }
 
 /// The background thread that forces the log to disk: on demand (`always`) or every second.
@@ -342,6 +348,21 @@ impl RocksStore {
         // A bloom filter over the memtable's keys: most presence checks are for absent keys.
         options.set_memtable_prefix_bloom_ratio(0.02);
         options.set_memtable_whole_key_filtering(true);
+        // A write-through tier behind a cache: the cache holds the hot values, so a memtable
+        // that holds a second copy of every recent write (64 MiB by default, all resident)
+        // buys little; smaller ones bound the server's memory at the cost of more flushes.
+        options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+        // The first levels are rewritten by compaction soon: compressing them would spend
+        // CPU the request path competes for on small machines.
+        options.set_compression_per_level(&[
+            DBCompressionType::None,
+            DBCompressionType::None,
+            DBCompressionType::Snappy,
+            DBCompressionType::Snappy,
+            DBCompressionType::Snappy,
+            DBCompressionType::Snappy,
+            DBCompressionType::Snappy,
+        ]);
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         options.set_block_based_table_factory(&table);
@@ -384,6 +405,7 @@ impl RocksStore {
             fsync,
             syncer,
             tracker: Tracker::default(),
+            group: GroupCommit::default(),
         })
     }
 
@@ -421,18 +443,15 @@ impl RocksStore {
         Ok(self.presence(key, now_ms)?.1)
     }
 
-    /// Writes `record` under `key` if `condition` holds; returns whether it wrote.
+    /// Whether a SET under `condition` may write `key`: `None` if not, else `Some(present)`.
     /// `known_live` says the caller knows the key exists (it is cached), which saves a read.
-    /// The write is in RocksDB's WAL buffer when this returns: [`RocksStore::flush_wal`] and
-    /// [`RocksStore::durable`] must run before it is acknowledged.
-    pub fn set(
+    fn admit(
         &self,
         key: &[u8],
-        record: &Record,
         condition: Condition,
         now_ms: u64,
         known_live: bool,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<bool>, StoreError> {
         let (present, live) = if known_live {
             (true, true)
         } else {
@@ -443,9 +462,30 @@ impl RocksStore {
             Condition::IfAbsent => !live,
             Condition::IfPresent => live,
         };
-        if !allowed {
-            return Ok(false);
+        Ok(allowed.then_some(present))
+    }
+
+    fn wrote(&self, key: &[u8], present: bool) {
+        if !present {
+            self.keys.fetch_add(1, Ordering::Relaxed);
         }
+        self.tracker.note(key);
+    }
+
+    /// Writes `record` under `key` if `condition` holds; returns whether it wrote.
+    /// The write is in RocksDB's WAL buffer when this returns: [`RocksStore::flush_wal`] and
+    /// [`RocksStore::durable`] must run before it is acknowledged.
+    pub fn set(
+        &self,
+        key: &[u8],
+        record: &Record,
+        condition: Condition,
+        now_ms: u64,
+        known_live: bool,
+    ) -> Result<bool, StoreError> {
+        let Some(present) = self.admit(key, condition, now_ms, known_live)? else {
+            return Ok(false);
+        };
         ENCODE_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
             record.encode_into(&mut buffer);
@@ -457,10 +497,37 @@ impl RocksStore {
             }
             result
         })?;
-        if !present {
-            self.keys.fetch_add(1, Ordering::Relaxed);
-        }
-        self.tracker.note(key);
+        self.wrote(key, present);
+        Ok(true)
+    }
+
+    /// [`RocksStore::set`] through group commit: concurrent writers share one write batch
+    /// (see `group.rs`). Same result and the same state on return; a failed batch fails
+    /// every write in it.
+    pub async fn set_grouped(
+        &self,
+        key: &[u8],
+        record: &Record,
+        condition: Condition,
+        now_ms: u64,
+        known_live: bool,
+    ) -> Result<bool, StoreError> {
+        let Some(present) = self.admit(key, condition, now_ms, known_live)? else {
+            return Ok(false);
+        };
+        let add = |batch: &mut WriteBatch| {
+            ENCODE_BUFFER.with(|buffer| {
+                let mut buffer = buffer.borrow_mut();
+                record.encode_into(&mut buffer);
+                stored_key(key, |k| batch.put(k, buffer.as_slice()));
+                if buffer.capacity() > 1 << 20 {
+                    *buffer = Vec::new();
+                }
+            })
+        };
+        let write = |batch: WriteBatch| self.guard.write(&self.db, |db| db.write(batch));
+        self.group.submit(add, &write).await?;
+        self.wrote(key, present);
         Ok(true)
     }
 
@@ -530,6 +597,13 @@ impl RocksStore {
     /// Hands the WAL records buffered so far to the operating system: from then on they
     /// survive the process being killed. Concurrent callers share the write.
     pub fn flush_wal(&self) -> Result<(), StoreError> {
+        // Group commit leaves many connections committing the same writes: the first one's
+        // flush covers the others (a failed store still answers with its error).
+        if !self.guard.is_failed()
+            && self.guard.flushed.load(Ordering::Acquire) >= self.db.latest_sequence_number()
+        {
+            return Ok(());
+        }
         self.guard.flush(&self.db, false)
     }
 
