@@ -52,6 +52,29 @@ pub fn policy_run(name: &str, report: &ReplayReport) -> report::PolicyRun {
     }
 }
 
+/// `replay --report FILE.html`: the page of one run over `trace`, labelled `name`; `extra`
+/// is a sentence appended to the introduction. Errors name the flag and file.
+pub fn write_replay_report(
+    out: &std::path::Path,
+    trace: &std::path::Path,
+    name: &str,
+    report: &ReplayReport,
+    extra: Option<&str>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let title = format!("mantle replay: {}", trace.display());
+    let mut intro = format!(
+        "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
+        report.requests, report.miss_ratio, report.mean_cache_objects
+    );
+    if let Some(extra) = extra {
+        intro.push(' ');
+        intro.push_str(extra);
+    }
+    let html = replay_page(&title, &intro, name, report)?;
+    std::fs::write(out, html).with_context(|| format!("--report: cannot write {}", out.display()))
+}
+
 /// The `--report` page of one replay: `name` labels the run (the policy file, or the cache).
 pub fn replay_page(
     title: &str,

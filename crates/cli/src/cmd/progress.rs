@@ -191,3 +191,11 @@ impl TermLike for LineTerm {
         std::io::stderr().flush()
     }
 }
+
+/// The trace's file name, for the progress bar's label.
+pub fn file_label(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}

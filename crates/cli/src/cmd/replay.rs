@@ -4,11 +4,11 @@
 use super::progress::{ReplayProgress, Show};
 use super::ticks;
 use super::trace_args::TraceArgs;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use cache::Algorithm;
 use sim::summary::ReplayInput;
 use sim::{BackendSpec, CacheSize, ReplayConfig, Tick, WarmupConfig};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -97,13 +97,12 @@ pub fn run(args: Args) -> Result<()> {
     );
     let open = || trace::open(path, format, &options);
     let (capacity, working_set) = sim::resolve_capacity(cache_size, open, path)?;
-    let classes = args
+    let classes = (args
         .classes
         .as_deref()
-        .map(cache::classes::ClassSet::from_file);
-    let classes = classes
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
+        .map(cache::classes::ClassSet::from_file)
+        .transpose())
+    .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
     let warmup_flags = args.warmup.flags();
     let block_size = args.input.block_size;
     let warmup = WarmupConfig::for_trace(&warmup_flags, path, format, block_size, open)?;
@@ -133,7 +132,7 @@ pub fn run(args: Args) -> Result<()> {
         classes,
         warmup,
     };
-    let label = format!("replay {}", file_label(path));
+    let label = format!("replay {}", super::progress::file_label(path));
     let show = Show::from_flags(args.quiet, args.progress);
     let mut progress = ReplayProgress::new(show, &label, reader.progress());
     let mut adaptive = args.shadow.controller(&args.policy, &config, !args.quiet)?;
@@ -158,28 +157,15 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("{warning}");
     }
     if let Some(out) = &args.metrics_out {
-        let file = std::fs::File::create(out)
-            .with_context(|| format!("--metrics-out: cannot create {}", out.display()))?;
-        sim::metrics_csv::write_ticks(std::io::BufWriter::new(file), &report.ticks)
-            .with_context(|| format!("--metrics-out: writing {}", out.display()))?;
+        sim::metrics_csv::write_file(out, &report.ticks)?;
     }
     if let Some(out) = &args.report {
         let name = match args.policy.policy.as_ref().and_then(|p| p.file_name()) {
             Some(file) => file.to_string_lossy().into_owned(),
             None => format!("{} {}", args.eviction, cache_size),
         };
-        let title = format!("mantle replay: {}", path.display());
-        let mut intro = format!(
-            "{} requests, miss ratio {:.6}, mean cache {:.1} objects.",
-            report.requests, report.miss_ratio, report.mean_cache_objects
-        );
-        if let Some(a) = &adaptive {
-            intro.push(' ');
-            intro.push_str(&a.describe());
-        }
-        let html = sim::page::replay_page(&title, &intro, &name, &report)?;
-        std::fs::write(out, html)
-            .with_context(|| format!("--report: cannot write {}", out.display()))?;
+        let extra = adaptive.as_ref().map(|a| a.describe());
+        sim::page::write_replay_report(out, path, &name, &report, extra.as_deref())?;
         if !args.json {
             eprintln!("report written to {}", out.display());
         }
@@ -205,12 +191,4 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The trace's file name, for the progress bar.
-fn file_label(path: &Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
 }

@@ -123,10 +123,7 @@ impl LiveArgs {
         let reader = trace::open(&input.trace, input.format()?, &input.options()?)?;
         let report = loadgen::replay(&options, reader)?;
         if let Some(path) = metrics_out {
-            let file = std::fs::File::create(path)
-                .with_context(|| format!("--metrics-out: cannot create {}", path.display()))?;
-            sim::metrics_csv::write_ticks(std::io::BufWriter::new(file), report.ticks())
-                .with_context(|| format!("--metrics-out: writing {}", path.display()))?;
+            sim::metrics_csv::write_file(path, report.ticks())?;
         }
         let trace = input.trace.display().to_string();
         let format = input.format_name();
