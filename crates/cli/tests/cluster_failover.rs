@@ -217,7 +217,12 @@ fn owned(etcd: &Etcd, id: &str) -> Vec<(u16, u16)> {
         .as_array()
         .map(|rs| {
             rs.iter()
-                .map(|r| (r["start"].as_u64().unwrap() as u16, r["end"].as_u64().unwrap() as u16))
+                .map(|r| {
+                    (
+                        r["start"].as_u64().unwrap() as u16,
+                        r["end"].as_u64().unwrap() as u16,
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -265,12 +270,16 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     let (stopped, _) = nodes.remove(1);
     signal(&stopped, "-STOP");
     let survivors = [ports[0], ports[2]];
-    wait_until("the survivors to take n2's slots", Duration::from_secs(30), || {
-        survivors.iter().all(|p| {
-            let info = cluster_info(*p);
-            info.contains("cluster_slots_assigned:16384") && info.contains("cluster_size:2")
-        })
-    });
+    wait_until(
+        "the survivors to take n2's slots",
+        Duration::from_secs(30),
+        || {
+            survivors.iter().all(|p| {
+                let info = cluster_info(*p);
+                info.contains("cluster_slots_assigned:16384") && info.contains("cluster_size:2")
+            })
+        },
+    );
     let urls: Vec<String> = survivors
         .iter()
         .map(|p| format!("redis://127.0.0.1:{p}"))
@@ -280,16 +289,22 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
         .get_connection()
         .unwrap();
     for k in &keys {
-        let _: () = redis::cmd("SET").arg(k).arg("new").query(&mut client).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg("new")
+            .query(&mut client)
+            .unwrap();
     }
 
     signal(&stopped, "-CONT");
     wait_until("n2 to be a member again", Duration::from_secs(30), || {
         cluster_info(ports[0]).contains("cluster_known_nodes:3")
     });
-    wait_until("n2 to see it lost its slots", Duration::from_secs(30), || {
-        !cluster_info(ports[1]).contains("cluster_size:3")
-    });
+    wait_until(
+        "n2 to see it lost its slots",
+        Duration::from_secs(30),
+        || !cluster_info(ports[1]).contains("cluster_size:3"),
+    );
     // Give n2 back part of its old slots (the survivor owning the first of them moves it).
     let (a, b) = n2_ranges[0];
     let (from, (c, d)) = ["n1", "n3"]
@@ -305,12 +320,16 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
         .filter(|k| (lo..=hi).contains(&cluster::key_slot(k.as_bytes())))
         .collect();
     assert!(!back.is_empty());
-    wait_until("n2 to serve the range again", Duration::from_secs(10), || {
-        redis::cmd("GET")
-            .arg(back[0].as_str())
-            .query::<Option<String>>(&mut conn(ports[1]))
-            .is_ok()
-    });
+    wait_until(
+        "n2 to serve the range again",
+        Duration::from_secs(10),
+        || {
+            redis::cmd("GET")
+                .arg(back[0].as_str())
+                .query::<Option<String>>(&mut conn(ports[1]))
+                .is_ok()
+        },
+    );
     let mut n2 = conn(ports[1]);
     for k in back {
         let v: Option<String> = redis::cmd("GET").arg(k.as_str()).query(&mut n2).unwrap();

@@ -598,7 +598,11 @@ fn a_move_under_sustained_writes_finishes_and_keeps_every_acknowledged_write() {
     preload(&nodes[0], 20_000, 100);
     // redis-benchmark --cluster wants every master to own a slot.
     let out = admin(&etcd, &["move", "16383", "--to", "n2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bench = redis_tool("redis-benchmark").map(|mut bench| {
         bench
             .args(["--cluster", "-p", &nodes[0].port.to_string()])
@@ -626,7 +630,11 @@ fn a_move_under_sustained_writes_finishes_and_keeps_every_acknowledged_write() {
         &["move", "0-8191", "--to", "n2"],
         Duration::from_secs(180),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::thread::sleep(Duration::from_millis(500));
     drop(bench.0.take().map(|mut c| {
         let _ = c.kill();
@@ -662,8 +670,16 @@ fn a_cluster_with_a_password_migrates_and_proxies() {
     assert!(refused.is_err(), "a client without the password was served");
 
     preload(&n1, 2000, 10);
-    let out = admin_within(&etcd, &["move", "0-8191", "--to", "n2"], Duration::from_secs(60));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = admin_within(
+        &etcd,
+        &["move", "0-8191", "--to", "n2"],
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_whole(&etcd);
     let moved: Vec<String> = (0..2000)
         .map(|i| format!("pre:{i}"))

@@ -103,16 +103,14 @@ async fn run(
     password: Option<Arc<str>>,
     mut rx: mpsc::UnboundedReceiver<(BytesMut, Answer)>,
 ) {
-    let stream = match tokio::time::timeout(
-        Duration::from_secs(5),
-        connect(&addr, password.as_deref()),
-    )
-    .await
-    {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return fail_all(&mut rx, &format!("proxy: connecting to {addr}: {e}")),
-        Err(_) => return fail_all(&mut rx, &format!("proxy: no connection to {addr}")),
-    };
+    let stream =
+        match tokio::time::timeout(Duration::from_secs(5), connect(&addr, password.as_deref()))
+            .await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return fail_all(&mut rx, &format!("proxy: connecting to {addr}: {e}")),
+            Err(_) => return fail_all(&mut rx, &format!("proxy: no connection to {addr}")),
+        };
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.into_split();
     let waiting: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
@@ -189,7 +187,12 @@ async fn connect(addr: &str, password: Option<&str>) -> Result<tokio::net::TcpSt
         if let Some(len) = reply_len(&input) {
             break len;
         }
-        if stream.read_buf(&mut input).await.map_err(|e| e.to_string())? == 0 {
+        if stream
+            .read_buf(&mut input)
+            .await
+            .map_err(|e| e.to_string())?
+            == 0
+        {
             return Err("closed during AUTH".into());
         }
     };
