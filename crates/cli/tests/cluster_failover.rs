@@ -195,3 +195,145 @@ fn a_killed_cache_tier_nodes_slots_go_to_the_survivors() {
         .count();
     assert_eq!(reassigned, 1, "exactly one survivor reassigned: {log:#?}");
 }
+
+fn signal(proc: &Proc, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &proc.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+/// Ranges `id` owns in the slot map, from `mantle cluster status --json`.
+fn owned(etcd: &Etcd, id: &str) -> Vec<(u16, u16)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(["cluster", "--etcd", &etcd.address(), "--name", "tier"])
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    st["slot_map"]["owners"][id]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .map(|r| {
+                    (
+                        r["start"].as_u64().unwrap() as u16,
+                        r["end"].as_u64().unwrap() as u16,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A cache-tier node stopped (SIGSTOP) long enough for its slots to be taken over, and whose
+/// keys were rewritten meanwhile through the survivors, must not serve what it had cached when
+/// it is back and owns those slots again.
+#[test]
+fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    let upstream_port = free_port();
+    let data = root.path().join("upstream");
+    let _upstream = serve(&["--data-dir", data.to_str().unwrap()], upstream_port);
+    let mut nodes: Vec<(Proc, u16)> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|id| node(id, &etcd, upstream_port, root.path()))
+        .collect();
+    let ports: Vec<u16> = nodes.iter().map(|(_, p)| *p).collect();
+    wait_until("three members", Duration::from_secs(10), || {
+        cluster_info(ports[0]).contains("cluster_known_nodes:3")
+    });
+    admin(&etcd, &["rebalance"]);
+    for port in &ports {
+        wait_until("the new map", Duration::from_secs(10), || {
+            cluster_info(*port).contains("cluster_size:3")
+        });
+    }
+    // n2's keys, written (and so cached) through n2 itself.
+    let n2_ranges = owned(&etcd, "n2");
+    let mut n2 = conn(ports[1]);
+    let keys: Vec<String> = (0..3000)
+        .map(|i| format!("k{i}"))
+        .filter(|k| {
+            let slot = cluster::key_slot(k.as_bytes());
+            n2_ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
+        })
+        .collect();
+    assert!(keys.len() > 100, "{}", keys.len());
+    for k in &keys {
+        let _: () = redis::cmd("SET").arg(k).arg("old").query(&mut n2).unwrap();
+    }
+
+    let (stopped, _) = nodes.remove(1);
+    signal(&stopped, "-STOP");
+    let survivors = [ports[0], ports[2]];
+    wait_until(
+        "the survivors to take n2's slots",
+        Duration::from_secs(30),
+        || {
+            survivors.iter().all(|p| {
+                let info = cluster_info(*p);
+                info.contains("cluster_slots_assigned:16384") && info.contains("cluster_size:2")
+            })
+        },
+    );
+    let urls: Vec<String> = survivors
+        .iter()
+        .map(|p| format!("redis://127.0.0.1:{p}"))
+        .collect();
+    let mut client = redis::cluster::ClusterClient::new(urls)
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for k in &keys {
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg("new")
+            .query(&mut client)
+            .unwrap();
+    }
+
+    signal(&stopped, "-CONT");
+    wait_until("n2 to be a member again", Duration::from_secs(30), || {
+        cluster_info(ports[0]).contains("cluster_known_nodes:3")
+    });
+    wait_until(
+        "n2 to see it lost its slots",
+        Duration::from_secs(30),
+        || !cluster_info(ports[1]).contains("cluster_size:3"),
+    );
+    // Give n2 back part of its old slots (the survivor owning the first of them moves it).
+    let (a, b) = n2_ranges[0];
+    let (from, (c, d)) = ["n1", "n3"]
+        .iter()
+        .flat_map(|id| owned(&etcd, id).into_iter().map(move |r| (*id, r)))
+        .find(|&(_, (c, d))| c <= b && d >= a)
+        .expect("a survivor owns part of n2's old slots");
+    let _ = from;
+    let (lo, hi) = (a.max(c), b.min(d));
+    admin(&etcd, &["move", &format!("{lo}-{hi}"), "--to", "n2"]);
+    let back: Vec<&String> = keys
+        .iter()
+        .filter(|k| (lo..=hi).contains(&cluster::key_slot(k.as_bytes())))
+        .collect();
+    assert!(!back.is_empty());
+    wait_until(
+        "n2 to serve the range again",
+        Duration::from_secs(10),
+        || {
+            redis::cmd("GET")
+                .arg(back[0].as_str())
+                .query::<Option<String>>(&mut conn(ports[1]))
+                .is_ok()
+        },
+    );
+    let mut n2 = conn(ports[1]);
+    for k in back {
+        let v: Option<String> = redis::cmd("GET").arg(k.as_str()).query(&mut n2).unwrap();
+        assert_eq!(v.as_deref(), Some("new"), "{k}: a stale cached value");
+    }
+    drop(stopped);
+}

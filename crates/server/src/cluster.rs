@@ -38,6 +38,9 @@ pub struct ClusterSettings {
     /// Lease TTL: how long after a crash the node disappears from the cluster.
     pub ttl: Duration,
     pub mode: ClusterMode,
+    /// This node's `--requirepass`: every node of a cluster shares it, and connections
+    /// between nodes (migration, proxy) authenticate with it.
+    pub password: Option<String>,
 }
 
 /// What a node does with a request for a key another node owns (`--cluster-mode`).
@@ -175,6 +178,8 @@ pub struct ClusterNode {
     pub proxy: proxy::Pool,
     /// Requests served per slot since the last tick, for the balancer.
     pub slot_counts: crate::cluster_balance::SlotCounts,
+    /// Sent as AUTH on connections to other nodes (see [`ClusterSettings::password`]).
+    pub(crate) password: Option<String>,
 }
 
 impl ClusterNode {
@@ -223,8 +228,9 @@ impl ClusterNode {
             follower: Mutex::new(None),
             migrations: migrate::Running::default(),
             imports: import::Imports::default(),
-            proxy: proxy::Pool::default(),
+            proxy: proxy::Pool::new(settings.password.clone()),
             slot_counts: Default::default(),
+            password: settings.password.clone(),
         });
         let follower = {
             let mut rx = node.watch.subscribe();
@@ -279,11 +285,52 @@ impl ClusterNode {
         };
         let old = std::mem::replace(
             &mut *self.routing.write().unwrap_or_else(|e| e.into_inner()),
-            routing,
+            Arc::clone(&routing),
         );
-        let mut retired = lock(&self.retired);
-        retired.retain(|w| w.strong_count() > 0);
-        retired.push(Arc::downgrade(&old));
+        let in_flight = {
+            let mut retired = lock(&self.retired);
+            retired.retain(|w| w.strong_count() > 0);
+            retired.push(Arc::downgrade(&old));
+            retired.clone()
+        };
+        if matches!(self.db.store(), crate::store::Store::Upstream(_)) {
+            let lost: Vec<bool> = (0..SLOTS)
+                .map(|slot| old.owns(slot) && !routing.owns(slot))
+                .collect();
+            if lost.contains(&true) {
+                self.forget_lost(lost, in_flight);
+            }
+        }
+    }
+
+    /// A cache tier's node does not see writes to slots it no longer serves (they go to the
+    /// new owner and the upstream), so what it cached of them would be stale were they to
+    /// come back to it (a move back, or a takeover after it rejoined): dropped, once the
+    /// requests routed by older tables are done (one could still be filling the cache).
+    fn forget_lost(&self, lost: Vec<bool>, in_flight: Vec<Weak<Routing>>) {
+        let db = self.db.clone();
+        let forget = move || {
+            let n = db.forget_cached_where(|key| lost[usize::from(key_slot(key))]);
+            if n > 0 {
+                crate::log::log_line!(
+                    "mantle: cluster: dropped {n} cached keys of slots this node no longer serves"
+                );
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let deadline = std::time::Instant::now() + migrate::PAUSE_WAIT;
+                    while in_flight.iter().any(|w| w.strong_count() > 0)
+                        && std::time::Instant::now() < deadline
+                    {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    forget();
+                });
+            }
+            Err(_) => forget(),
+        }
     }
 
     /// Uses `map` (just written by this node, or reported by a migration's source) until the

@@ -584,6 +584,14 @@ impl Db {
         }
     }
 
+    /// Drops from the cache every key `pick` chooses (see [`Db::forget_cached`]); returns
+    /// how many. Scans the whole cache.
+    pub fn forget_cached_where(&self, pick: impl FnMut(&[u8]) -> bool) -> usize {
+        let keys = self.state().table.keys_where(pick);
+        self.forget_cached(&keys);
+        keys.len()
+    }
+
     /// Whether `key` is in the cache now (no access recorded).
     pub fn is_cached(&self, key: &[u8]) -> bool {
         let hash = self.hash(key);

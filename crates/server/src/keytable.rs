@@ -182,6 +182,16 @@ impl KeyTable {
         Some(slot.entry)
     }
 
+    /// Keys of the entries `pick` chooses: a scan of the whole table, for rare events (slots
+    /// that left a cluster node).
+    pub fn keys_where(&self, mut pick: impl FnMut(&[u8]) -> bool) -> Vec<Bytes> {
+        self.index
+            .iter()
+            .filter(|slot| pick(slot.entry.key()))
+            .map(|slot| Bytes::copy_from_slice(slot.entry.key()))
+            .collect()
+    }
+
     /// Heap bytes of the index and the per-id hashes (keys and values not included).
     pub fn heap_bytes(&self) -> usize {
         self.index.capacity() * SLOT_BYTES

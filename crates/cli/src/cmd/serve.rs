@@ -180,6 +180,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             advertise: args.advertise,
             ttl: args.cluster_ttl,
             mode: args.cluster_mode,
+            password: config.requirepass.clone(),
         });
     }
     server::serve(config)

@@ -7,6 +7,7 @@
 
 use super::ClusterNode;
 use crate::frame::Frame;
+use crate::store::Record;
 use bytes::Bytes;
 use cluster::{key_slot, NodeId, SlotRange};
 use std::sync::{Arc, Mutex};
@@ -85,6 +86,43 @@ impl ClusterNode {
             )
             .await
             .map_err(crate::cmd::store_error)?;
+        Ok(())
+    }
+
+    /// Many records in one store write; the cache forgets the keys (it cannot hold them:
+    /// the range was wiped at BEGIN and its requests go to the source, but a stale entry
+    /// must never outlive the import).
+    pub async fn import_puts(&self, records: &[(Bytes, Record)]) -> Result<(), Frame> {
+        self.all_importing(records.iter().map(|(k, _)| k))?;
+        self.db
+            .store()
+            .set_many(records, crate::db::now_ms())
+            .await
+            .map_err(crate::cmd::store_error)?;
+        let keys: Vec<Bytes> = records.iter().map(|(k, _)| k.clone()).collect();
+        self.db.forget_cached(&keys);
+        Ok(())
+    }
+
+    pub async fn import_dels(&self, keys: &[Bytes]) -> Result<(), Frame> {
+        self.all_importing(keys.iter())?;
+        self.db
+            .delete(keys)
+            .await
+            .map_err(crate::cmd::store_error)?;
+        Ok(())
+    }
+
+    fn all_importing<'k>(&self, keys: impl Iterator<Item = &'k Bytes>) -> Result<(), Frame> {
+        let imports = super::lock(&self.imports.0);
+        for key in keys {
+            let slot = key_slot(key);
+            if !imports.iter().any(|i| i.range.contains(slot)) {
+                return Err(Frame::err(format!(
+                    "slot {slot} is not being imported here"
+                )));
+            }
+        }
         Ok(())
     }
 

@@ -32,12 +32,21 @@ use std::time::{Duration, Instant};
 
 /// Bytes of records per pipelined batch sent to the target.
 const BATCH_BYTES: usize = 256 * 1024;
-/// Keys per pipelined batch when re-sending written keys.
+/// Records per `CLUSTER IMPORT PUTS|DELS` command: one store write on the target, so the
+/// copy keeps up with writers however busy the target is (one command per key did not).
 const BATCH_KEYS: usize = 256;
+/// Bytes of values per `CLUSTER IMPORT PUTS` command.
+const COMMAND_BYTES: usize = 64 * 1024;
 /// Written keys few enough to send while the range is paused.
 const PAUSE_AT: usize = 512;
 /// Rounds of re-sending before pausing anyway (writers faster than the copy).
 const MAX_ROUNDS: usize = 20;
+/// Time spent re-sending written keys before pausing anyway: with writers as fast as the
+/// copy the rounds would not shrink, so the migration's length must not depend on them.
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(5);
+/// Attempts at the pause (each after one more round of re-sending) before the whole
+/// migration is retried.
+const PAUSE_TRIES: usize = 5;
 /// Bound on each exchange with the target.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(20);
 const RETRY_AFTER: Duration = Duration::from_millis(500);
@@ -120,7 +129,7 @@ impl ClusterNode {
 
     /// One attempt; returns the number of keys copied.
     async fn migrate_once(&self, range: SlotRange, to: &NodeId, addr: &str) -> Result<u64, String> {
-        let mut link = Link::open(addr).await?;
+        let mut link = Link::open(addr, self.password.as_deref()).await?;
         let (start, end) = (range.start.to_string(), range.end.to_string());
         link.call_ok(&[
             b"CLUSTER",
@@ -149,8 +158,9 @@ impl ClusterNode {
                     .await?;
             }
             pending = rocks.take_dirty(range);
+            let catching_up = Instant::now();
             for _ in 0..MAX_ROUNDS {
-                if pending.len() <= PAUSE_AT {
+                if pending.len() <= PAUSE_AT || catching_up.elapsed() > CATCH_UP_LIMIT {
                     break;
                 }
                 self.send_current(&mut link, &pending).await?;
@@ -168,10 +178,28 @@ impl ClusterNode {
             "mantle: cluster: slots {range}: {copied} keys copied to {to}, {} written meanwhile; pausing",
             pending.len()
         );
-        self.pause(range, PAUSE_LIMIT).await?;
+        // A pause that cannot drain the requests in flight in time lets them go; the keys
+        // they wrote are sent and the pause tried again, not the whole copy.
+        let mut tries = 1;
+        while let Err(e) = self.pause(range, PAUSE_LIMIT).await {
+            if tries >= PAUSE_TRIES {
+                return Err(format!("pausing slots {range}: {e}"));
+            }
+            tries += 1;
+            crate::log::log_line!(
+                "mantle: cluster: pausing slots {range}: {e}; sending the latest writes and pausing again"
+            );
+            if let Some(rocks) = rocks {
+                pending.extend(rocks.take_dirty(range));
+                self.send_current(&mut link, &pending).await?;
+                pending = rocks.take_dirty(range);
+            }
+        }
         let resume = Resume(self, range);
         if let Some(rocks) = rocks {
             pending.extend(rocks.take_dirty(range));
+            pending.sort_unstable();
+            pending.dedup();
             self.send_current(&mut link, &pending).await?;
         }
         let map = self.flip(range, to).await?;
@@ -246,10 +274,15 @@ impl ClusterNode {
 
     /// Deletes this node's copy of a range it does not serve, from the store and the cache.
     pub(crate) fn wipe(&self, range: SlotRange) {
-        if let Store::Rocks(rocks) = self.db.store() {
-            match rocks.delete_range(range) {
+        match self.db.store() {
+            Store::Rocks(rocks) => match rocks.delete_range(range) {
                 Ok(keys) => self.db.forget_cached(&keys),
                 Err(e) => crate::log::log_line!("mantle: cluster: deleting slots {range}: {e}"),
+            },
+            // The data is upstream; only what this node cached of the range goes.
+            Store::Upstream(_) => {
+                self.db
+                    .forget_cached_where(|key| range.contains(cluster::key_slot(key)));
             }
         }
     }
@@ -280,8 +313,8 @@ struct Link {
 }
 
 impl Link {
-    async fn open(addr: &str) -> Result<Link, String> {
-        let target = target_of(addr)?;
+    async fn open(addr: &str, password: Option<&str>) -> Result<Link, String> {
+        let target = target_of(addr, password)?;
         let conn = tokio::time::timeout(
             EXCHANGE_TIMEOUT,
             Conn::open(&target, Duration::from_secs(5), u64::MAX),
@@ -297,28 +330,71 @@ impl Link {
         self.replies(1).await
     }
 
-    /// Sends puts (`Some`) and deletions (`None`), then waits for every reply.
+    /// Sends puts (`Some`) and deletions (`None`), many per command, then waits for every
+    /// reply. Each key appears once, so the order of puts and deletions does not matter.
     async fn put_all<'r>(
         &mut self,
         records: impl Iterator<Item = (&'r Bytes, Option<&'r Record>)>,
     ) -> Result<(), String> {
-        let mut n = 0;
-        let mut digits = itoa::Buffer::new();
+        let mut commands = 0;
+        let mut puts: Vec<(&Bytes, &Record)> = Vec::with_capacity(BATCH_KEYS);
+        let mut put_bytes = 0;
+        let mut dels: Vec<&Bytes> = Vec::with_capacity(BATCH_KEYS);
         for (key, record) in records {
             match record {
-                Some(r) => self.conn.push(&[
-                    b"CLUSTER",
-                    b"IMPORT",
-                    b"PUT",
-                    key,
-                    digits.format(r.expires_at_ms).as_bytes(),
-                    &r.value,
-                ]),
-                None => self.conn.push(&[b"CLUSTER", b"IMPORT", b"DEL", key]),
+                Some(r) => {
+                    put_bytes += key.len() + r.value.len();
+                    puts.push((key, r));
+                    if puts.len() >= BATCH_KEYS || put_bytes >= COMMAND_BYTES {
+                        self.push_puts(&puts);
+                        commands += 1;
+                        puts.clear();
+                        put_bytes = 0;
+                    }
+                }
+                None => {
+                    dels.push(key);
+                    if dels.len() >= BATCH_KEYS {
+                        self.push_dels(&dels);
+                        commands += 1;
+                        dels.clear();
+                    }
+                }
             }
-            n += 1;
         }
-        self.replies(n).await
+        if !puts.is_empty() {
+            self.push_puts(&puts);
+            commands += 1;
+        }
+        if !dels.is_empty() {
+            self.push_dels(&dels);
+            commands += 1;
+        }
+        self.replies(commands).await
+    }
+
+    /// `CLUSTER IMPORT PUTS key expires_at_ms value [key expires_at_ms value ...]`.
+    fn push_puts(&mut self, puts: &[(&Bytes, &Record)]) {
+        let expiries: Vec<String> = puts
+            .iter()
+            .map(|(_, r)| r.expires_at_ms.to_string())
+            .collect();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + 3 * puts.len());
+        args.extend_from_slice(&[b"CLUSTER", b"IMPORT", b"PUTS"]);
+        for ((key, record), expires) in puts.iter().zip(&expiries) {
+            args.push(key);
+            args.push(expires.as_bytes());
+            args.push(&record.value);
+        }
+        self.conn.push(&args);
+    }
+
+    /// `CLUSTER IMPORT DELS key [key ...]`.
+    fn push_dels(&mut self, keys: &[&Bytes]) {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + keys.len());
+        args.extend_from_slice(&[b"CLUSTER", b"IMPORT", b"DELS"]);
+        args.extend(keys.iter().map(|k| k.as_ref()));
+        self.conn.push(&args);
     }
 
     async fn replies(&mut self, n: usize) -> Result<(), String> {
@@ -341,7 +417,7 @@ impl Link {
     }
 }
 
-pub(crate) fn target_of(addr: &str) -> Result<Target, String> {
+pub(crate) fn target_of(addr: &str, password: Option<&str>) -> Result<Target, String> {
     let (host, port) = addr
         .rsplit_once(':')
         .ok_or_else(|| format!("bad node address {addr}"))?;
@@ -351,7 +427,7 @@ pub(crate) fn target_of(addr: &str) -> Result<Target, String> {
             .parse()
             .map_err(|_| format!("bad node address {addr}"))?,
         username: None,
-        password: None,
+        password: password.map(str::to_string),
         db: 0,
     })
 }

@@ -23,10 +23,11 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 type Answer = oneshot::Sender<Result<Bytes, String>>;
 
 /// The shared connections to other nodes.
-#[derive(Default)]
 pub struct Pool {
     links: Mutex<HashMap<Arc<str>, Vec<Link>>>,
     next: AtomicUsize,
+    /// The cluster's `--requirepass`, sent as AUTH on every new connection.
+    password: Option<Arc<str>>,
 }
 
 #[derive(Clone)]
@@ -35,6 +36,14 @@ struct Link {
 }
 
 impl Pool {
+    pub fn new(password: Option<String>) -> Pool {
+        Pool {
+            links: Mutex::default(),
+            next: AtomicUsize::new(0),
+            password: password.map(Arc::from),
+        }
+    }
+
     /// Runs `args` at `addr` and returns its raw reply.
     pub async fn forward(&self, addr: &Arc<str>, args: &[Bytes]) -> Result<Bytes, String> {
         let mut request = BytesMut::with_capacity(64 + args.iter().map(Bytes::len).sum::<usize>());
@@ -67,7 +76,7 @@ impl Pool {
         let entry = links.entry(Arc::clone(addr)).or_default();
         entry.retain(|l| !l.tx.is_closed());
         while entry.len() < LINKS {
-            entry.push(Link::start(Arc::clone(addr)));
+            entry.push(Link::start(Arc::clone(addr), self.password.clone()));
         }
         entry[i].clone()
     }
@@ -81,25 +90,27 @@ impl Pool {
 }
 
 impl Link {
-    fn start(addr: Arc<str>) -> Link {
+    fn start(addr: Arc<str>, password: Option<Arc<str>>) -> Link {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(addr, rx));
+        tokio::spawn(run(addr, password, rx));
         Link { tx }
     }
 }
 
 /// One connection: writes whatever is queued in one go, matches replies to requests in order.
-async fn run(addr: Arc<str>, mut rx: mpsc::UnboundedReceiver<(BytesMut, Answer)>) {
-    let stream = match tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio::net::TcpStream::connect(&*addr),
-    )
-    .await
-    {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return fail_all(&mut rx, &format!("proxy: connecting to {addr}: {e}")),
-        Err(_) => return fail_all(&mut rx, &format!("proxy: no connection to {addr}")),
-    };
+async fn run(
+    addr: Arc<str>,
+    password: Option<Arc<str>>,
+    mut rx: mpsc::UnboundedReceiver<(BytesMut, Answer)>,
+) {
+    let stream =
+        match tokio::time::timeout(Duration::from_secs(5), connect(&addr, password.as_deref()))
+            .await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return fail_all(&mut rx, &format!("proxy: connecting to {addr}: {e}")),
+            Err(_) => return fail_all(&mut rx, &format!("proxy: no connection to {addr}")),
+        };
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.into_split();
     let waiting: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
@@ -155,6 +166,43 @@ async fn run(addr: Arc<str>, mut rx: mpsc::UnboundedReceiver<(BytesMut, Answer)>
         let _ = answer.send(Err(lost.clone()));
     }
     fail_all(&mut rx, &lost);
+}
+
+/// Connects and, when the cluster has a password, logs in before any request is relayed.
+async fn connect(addr: &str, password: Option<&str>) -> Result<tokio::net::TcpStream, String> {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(password) = password else {
+        return Ok(stream);
+    };
+    let mut request = BytesMut::new();
+    crate::store::upstream::wire::encode(&mut request, &[b"AUTH", password.as_bytes()]);
+    stream
+        .write_all(&request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut input = BytesMut::with_capacity(256);
+    let len = loop {
+        if let Some(len) = reply_len(&input) {
+            break len;
+        }
+        if stream
+            .read_buf(&mut input)
+            .await
+            .map_err(|e| e.to_string())?
+            == 0
+        {
+            return Err("closed during AUTH".into());
+        }
+    };
+    match &input[..len] {
+        b"+OK\r\n" => Ok(stream),
+        other => Err(format!(
+            "AUTH refused: {}",
+            String::from_utf8_lossy(other).trim_end()
+        )),
+    }
 }
 
 fn fail_all(rx: &mut mpsc::UnboundedReceiver<(BytesMut, Answer)>, error: &str) {

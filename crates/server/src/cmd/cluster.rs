@@ -28,6 +28,9 @@ pub enum Import {
     Begin(SlotRange, NodeId),
     Put(Bytes, u64, Bytes),
     Del(Bytes),
+    /// Many records in one store write (what the source sends).
+    Puts(Vec<(Bytes, crate::store::Record)>),
+    Dels(Vec<Bytes>),
     Done(SlotRange),
 }
 
@@ -78,6 +81,30 @@ impl ClusterCmd {
                         Import::Put(key, expires, parse.next_bytes()?)
                     }
                     "DEL" => Import::Del(parse.next_bytes()?),
+                    "PUTS" => {
+                        let mut records = Vec::with_capacity(parse.remaining() / 3);
+                        while parse.remaining() > 0 {
+                            let key = parse.next_bytes()?;
+                            let expires_at_ms = u64::try_from(parse.next_int()?)
+                                .map_err(|_| ParseError::Other("bad expiry".into()))?;
+                            let value = parse.next_bytes()?;
+                            records.push((
+                                key,
+                                crate::store::Record {
+                                    value,
+                                    expires_at_ms,
+                                },
+                            ));
+                        }
+                        Import::Puts(records)
+                    }
+                    "DELS" => {
+                        let mut keys = Vec::with_capacity(parse.remaining());
+                        while parse.remaining() > 0 {
+                            keys.push(parse.next_bytes()?);
+                        }
+                        Import::Dels(keys)
+                    }
                     "DONE" => {
                         let range = range_args(parse)?;
                         parse.next_int()?; // the map's epoch, for the log
@@ -120,6 +147,8 @@ impl ClusterCmd {
                 Import::Begin(range, from) => node.import_begin(range, &from).await,
                 Import::Put(key, expires, value) => node.import_put(&key, expires, &value).await,
                 Import::Del(key) => node.import_del(&key).await,
+                Import::Puts(records) => node.import_puts(&records).await,
+                Import::Dels(keys) => node.import_dels(&keys).await,
                 Import::Done(range) => node.import_done(range).await,
             };
             return done.map_or_else(|e| e, |()| Frame::ok());

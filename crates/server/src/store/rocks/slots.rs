@@ -55,11 +55,6 @@ impl Tracker {
     }
 }
 
-/// The on-disk bounds of a slot range: `[first slot, slot after the last)`.
-fn bounds(range: SlotRange) -> ([u8; 2], [u8; 2]) {
-    (range.start.to_be_bytes(), (range.end + 1).to_be_bytes())
-}
-
 /// Reads options for iterating one slot at a time within its memtable bucket.
 fn slot_read_options() -> ReadOptions {
     let mut read = ReadOptions::default();
@@ -235,9 +230,13 @@ impl RocksStore {
             keys.push(Bytes::copy_from_slice(key));
             true
         })?;
-        let (from, to) = bounds(range);
+        // Point deletions, not one range tombstone: with in-place memtable updates a later
+        // put of the same key (the range coming back) would keep its old sequence number
+        // and stay hidden under the tombstone, losing the imported value.
         let mut batch = WriteBatch::default();
-        batch.delete_range(from, to);
+        for key in &keys {
+            super::stored_key(key, |k| batch.delete(k));
+        }
         self.guard.write(&self.db, |db| db.write(batch))?;
         self.flush_wal()?;
         let n = keys.len() as u64;
