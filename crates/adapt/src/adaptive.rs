@@ -194,8 +194,8 @@ impl Adaptive {
         // A fresh engine per activation: the candidate starts as it would if an operator had
         // loaded it now (its WRstate starts empty, as a first load's does).
         let mut engine = PolicyEngine::new(self.policy_limits);
-        engine.load_named_chunk(
-            &spec.name,
+        engine.load_version(
+            policy::PolicyId::new(&spec.name, 1),
             &format!("@{}", spec.path.display()),
             &spec.source,
         )?;

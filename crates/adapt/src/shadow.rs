@@ -103,8 +103,8 @@ pub struct Shadow {
 impl Shadow {
     pub fn new(spec: ShadowSpec, limits: &ShadowLimits) -> Result<Shadow, LoadError> {
         let mut engine = PolicyEngine::new(limits.policy);
-        engine.load_named_chunk(
-            &spec.name,
+        engine.load_version(
+            policy::PolicyId::new(&spec.name, 1),
             &format!("@{}", spec.path.display()),
             &spec.source,
         )?;

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::engine::PolicyEngine;
+use crate::error::PolicyId;
 use crate::limits::Limits;
 
 /// One finding, printed as `file:line: message`.
@@ -85,7 +86,7 @@ pub fn check_source(file: &str, source: &str, limits: &Limits) -> CheckReport {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "policy".into());
     let (callbacks, ceph_dialect) =
-        match engine.load_named_chunk(&name, &format!("@{file}"), source) {
+        match engine.load_version(PolicyId::new(&name, 1), &format!("@{file}"), source) {
             Ok(_) => (
                 engine.callbacks().iter().map(|s| s.to_string()).collect(),
                 engine.is_ceph_dialect(),

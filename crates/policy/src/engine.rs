@@ -1,8 +1,12 @@
 //! The policy engine a host drives: loads and hot-swaps policy versions atomically, runs a
 //! tick, contains failures (count, log once, fall back after repeated failures) and keeps the
 //! `WRstate` state of every policy name across reloads.
+//!
+//! The engine does not number versions: the host that keeps them (the server's registry, or
+//! replay, whose one file is version 1) names each version it loads, and every log line,
+//! error and fallback the engine reports carries that id.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -57,7 +61,6 @@ pub struct PolicyEngine {
     host: Arc<Mutex<HostShared>>,
     active: Option<Program>,
     previous: Option<Program>,
-    versions: HashMap<String, u32>,
     consecutive_failures: u32,
     last_logged_error: Option<String>,
     stats: EngineStats,
@@ -74,7 +77,6 @@ impl PolicyEngine {
             host: Arc::new(Mutex::new(HostShared::default())),
             active: None,
             previous: None,
-            versions: HashMap::new(),
             consecutive_failures: 0,
             last_logged_error: None,
             stats: EngineStats::default(),
@@ -101,7 +103,8 @@ impl PolicyEngine {
         &self.limits
     }
 
-    /// Loads the policy in `path`, named after the file stem (`policies/fixed.lua` → `fixed`).
+    /// Loads the policy in `path` as version 1 of the file stem (`policies/fixed.lua` →
+    /// `fixed@1`): a host that loads one file has one version.
     pub fn load_file(&mut self, path: &Path) -> Result<PolicyId, LoadError> {
         let source = std::fs::read_to_string(path).map_err(|e| {
             self.stats.rejected_loads += 1;
@@ -114,39 +117,42 @@ impl PolicyEngine {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "policy".to_string());
-        self.load_named_chunk(&name, &format!("@{}", path.display()), &source)
+        self.load_version(
+            PolicyId::new(&name, 1),
+            &format!("@{}", path.display()),
+            &source,
+        )
     }
 
-    /// Loads `source` as policy `name` and makes it the active one. On error the active
-    /// policy is untouched.
+    /// Loads `source` as version 1 of policy `name` and makes it the active one. On error the
+    /// active policy is untouched.
     pub fn load(&mut self, name: &str, source: &str) -> Result<PolicyId, LoadError> {
-        self.load_named_chunk(name, &format!("={name}.lua"), source)
+        self.load_version(PolicyId::new(name, 1), &format!("={name}.lua"), source)
     }
 
-    /// Swaps in a new version of the active policy (same name, next version number). Atomic:
-    /// on error the running version stays.
+    /// Swaps in the version after the active one (same name). Atomic: on error the running
+    /// version stays.
     pub fn replace(&mut self, source: &str) -> Result<PolicyId, LoadError> {
-        let Some(name) = self.active.as_ref().map(|p| p.id().name.clone()) else {
+        let Some(active) = self.active() else {
             return Err(LoadError::NothingToReplace);
         };
-        self.load(&name, source)
+        let id = PolicyId::new(&active.name, active.version + 1);
+        let chunk = format!("={}.lua", id.name);
+        self.load_version(id, &chunk, source)
     }
 
-    /// Like [`PolicyEngine::load`] with the Lua chunk name given: `@path` makes messages
-    /// read `path:line: ...`, `=text` makes them read `text:line: ...`.
-    pub fn load_named_chunk(
+    /// Loads `source` as version `id`, named by the host that keeps versions, and makes it the
+    /// active one; `chunk` is the Lua chunk name: `@path` makes messages read
+    /// `path:line: ...`, `=text` makes them read `text:line: ...`. On error the active policy
+    /// is untouched.
+    pub fn load_version(
         &mut self,
-        name: &str,
+        id: PolicyId,
         chunk: &str,
         source: &str,
     ) -> Result<PolicyId, LoadError> {
         // The new version's top level reads the state as the running one left it.
         self.save_active_state();
-        let version = self.versions.get(name).copied().unwrap_or(0) + 1;
-        let id = PolicyId {
-            name: name.to_string(),
-            version,
-        };
         self.host().logs.start_tick();
         match Program::compile(
             id.clone(),
@@ -157,7 +163,6 @@ impl PolicyEngine {
             self.interrupt.clone(),
         ) {
             Ok(program) => {
-                self.versions.insert(name.to_string(), version);
                 self.previous = self.active.take();
                 self.active = Some(program);
                 self.state_stale = true;
@@ -210,11 +215,6 @@ impl PolicyEngine {
     /// Whether the running version is a Ceph-dialect balancer chunk.
     pub fn is_ceph_dialect(&self) -> bool {
         self.active.as_ref().is_some_and(Program::is_ceph_dialect)
-    }
-
-    /// Latest version number given to `name` (0 if never loaded).
-    pub fn version(&self, name: &str) -> u32 {
-        self.versions.get(name).copied().unwrap_or(0)
     }
 
     pub fn stats(&self) -> EngineStats {

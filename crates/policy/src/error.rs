@@ -10,6 +10,15 @@ pub struct PolicyId {
     pub version: u32,
 }
 
+impl PolicyId {
+    pub fn new(name: &str, version: u32) -> PolicyId {
+        PolicyId {
+            name: name.to_string(),
+            version,
+        }
+    }
+}
+
 impl fmt::Display for PolicyId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}@{}", self.name, self.version)

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::decision::Decision;
 use crate::engine::PolicyEngine;
+use crate::error::PolicyId;
 use crate::host::LogRecord;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
@@ -86,7 +87,7 @@ pub fn run_test(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "policy".into());
     let id = engine
-        .load_named_chunk(&name, &format!("@{file}"), source)
+        .load_version(PolicyId::new(&name, 1), &format!("@{file}"), source)
         .map_err(|e| e.to_string())?;
     if env.servers.is_empty() {
         env.servers.push(Metrics::default());

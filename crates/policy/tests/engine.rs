@@ -307,3 +307,41 @@ fn a_bad_whoami_is_an_input_error_that_never_causes_fallback() {
     }
     assert_eq!(e.active().unwrap().to_string(), "p@1");
 }
+
+#[test]
+fn versions_carry_the_ids_the_host_gives() {
+    // A host that keeps versions (the server's registry) names them; the engine keeps no
+    // numbering of its own, so its outcomes, fallbacks and log lines need no translation.
+    let mut e = PolicyEngine::new(Default::default());
+    let id = |v| policy::PolicyId::new("p", v);
+    e.load_version(id(7), "=p@7", "function howmuch() return 7 end")
+        .unwrap();
+    let bad = "function howmuch() return nil + 1 end";
+    assert_eq!(e.load_version(id(9), "=p@9", bad).unwrap(), id(9));
+    assert_eq!(e.previous(), Some(&id(7)));
+    let mut last = None;
+    for _ in 0..3 {
+        let out = tick(&mut e, 0.0);
+        assert_eq!(out.policy.as_deref(), Some(&id(9)));
+        last = out.fallback;
+    }
+    let fallback = last.expect("the third failure falls back");
+    assert_eq!((fallback.from, fallback.to), (id(9), Some(id(7))));
+    let (logs, _) = e.drain_logs();
+    assert!(logs.iter().all(|l| l.policy == "p@9"), "{logs:?}");
+    assert!(
+        logs.iter().any(|l| l.message.contains("falling back to p@7")),
+        "{logs:?}"
+    );
+    assert!(logs.iter().any(|l| l.message.contains("p@9:1:")), "{logs:?}");
+
+    // A rejected version is named by the id it was offered under, not a next number.
+    let err = e.load_version(id(12), "=p@12", "function when(").unwrap_err();
+    assert!(!err.to_string().is_empty());
+    let (logs, _) = e.drain_logs();
+    assert!(
+        logs.iter()
+            .any(|l| l.policy == "p@12" && l.message.contains("p@7 keeps running")),
+        "{logs:?}"
+    );
+}

@@ -26,43 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-/// What `--cluster` and its companion flags say.
-#[derive(Debug, Clone)]
-pub struct ClusterSettings {
-    /// `etcd://HOST:PORT[,HOST:PORT...]`.
-    pub etcd: String,
-    pub name: String,
-    pub node_id: String,
-    /// `host:port` clients are sent to (`-MOVED`), default the listen address.
-    pub advertise: Option<String>,
-    /// Lease TTL: how long after a crash the node disappears from the cluster.
-    pub ttl: Duration,
-    pub mode: ClusterMode,
-    /// This node's `--requirepass`: every node of a cluster shares it, and connections
-    /// between nodes (migration, proxy) authenticate with it.
-    pub password: Option<String>,
-}
-
-/// What a node does with a request for a key another node owns (`--cluster-mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ClusterMode {
-    /// Redirect: `-MOVED slot host:port` (cluster-aware clients).
-    #[default]
-    Client,
-    /// Forward to the owner and relay its reply (any client).
-    Proxy,
-}
-
-impl std::str::FromStr for ClusterMode {
-    type Err = String;
-    fn from_str(text: &str) -> Result<ClusterMode, String> {
-        match text {
-            "client" => Ok(ClusterMode::Client),
-            "proxy" => Ok(ClusterMode::Proxy),
-            other => Err(format!("expected client or proxy, got '{other}'")),
-        }
-    }
-}
+pub use crate::config::{ClusterMode, ClusterSettings};
 
 /// Where one slot's requests go.
 #[derive(Debug, Clone)]

@@ -292,7 +292,7 @@ pub fn follow(instance: Weak<Instance>, watch: PolicyWatch) -> tokio::task::Join
             let Some(instance) = instance.upgrade() else {
                 break;
             };
-            instance.live.request(Op::Sync).await;
+            let _ = instance.live.request(Op::Sync).await;
         }
         drop(watch);
     })

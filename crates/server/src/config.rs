@@ -164,7 +164,7 @@ pub struct Config {
     /// Let the dashboard change the policy, with the server's password (`--http-admin`).
     pub http_admin: bool,
     /// Bulk-load what the last run accessed at start, in the background (`--warmup`).
-    pub warmup: Option<crate::warmup::WarmupSpec>,
+    pub warmup: Option<cache::warmup::WarmupSpec>,
     /// Most keys the access monitor tracks; 0 turns it off (`--warmup-track`).
     pub warmup_track: usize,
     /// How often the monitor's record is persisted (`--warmup-persist`).
@@ -172,7 +172,7 @@ pub struct Config {
     /// What to do with a damaged write-ahead log at start (`--wal-recovery`).
     pub wal_recovery: WalRecovery,
     /// Join a cluster on etcd (`--cluster`); `None` runs alone.
-    pub cluster: Option<crate::cluster::ClusterSettings>,
+    pub cluster: Option<ClusterSettings>,
 }
 
 impl Config {
@@ -202,8 +202,8 @@ impl Config {
             metrics_listen: None,
             http_admin: false,
             warmup: None,
-            warmup_track: crate::warmup::monitor::DEFAULT_TRACK,
-            warmup_persist: crate::warmup::DEFAULT_PERSIST,
+            warmup_track: crate::access_monitor::DEFAULT_TRACK,
+            warmup_persist: DEFAULT_WARMUP_PERSIST,
             wal_recovery: WalRecovery::Strict,
             cluster: None,
         }
@@ -292,5 +292,51 @@ mod tests {
         config.max_keys = Some(0);
         config.maxmemory = Some(0);
         assert_eq!(config.capacity(), cache::Capacity::default());
+    }
+}
+
+/// How often the warm-up monitor's record is persisted when `--warmup-persist` is not given.
+pub const DEFAULT_WARMUP_PERSIST: Duration = Duration::from_secs(10);
+
+/// Largest `proto-max-bulk-len` accepted: cached keys and values are sized in 32 bits.
+pub const MAX_BULK_LEN_LIMIT: u64 = u32::MAX as u64;
+
+// The cluster's settings live here with every other setting, so `config` depends on no module
+// that reads it.
+/// What `--cluster` and its companion flags say.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// `etcd://HOST:PORT[,HOST:PORT...]`.
+    pub etcd: String,
+    pub name: String,
+    pub node_id: String,
+    /// `host:port` clients are sent to (`-MOVED`), default the listen address.
+    pub advertise: Option<String>,
+    /// Lease TTL: how long after a crash the node disappears from the cluster.
+    pub ttl: Duration,
+    pub mode: ClusterMode,
+    /// This node's `--requirepass`: every node of a cluster shares it, and connections
+    /// between nodes (migration, proxy) authenticate with it.
+    pub password: Option<String>,
+}
+
+/// What a node does with a request for a key another node owns (`--cluster-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClusterMode {
+    /// Redirect: `-MOVED slot host:port` (cluster-aware clients).
+    #[default]
+    Client,
+    /// Forward to the owner and relay its reply (any client).
+    Proxy,
+}
+
+impl std::str::FromStr for ClusterMode {
+    type Err = String;
+    fn from_str(text: &str) -> Result<ClusterMode, String> {
+        match text {
+            "client" => Ok(ClusterMode::Client),
+            "proxy" => Ok(ClusterMode::Proxy),
+            other => Err(format!("expected client or proxy, got '{other}'")),
+        }
     }
 }

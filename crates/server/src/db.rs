@@ -12,10 +12,19 @@
 //! - Visibility follows durability: a write is in the cache and the store before it is
 //!   durable, so every reply that can reveal data (a value, existence, a count) is sent only
 //!   after [`Db::commit_before_reveal`]; if that fails the reply is an error instead.
+//!
+//! That is all `Db` decides. What it records on the way belongs to other modules: the
+//! counters and the store's read latency to [`crate::metrics`], each access to the warm-up
+//! monitor ([`crate::access_monitor`]) and the policy's series ([`crate::access_series`]),
+//! hint names to [`crate::hints`]. Policy decisions are applied by `live::actions` and the
+//! warm-up fill is run by `warmup::load`, through [`Db::evict`], [`Db::set_capacity`] and
+//! [`Db::fill_from_store`].
 
+use crate::access_monitor::AccessMonitor;
+use crate::hints::HintNames;
 use crate::keytable::{Entry, KeyTable};
+use crate::metrics::{Metrics, Stats};
 use crate::server_cache::{Request, ServerCache};
-use crate::stats::Stats;
 use crate::store::{Condition, Record, Store, StoreError};
 use bytes::Bytes;
 use cache::classes::{ClassSet, RuleOp};
@@ -24,10 +33,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use crate::hints::MAX_CLASSES;
+pub use crate::metrics::CacheSnapshot;
+
 /// Number of write-ordering locks; a power of two.
 pub const STRIPES: usize = 1024;
-/// Most distinct `HINT` class names a server keeps (each costs a string, once).
-pub const MAX_CLASSES: usize = 1024;
 
 /// Milliseconds since the Unix epoch (the clock expiry times are kept in).
 pub fn now_ms() -> u64 {
@@ -47,13 +57,11 @@ struct Shared {
     store: Store,
     stripes: Box<[Stripe]>,
     hasher: ahash::RandomState,
-    stats: Stats,
+    metrics: Arc<Metrics>,
     /// Bytes charged to the cache per object on top of its key and value (see docs/server.md).
     object_overhead: u64,
-    /// The access monitor and bulk fill of warm-up on restart.
-    warmup: crate::warmup::Warmup,
-    /// How long store reads take, for the metrics endpoint.
-    read_latency: crate::metrics_http::LatencyHistogram,
+    /// What warm-up on restart will rank (see `warmup`).
+    monitor: AccessMonitor,
     /// The accesses a live policy reads as `timeseries()`.
     series: crate::access_series::AccessSeries,
 }
@@ -61,13 +69,8 @@ struct Shared {
 struct State {
     table: KeyTable,
     cache: ServerCache,
-    /// The names `SET ... HINT name` gave, by index - 1 (an entry's `class`).
-    classes: Vec<String>,
-}
-
-/// The hint name of an entry's `class` index (0: none).
-fn hint_name(names: &[String], class: u16) -> Option<&[u8]> {
-    (class > 0).then(|| names[class as usize - 1].as_bytes())
+    /// The names `SET ... HINT name` gave (an entry's `class`).
+    hints: HintNames,
 }
 
 #[derive(Default)]
@@ -75,19 +78,6 @@ struct Stripe {
     lock: tokio::sync::Mutex<()>,
     /// Bumped (under the state lock) by every write to a key of this stripe.
     generation: AtomicU64,
-}
-
-/// A snapshot of the cache for INFO and CACHE STATS.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CacheSnapshot {
-    pub algorithm: cache::Algorithm,
-    pub objects: u64,
-    pub bytes: u64,
-    pub capacity: Capacity,
-    pub evictions: u64,
-    /// Heap bytes of the server's key table plus the algorithm's metadata.
-    pub metadata_bytes: u64,
-    pub object_overhead: u64,
 }
 
 impl Db {
@@ -111,22 +101,40 @@ impl Db {
                 state: Mutex::new(State {
                     table: KeyTable::default(),
                     cache: ServerCache::new(algorithm, capacity, classes),
-                    classes: Vec::new(),
+                    hints: HintNames::default(),
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
                 hasher: ahash::RandomState::new(),
-                stats: Stats::default(),
+                metrics: Arc::default(),
                 object_overhead,
-                warmup: crate::warmup::Warmup::default(),
-                read_latency: crate::metrics_http::LatencyHistogram::default(),
+                monitor: AccessMonitor::new(
+                    crate::access_monitor::DEFAULT_TRACK,
+                    crate::access_monitor::DEFAULT_PERIOD.as_secs(),
+                ),
                 series: crate::access_series::AccessSeries::default(),
             }),
         }
     }
 
+    /// The request path's counters (`metrics().stats`).
     pub fn stats(&self) -> &Stats {
-        &self.shared.stats
+        &self.shared.metrics.stats
+    }
+
+    /// Every counter of the server (see `metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// The warm-up access monitor every request records into.
+    pub fn monitor(&self) -> &AccessMonitor {
+        &self.shared.monitor
+    }
+
+    /// The hash the cache and the access monitor know `key` by.
+    pub fn key_hash(&self, key: &[u8]) -> u64 {
+        self.hash(key)
     }
 
     pub fn store(&self) -> &Store {
@@ -157,7 +165,7 @@ impl Db {
     /// The value of `key`, from the cache or, on a miss, from the store (filling the cache).
     pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
         let hash = self.hash(key);
-        self.shared.warmup.monitor.record(hash, key);
+        self.shared.monitor.record(hash, key);
         self.shared.series.record(hash);
         if let Some(value) = self.lookup_cached(hash, key) {
             return Ok(Some(value));
@@ -170,7 +178,7 @@ impl Db {
         let State {
             table,
             cache,
-            classes,
+            hints,
         } = &mut *state;
         let (id, hint, entry) = table.lookup_hinted(hash, key)?;
         if entry.expires_at_ms != 0 && entry.expires_at_ms <= now_ms() {
@@ -182,15 +190,15 @@ impl Db {
             key,
             size: entry.value_len(),
             op: RuleOp::Get,
-            hint: hint_name(classes, entry.class),
+            hint: hints.name(entry.class).map(str::as_bytes),
         });
         cache.get_hinted_as(id, hint, class);
-        Stats::bump(&self.shared.stats.cache_hits);
+        Stats::bump(&self.shared.metrics.stats.cache_hits);
         Some(value)
     }
 
     async fn read_through(&self, hash: u64, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
-        let stats = &self.shared.stats;
+        let stats = &self.shared.metrics.stats;
         Stats::bump(&stats.cache_misses);
         let stripe = self.stripe(hash);
         let generation = stripe.generation.load(Ordering::Acquire);
@@ -246,18 +254,18 @@ impl Db {
     }
 
     async fn store_get(&self, key: &[u8], now: u64) -> Result<Option<Record>, StoreError> {
-        Stats::bump(&self.shared.stats.store_reads);
+        Stats::bump(&self.shared.metrics.stats.store_reads);
         let started = std::time::Instant::now();
         let result = self.shared.store.get(key, now).await;
-        self.shared.read_latency.observe(started.elapsed());
-        result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
+        self.shared.metrics.store_read.observe(started.elapsed());
+        result.inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))
     }
 
     async fn purge_expired(&self, hash: u64, key: &[u8]) -> Result<(), StoreError> {
         let stripe = self.stripe(hash);
         let _guard = stripe.lock.lock().await;
         if self.shared.store.purge_expired(key, now_ms())? {
-            Stats::bump(&self.shared.stats.expired_keys);
+            Stats::bump(&self.shared.metrics.stats.expired_keys);
         }
         let mut state = self.state();
         self.forget_key(&mut state, hash, key);
@@ -276,11 +284,11 @@ impl Db {
         class: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
         let class = match class {
-            Some(name) => self.class_id(name)?,
+            Some(name) => self.state().hints.intern(name).map_err(StoreError)?,
             None => 0,
         };
         let hash = self.hash(key);
-        self.shared.warmup.monitor.record(hash, key);
+        self.shared.monitor.record(hash, key);
         self.shared.series.record(hash);
         let stripe = self.stripe(hash);
         let now = now_ms();
@@ -290,7 +298,7 @@ impl Db {
         };
         let written = {
             let _guard = stripe.lock.lock().await;
-            Stats::bump(&self.shared.stats.store_writes);
+            Stats::bump(&self.shared.metrics.stats.store_writes);
             // A cached key is in the store (the cache only holds what the store accepted).
             let known_live = self
                 .cached_expiry(hash, key)
@@ -316,7 +324,7 @@ impl Db {
             }
             stripe.generation.fetch_add(1, Ordering::Release);
             drop(state);
-            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?
+            result.inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))?
         };
         Ok(written)
     }
@@ -328,7 +336,7 @@ impl Db {
             .store
             .commit()
             .await
-            .inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
+            .inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))
     }
 
     /// Before replies that may reveal stored data (values, existence, counts): makes every
@@ -355,7 +363,7 @@ impl Db {
     pub async fn set_many(&self, pairs: &[(Bytes, Bytes)]) -> Result<(), StoreError> {
         let hashes: Vec<u64> = pairs.iter().map(|(k, _)| self.hash(k)).collect();
         for ((key, _), &hash) in pairs.iter().zip(&hashes) {
-            self.shared.warmup.monitor.record(hash, key);
+            self.shared.monitor.record(hash, key);
             self.shared.series.record(hash);
         }
         let now = now_ms();
@@ -371,7 +379,7 @@ impl Db {
             .collect();
         {
             let guards = self.lock_stripes(&hashes).await;
-            Stats::bump(&self.shared.stats.store_writes);
+            Stats::bump(&self.shared.metrics.stats.store_writes);
             let result = self.shared.store.set_many(&records, now).await;
             let mut state = self.state();
             for ((key, value), &hash) in pairs.iter().zip(&hashes) {
@@ -384,7 +392,7 @@ impl Db {
             self.bump_generations(&hashes);
             drop(state);
             drop(guards);
-            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))
+            result.inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))
         }
     }
 
@@ -394,7 +402,7 @@ impl Db {
         let hashes: Vec<u64> = keys.iter().map(|k| self.hash(k)).collect();
         let removed = {
             let guards = self.lock_stripes(&hashes).await;
-            Stats::bump(&self.shared.stats.store_writes);
+            Stats::bump(&self.shared.metrics.stats.store_writes);
             let result = self.shared.store.delete(keys, now_ms()).await;
             let mut state = self.state();
             for (key, &hash) in keys.iter().zip(&hashes) {
@@ -403,7 +411,7 @@ impl Db {
             self.bump_generations(&hashes);
             drop(state);
             drop(guards);
-            result.inspect_err(|_| Stats::bump(&self.shared.stats.store_errors))?
+            result.inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))?
         };
         Ok(removed)
     }
@@ -422,7 +430,7 @@ impl Db {
             let exists = match cached {
                 Some(live) => live,
                 None => {
-                    Stats::bump(&self.shared.stats.store_reads);
+                    Stats::bump(&self.shared.metrics.stats.store_reads);
                     self.shared.store.exists(key, now).await?
                 }
             };
@@ -507,13 +515,13 @@ impl Db {
         let State {
             table,
             cache,
-            classes,
+            hints,
         } = state;
         let class = cache.classify(&Request {
             key: entry.key(),
             size: entry.value_len(),
             op,
-            hint: hint_name(classes, entry.class),
+            hint: hints.name(entry.class).map(str::as_bytes),
         });
         let (id, new) = match table.find(hash, entry.key()) {
             Some(id) => {
@@ -547,27 +555,12 @@ impl Db {
         }
     }
 
-    fn class_id(&self, name: &[u8]) -> Result<u16, StoreError> {
-        let name = String::from_utf8_lossy(name);
-        let mut state = self.state();
-        if let Some(i) = state.classes.iter().position(|c| *c == name) {
-            return Ok(i as u16 + 1);
-        }
-        if state.classes.len() >= MAX_CLASSES {
-            return Err(StoreError(format!(
-                "too many cache classes (at most {MAX_CLASSES} distinct HINT names)"
-            )));
-        }
-        state.classes.push(name.into_owned());
-        Ok(state.classes.len() as u16)
-    }
-
     /// The class a cached key was hinted with, if any (for tests and introspection).
     pub fn cached_class(&self, key: &[u8]) -> Option<String> {
         let hash = self.hash(key);
         let state = self.state();
         let class = state.table.lookup(hash, key)?.1.class;
-        (class > 0).then(|| state.classes[class as usize - 1].clone())
+        state.hints.name(class).map(str::to_string)
     }
 
     /// Drops `keys` from the cache, not the store (a slot range that left this node, or is
@@ -624,7 +617,7 @@ impl Db {
 /// one batch, not for the whole action.
 pub const EVICT_BATCH: u64 = 256;
 
-// Cache actions decided by a live policy (see `live`), and the bulk fill of warm-up.
+// Batched eviction, for a live policy's actions (see `live::actions`).
 impl Db {
     /// Evicts up to `n` objects from the algorithm's cold end; returns how many left.
     pub fn evict(&self, n: u64) -> u64 {
@@ -645,79 +638,69 @@ impl Db {
         }
         evicted
     }
-
-    /// Sets the object capacity (keeping the byte limit), evicting down to it in batches
-    /// first; returns objects evicted.
-    pub fn set_object_capacity(&self, objects: Option<u64>) -> u64 {
-        let mut evicted = 0;
-        if let Some(target) = objects {
-            loop {
-                let excess = self.cache_snapshot().objects.saturating_sub(target);
-                if excess == 0 {
-                    break;
-                }
-                let done = self.evict(excess.min(EVICT_BATCH));
-                evicted += done;
-                if done == 0 {
-                    break;
-                }
-            }
-        }
-        let bytes = self.cache_snapshot().capacity.bytes;
-        evicted + self.set_capacity(Capacity { bytes, objects })
-    }
 }
 
-// Warm-up on restart (see `warmup`) and the store's read latency (see `metrics_http`).
+/// What one key of a bulk fill came to (see [`Db::fill_from_store`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filled {
+    Loaded,
+    /// Already cached, touched by a client meanwhile, or not in the store.
+    Skipped,
+    /// The key does not fit the room the caller allows: a warm-up fill stops there rather
+    /// than evict or skip ahead to lower-ranked keys.
+    Full,
+}
+
+/// The cache's occupancy when a bulk fill asks whether one more object fits.
+#[derive(Clone, Copy, Debug)]
+pub struct Room {
+    pub objects: u64,
+    pub bytes: u64,
+    pub capacity: Capacity,
+    /// What the candidate would be charged.
+    pub size: u64,
+}
+
+// A bulk fill (warm-up's, see `warmup::load`): coherence says clients always win.
 impl Db {
-    pub fn warmup(&self) -> &crate::warmup::Warmup {
-        &self.shared.warmup
-    }
-
-    pub fn store_read_latency(&self) -> &crate::metrics_http::LatencyHistogram {
-        &self.shared.read_latency
-    }
-
-    /// The hash the cache and the access monitor know `key` by.
-    pub fn key_hash(&self, key: &[u8]) -> u64 {
-        self.hash(key)
-    }
-
-    /// One key of warm-up's bulk fill: read from the store and cached only into free room,
-    /// and only if no client cached or wrote the key meanwhile (clients win). Not an access.
-    pub async fn warm_fill(
+    /// Reads `key` from the store and caches it if `fits` says the room allows, but only if no
+    /// client cached or wrote the key meanwhile. Not an access.
+    pub async fn fill_from_store(
         &self,
         key: &[u8],
-        spec: &crate::warmup::WarmupSpec,
-    ) -> Result<crate::warmup::Fill, StoreError> {
-        use crate::warmup::Fill;
+        fits: impl FnOnce(Room) -> bool,
+    ) -> Result<Filled, StoreError> {
         let hash = self.hash(key);
         if self.is_cached(key) {
-            return Ok(Fill::Skipped);
+            return Ok(Filled::Skipped);
         }
         let stripe = self.stripe(hash);
         let generation = stripe.generation.load(Ordering::Acquire);
         let now = now_ms();
         let record = match self.store_get(key, now).await? {
             Some(record) if record.is_live(now) => record,
-            _ => return Ok(Fill::Skipped),
+            _ => return Ok(Filled::Skipped),
         };
         let mut state = self.state();
         if stripe.generation.load(Ordering::Acquire) != generation
             || state.table.find(hash, key).is_some()
         {
-            return Ok(Fill::Skipped);
+            return Ok(Filled::Skipped);
         }
         let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
-        let size = u64::from(self.charge(&entry));
-        let budget = cache::warmup::LoadBudget::new(spec, state.cache.capacity());
-        if !budget.admits(state.cache.len(), state.cache.bytes(), size) {
-            return Ok(Fill::Full);
+        let room = Room {
+            objects: state.cache.len(),
+            bytes: state.cache.bytes(),
+            capacity: state.cache.capacity(),
+            size: u64::from(self.charge(&entry)),
+        };
+        if !fits(room) {
+            return Ok(Filled::Full);
         }
         Ok(if self.install(&mut state, hash, entry, RuleOp::Get) {
-            Fill::Loaded
+            Filled::Loaded
         } else {
-            Fill::Skipped
+            Filled::Skipped
         })
     }
 }

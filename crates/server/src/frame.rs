@@ -171,6 +171,11 @@ fn put_line_safe(out: &mut BytesMut, text: &[u8]) {
     }
 }
 
+/// The reply when the store failed under a command.
+pub fn store_error(e: crate::store::StoreError) -> Frame {
+    Frame::err(format!("store error: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

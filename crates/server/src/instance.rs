@@ -20,23 +20,12 @@ pub struct Instance {
     pub proto_max_bulk_len: AtomicU64,
     /// `--client-output-limit`, with 0 (unlimited) as `u64::MAX`.
     pub output_limit: u64,
-    /// What the per-client bounds turned away.
-    pub guards: Guards,
     /// This node's place in a cluster (`--cluster`); `None` for a node on its own.
     pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
     next_client_id: AtomicU64,
 }
 
-/// Counters of the per-client bounds, for INFO and the metrics endpoint.
-#[derive(Default)]
-pub struct Guards {
-    /// Replies refused for being larger than `--client-output-limit`.
-    pub output_rejections: AtomicU64,
-    /// AUTH and HELLO ... AUTH attempts with a wrong password.
-    pub auth_failures: AtomicU64,
-    /// Connections closed for too many failed AUTH attempts.
-    pub auth_disconnects: AtomicU64,
-}
+pub use crate::metrics::Guards;
 
 impl Instance {
     pub fn new(
@@ -53,13 +42,17 @@ impl Instance {
                 0 => u64::MAX,
                 limit => limit,
             },
-            guards: Guards::default(),
             config,
             local_addr,
             started: Instant::now(),
             cluster: None,
             next_client_id: AtomicU64::new(1),
         }
+    }
+
+    /// What the per-client bounds turned away (in the server's metrics).
+    pub fn guards(&self) -> &Guards {
+        &self.db.metrics().guards
     }
 
     pub fn next_client_id(&self) -> u64 {
@@ -98,7 +91,7 @@ impl Instance {
 
     /// The error for a reply of at least `size` bytes (counted).
     pub fn output_limit_error(&self, size: u64) -> Frame {
-        self.guards
+        self.guards()
             .output_rejections
             .fetch_add(1, Ordering::Relaxed);
         Frame::err(format!(

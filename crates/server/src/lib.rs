@@ -19,6 +19,7 @@
 
 #![deny(clippy::print_stderr)]
 
+pub mod access_monitor;
 pub mod access_series;
 pub mod admin;
 pub mod cluster;
@@ -31,20 +32,21 @@ pub mod connection;
 pub mod db;
 pub mod decoder;
 pub mod frame;
+pub mod hints;
 pub mod http;
 pub mod instance;
 pub mod keytable;
 pub mod live;
 pub mod log;
+pub mod metrics;
 pub mod parse;
 pub mod server;
 pub mod server_cache;
-pub mod stats;
 pub mod store;
 pub mod warmup;
 
-/// The old name of [`http::metrics`], where the store's latency histogram lives.
-pub use http::metrics as metrics_http;
+/// The old name of [`metrics`], where the server's counters live.
+pub use metrics as stats;
 
 pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};
 pub use server::{run, serve, Server};

@@ -25,8 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-/// Largest `proto-max-bulk-len` accepted: cached keys and values are sized in 32 bits.
-pub const MAX_BULK_LEN_LIMIT: u64 = u32::MAX as u64;
+pub use crate::config::MAX_BULK_LEN_LIMIT;
 
 /// Descriptors kept for everything but clients and RocksDB's table files: listeners, the
 /// runtime's poller and wakers, RocksDB's log, manifest and WAL files, a WAL switch, the

@@ -4,7 +4,7 @@
 //! what a bulk load takes when the chosen units do not all fit ([`LoadBudget`]).
 //!
 //! Replay (`crates/sim/src/warmup/monitor.rs`: trace ids or block regions, one thread) and the
-//! server (`crates/server/src/warmup/monitor.rs`: key bytes, sharded across connections) wrap
+//! server (`crates/server/src/access_monitor.rs`: key bytes, sharded across connections) wrap
 //! this in their own front ends, so for the same accesses they rank the same units in the same
 //! order and load the same prefix of that ranking.
 

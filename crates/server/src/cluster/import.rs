@@ -85,7 +85,7 @@ impl ClusterNode {
                 None,
             )
             .await
-            .map_err(crate::cmd::store_error)?;
+            .map_err(crate::frame::store_error)?;
         Ok(())
     }
 
@@ -131,7 +131,7 @@ impl ClusterNode {
         self.db
             .delete(std::slice::from_ref(key))
             .await
-            .map_err(crate::cmd::store_error)?;
+            .map_err(crate::frame::store_error)?;
         Ok(())
     }
 

@@ -68,13 +68,13 @@ pub async fn attempt(
     }
     session.auth_failures += 1;
     instance
-        .guards
+        .guards()
         .auth_failures
         .fetch_add(1, Ordering::Relaxed);
     tokio::time::sleep(FAILURE_DELAY * session.auth_failures.min(MAX_FAILURES)).await;
     if session.auth_failures >= MAX_FAILURES {
         instance
-            .guards
+            .guards()
             .auth_disconnects
             .fetch_add(1, Ordering::Relaxed);
         crate::log::log_line!(

@@ -4,8 +4,8 @@
 
 use crate::frame::Frame;
 use crate::instance::Instance;
+use crate::metrics::Stats;
 use crate::parse::{Parse, ParseError};
-use crate::stats::Stats;
 use cache::Capacity;
 
 pub enum CacheCmd {

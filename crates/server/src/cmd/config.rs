@@ -150,7 +150,7 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
             "maxmemory" => capacity.bytes = (number > 0).then_some(number),
             "max-keys" => capacity.objects = (number > 0).then_some(number),
             _ => {
-                if !(MIN_BULK_LEN..=crate::server::MAX_BULK_LEN_LIMIT).contains(&number) {
+                if !(MIN_BULK_LEN..=crate::config::MAX_BULK_LEN_LIMIT).contains(&number) {
                     return Err(fail("argument must be between 1048576 and 4294967295"));
                 }
                 bulk_len = Some(number);

@@ -3,8 +3,8 @@
 
 use crate::frame::Frame;
 use crate::instance::Instance;
+use crate::metrics::{PolicyGauges, Stats, WarmupProgress};
 use crate::parse::{Parse, ParseError};
-use crate::stats::Stats;
 use crate::store::Store;
 use bytes::Bytes;
 use std::fmt::Write;
@@ -69,7 +69,8 @@ fn store_health(instance: &Instance) -> Vec<(String, String)> {
 }
 
 fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut String) {
-    let stats = instance.db.stats();
+    let metrics = instance.db.metrics();
+    let stats = &metrics.stats;
     let read = Stats::read;
     let snapshot = instance.db.cache_snapshot();
     let (title, fields): (&str, Vec<(String, String)>) = match section {
@@ -117,9 +118,9 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                     field("keyspace_misses", misses),
                     field(
                         "client_output_limit_rejections",
-                        Stats::read(&instance.guards.output_rejections),
+                        read(&metrics.guards.output_rejections),
                     ),
-                    field("auth_failures", Stats::read(&instance.guards.auth_failures)),
+                    field("auth_failures", read(&metrics.guards.auth_failures)),
                 ]
                 .into_iter()
                 .chain(upstream_fields(instance))
@@ -144,8 +145,8 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                 .collect(),
         ),
         "policy" => {
-            let g = &instance.live.gauges;
-            let read = crate::live::Gauges::read;
+            let g = &metrics.policy;
+            let read = PolicyGauges::read;
             (
                 "Policy",
                 vec![
@@ -205,9 +206,9 @@ fn upstream_fields(instance: &Instance) -> Vec<(String, String)> {
 
 /// The bulk fill's progress (`warmup_strategy:none` without `--warmup`) and the monitor.
 fn warmup_fields(instance: &Instance) -> Vec<(String, String)> {
-    let warmup = instance.db.warmup();
-    let p = &warmup.progress;
-    let read = crate::warmup::Progress::read;
+    let monitor = instance.db.monitor();
+    let p = &instance.db.metrics().warmup;
+    let read = WarmupProgress::read;
     let spec = instance.config.warmup;
     vec![
         field(
@@ -227,12 +228,12 @@ fn warmup_fields(instance: &Instance) -> Vec<(String, String)> {
         field("warmup_errors", read(&p.errors)),
         field("warmup_done", u8::from(spec.is_none() || p.is_done())),
         field("warmup_seconds", format!("{:.3}", p.seconds())),
-        field("warmup_tracked_keys", warmup.monitor.len()),
-        field("warmup_track_limit", warmup.monitor.track()),
-        field("warmup_unrecorded", warmup.monitor.skipped()),
+        field("warmup_tracked_keys", monitor.len()),
+        field("warmup_track_limit", monitor.track()),
+        field("warmup_unrecorded", monitor.skipped()),
         field("warmup_persists", read(&p.persists)),
         field("warmup_persisted_keys", read(&p.persisted_keys)),
-        field("warmup_accesses", warmup.monitor.last_seq()),
+        field("warmup_accesses", monitor.last_seq()),
         field("warmup_persisted_accesses", read(&p.persisted_seq)),
     ]
 }

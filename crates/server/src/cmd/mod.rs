@@ -19,16 +19,16 @@ mod info;
 mod mget;
 mod mset;
 mod ping;
-mod policy;
+pub mod policy;
 mod select;
 mod set;
 mod ttl;
 
 use crate::cluster::{Redirect, RouteGuard};
+pub use crate::frame::store_error;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
-use crate::store::StoreError;
 use bytes::Bytes;
 pub use command::{lookup, CommandSpec, Kind, COMMANDS};
 
@@ -220,11 +220,6 @@ pub fn printable(bytes: &[u8], limit: usize) -> String {
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     text
-}
-
-/// The reply when the store failed under a command.
-pub fn store_error(e: StoreError) -> Frame {
-    Frame::err(format!("store error: {e}"))
 }
 
 #[cfg(test)]

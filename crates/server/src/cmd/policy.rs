@@ -1,12 +1,13 @@
 //! POLICY LOAD|USE|LIST|SHOW|ROLLBACK|STATUS|PARAM|LOG: managing the live policy through the
 //! durable registry (see `live`); POLICY TICK [now] and POLICY CLOCK now drive a server started
-//! with `--tick manual`. This module only reads arguments; the engine's thread does the work
-//! and builds the reply (CLOCK only sets the policy clock, on the connection: it must take
-//! effect before the connection's next request is recorded).
+//! with `--tick manual`. This module reads arguments and turns the engine thread's typed
+//! [`Reply`] into a frame; the thread does the work (CLOCK only sets the policy clock, on the
+//! connection: it must take effect before the connection's next request is recorded).
 
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
-use crate::live::Op;
+use crate::live::reply::{Status, TickReport, VersionSummary};
+use crate::live::{Op, Reply};
 use crate::parse::{Parse, ParseError};
 
 /// `POLICY LOG` without a count.
@@ -133,8 +134,91 @@ impl PolicyCmd {
                 (None, None) => format!("client {}", session.id),
             };
         }
-        instance.live.request(op).await
+        reply_frame(instance.live.request(op).await)
     }
+}
+
+/// The frame for the engine's reply (also what the dashboard's JSON is made from).
+pub fn reply_frame(reply: Result<Reply, String>) -> Frame {
+    match reply {
+        Ok(Reply::Done) => Frame::ok(),
+        Ok(Reply::Version(version)) => Frame::Integer(i64::from(version)),
+        Ok(Reply::Reinstated(text) | Reply::Source(text)) => Frame::bulk_str(&text),
+        Ok(Reply::Versions(versions)) => Frame::Array(versions.iter().map(version_line).collect()),
+        Ok(Reply::Status(status)) => status_map(&status),
+        Ok(Reply::Log(events)) => {
+            Frame::Array(events.iter().map(|e| Frame::bulk_str(&e.line())).collect())
+        }
+        Ok(Reply::Tick(report)) => tick_map(&report),
+        Err(message) => Frame::err(message),
+    }
+}
+
+fn version_line(v: &VersionSummary) -> Frame {
+    Frame::bulk_str(&format!(
+        "{} loaded_at_ms={} author={:?} bytes={}{}",
+        v.id,
+        v.loaded_at_ms,
+        v.author,
+        v.bytes,
+        if v.active { " active" } else { "" }
+    ))
+}
+
+fn int(n: u64) -> Frame {
+    Frame::Integer(n as i64)
+}
+
+fn map(pairs: Vec<(&'static str, Frame)>) -> Frame {
+    Frame::Map(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (Frame::static_bulk(k), v))
+            .collect(),
+    )
+}
+
+fn status_map(s: &Status) -> Frame {
+    let text = Frame::bulk_str;
+    map(vec![
+        ("active", text(&s.active)),
+        ("previous", text(&s.previous)),
+        ("tick_ms", int(s.tick_ms)),
+        ("ticks", int(s.ticks)),
+        ("actions", int(s.actions)),
+        ("errors", int(s.errors)),
+        ("fallbacks", int(s.fallbacks)),
+        ("last_decision", text(&s.last_decision)),
+        ("last_error", text(&s.last_error)),
+        ("durable", int(u64::from(s.durable))),
+        ("suspended", text(&s.suspended)),
+        ("activated_at_us", int(s.activated_at_us)),
+        ("params", text(&s.params)),
+    ])
+}
+
+fn tick_map(t: &TickReport) -> Frame {
+    let optional = |n: Option<u64>| n.map_or(Frame::Null, int);
+    map(vec![
+        ("tick", int(t.tick)),
+        ("now", Frame::bulk_str(&t.now.to_string())),
+        ("action", Frame::bulk_str(&t.action)),
+        (
+            "error",
+            t.error.as_deref().map_or(Frame::Null, Frame::bulk_str),
+        ),
+        ("cache_objects", int(t.cache_objects)),
+        ("cache_bytes", int(t.cache_bytes)),
+        ("capacity_objects", optional(t.capacity_objects)),
+        ("capacity_bytes", optional(t.capacity_bytes)),
+        ("hits", int(t.hits)),
+        ("misses", int(t.misses)),
+        ("evictions", int(t.evictions)),
+        ("store_reads", int(t.store_reads)),
+        ("store_writes", int(t.store_writes)),
+        ("series_events", int(t.series_events)),
+        ("series_keys", int(t.series_keys)),
+    ])
 }
 
 #[cfg(test)]
@@ -192,5 +276,58 @@ mod tests {
         assert!(parse(&["POLICY", "USE", "p", "three"]).is_err());
         assert!(parse(&["POLICY", "ROLLBACK", "extra"]).is_err());
         assert!(parse(&["POLICY", "DANCE"]).is_err());
+    }
+
+    #[test]
+    fn replies_become_the_frames_clients_read() {
+        assert_eq!(reply_frame(Ok(Reply::Done)), Frame::ok());
+        assert_eq!(reply_frame(Ok(Reply::Version(3))), Frame::Integer(3));
+        assert_eq!(
+            reply_frame(Err("no policy named 'x'".into())),
+            Frame::err("no policy named 'x'")
+        );
+        let summary = VersionSummary {
+            id: crate::live::registry::VersionRef {
+                name: "p".into(),
+                version: 2,
+            },
+            loaded_at_ms: 5,
+            author: "ops".into(),
+            bytes: 10,
+            active: true,
+        };
+        assert_eq!(
+            reply_frame(Ok(Reply::Versions(vec![summary]))),
+            Frame::Array(vec![Frame::bulk_str(
+                "p@2 loaded_at_ms=5 author=\"ops\" bytes=10 active"
+            )])
+        );
+        let report = TickReport {
+            tick: 1,
+            now: 2.5,
+            action: "evict:3".into(),
+            error: None,
+            cache_objects: 4,
+            cache_bytes: 40,
+            capacity_objects: Some(10),
+            capacity_bytes: None,
+            hits: 1,
+            misses: 2,
+            evictions: 3,
+            store_reads: 2,
+            store_writes: 4,
+            series_events: 0,
+            series_keys: 0,
+        };
+        let Frame::Map(pairs) = reply_frame(Ok(Reply::Tick(Box::new(report)))) else {
+            panic!("a tick report is a map");
+        };
+        assert_eq!(pairs.len(), 15);
+        assert_eq!(pairs[1], (Frame::static_bulk("now"), Frame::bulk_str("2.5")));
+        assert_eq!(pairs[3], (Frame::static_bulk("error"), Frame::Null));
+        assert_eq!(
+            pairs[7],
+            (Frame::static_bulk("capacity_bytes"), Frame::Null)
+        );
     }
 }

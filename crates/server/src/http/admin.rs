@@ -71,7 +71,7 @@ async fn authorize(state: &AppState, headers: &HeaderMap) -> Result<Admin, Respo
             }));
         }
         instance
-            .guards
+            .guards()
             .auth_failures
             .fetch_add(1, Ordering::Relaxed);
         let _serial = state.failures.lock().await;
@@ -90,7 +90,7 @@ fn error(status: StatusCode, message: &str) -> Response {
 
 /// Runs `op` and answers with the engine's reply; an error reply is a 400.
 async fn run(state: &AppState, op: Op) -> Response {
-    let reply = state.instance.live.request(op).await;
+    let reply = crate::cmd::policy::reply_frame(state.instance.live.request(op).await);
     // The page shows the outcome in the log at once, not a second later.
     state.history.refresh_policy(&state.instance).await;
     match reply {

@@ -7,7 +7,7 @@
 use super::api::{self, LogEntry};
 use crate::instance::Instance;
 use crate::live::{Gauges, Op};
-use crate::stats::Stats;
+use crate::metrics::Stats;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -67,7 +67,7 @@ impl Reading {
     fn take(instance: &Instance) -> (Reading, crate::db::CacheSnapshot) {
         let stats = instance.db.stats();
         let snapshot = instance.db.cache_snapshot();
-        let gauges = &instance.live.gauges;
+        let gauges = &instance.db.metrics().policy;
         let reading = Reading {
             at: Some(Instant::now()),
             commands: Stats::read(&stats.commands_processed),
@@ -126,7 +126,10 @@ impl History {
 
     /// Asks the engine for its status and log (after an admin action, and periodically).
     pub async fn refresh_policy(&self, instance: &Instance) {
-        let ask = |op| tokio::time::timeout(POLICY_TIMEOUT, instance.live.request(op));
+        let ask = |op| async {
+            let reply = tokio::time::timeout(POLICY_TIMEOUT, instance.live.request(op)).await;
+            reply.map(crate::cmd::policy::reply_frame)
+        };
         let status = ask(Op::Status).await;
         let log = ask(Op::Log { count: LOG_LINES }).await;
         let mut view = self.policy.lock().unwrap_or_else(|e| e.into_inner());

@@ -10,8 +10,10 @@
 //! await the reply, so they never block a worker thread either; cache actions take the cache
 //! lock in short batches (see `Db::evict`).
 
+pub mod actions;
 pub mod journal;
 pub mod registry;
+pub mod reply;
 mod runner;
 pub mod sample;
 pub mod space;
@@ -19,10 +21,9 @@ pub mod watchdog;
 
 use crate::config::Config;
 use crate::db::Db;
-use crate::frame::Frame;
 use crate::store::Store;
+pub use reply::Reply;
 use space::Space;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -76,38 +77,16 @@ pub enum Op {
 }
 
 enum Message {
-    Request(Op, tokio::sync::oneshot::Sender<Frame>),
+    Request(Op, tokio::sync::oneshot::Sender<Result<Reply, String>>),
     Stop,
 }
 
-/// Numbers about the live policy that INFO and the metrics endpoint read without a round
-/// trip to the engine's thread.
-#[derive(Default)]
-pub struct Gauges {
-    pub ticks: AtomicU64,
-    pub actions: AtomicU64,
-    pub errors: AtomicU64,
-    pub fallbacks: AtomicU64,
-    /// Registry version of the active policy, 0 when none.
-    pub active_version: AtomicU64,
-    /// `name@N` of the active policy, empty when none.
-    pub active: Mutex<String>,
-}
-
-impl Gauges {
-    pub fn read(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-
-    pub fn active(&self) -> String {
-        self.active.lock().map(|a| a.clone()).unwrap_or_default()
-    }
-}
+/// The live policy's gauges live with every other metric.
+pub use crate::metrics::PolicyGauges as Gauges;
 
 /// The handle connections and the server hold on the engine's thread.
 pub struct LivePolicy {
     sender: Mutex<mpsc::Sender<Message>>,
-    pub gauges: Arc<Gauges>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Signalled when the engine's thread has finished.
     exited: Mutex<Option<mpsc::Receiver<()>>>,
@@ -135,7 +114,7 @@ impl LivePolicy {
         let (sender, receiver) = mpsc::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (exited_tx, exited_rx) = mpsc::channel();
-        let gauges = Arc::new(Gauges::default());
+        let gauges = db.metrics().policy.clone();
         let watch = Arc::new(TickWatch::default());
         let interrupt = policy::Interrupt::default();
         let space = match db.store() {
@@ -155,16 +134,14 @@ impl LivePolicy {
             shared,
         };
         let watchdog = watchdog::spawn(watch.clone(), space.clone())?;
-        let thread_gauges = gauges.clone();
         let thread = std::thread::Builder::new()
             .name("mantle-policy".into())
             .spawn(move || {
-                runner::supervise(db, space, settings, thread_gauges, ready_tx, &receiver);
+                runner::supervise(db, space, settings, gauges, ready_tx, &receiver);
                 let _ = exited_tx.send(());
             })?;
         let live = |thread| LivePolicy {
             sender: Mutex::new(sender),
-            gauges,
             thread: Mutex::new(Some(thread)),
             exited: Mutex::new(Some(exited_rx)),
             interrupt,
@@ -186,8 +163,8 @@ impl LivePolicy {
         }
     }
 
-    /// Runs `op` on the engine's thread and returns the reply.
-    pub async fn request(&self, op: Op) -> Frame {
+    /// Runs `op` on the engine's thread and returns the reply, or why it failed.
+    pub async fn request(&self, op: Op) -> Result<Reply, String> {
         let (reply_tx, reply_rx) = tokio::sync::oneshot::channel();
         let sent = self
             .sender
@@ -195,11 +172,11 @@ impl LivePolicy {
             .map(|s| s.send(Message::Request(op, reply_tx)).is_ok())
             .unwrap_or(false);
         if !sent {
-            return Frame::err("the policy engine is stopped");
+            return Err("the policy engine is stopped".into());
         }
         reply_rx
             .await
-            .unwrap_or_else(|_| Frame::err("the policy engine is stopped"))
+            .unwrap_or_else(|_| Err("the policy engine is stopped".into()))
     }
 
     /// Stops ticking and waits for the thread (states are persisted after every tick). A

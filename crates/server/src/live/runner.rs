@@ -3,22 +3,24 @@
 //! answers `POLICY` commands, keeps the registry's activation stack and the engine in step, rolls back
 //! a version that keeps failing, and writes everything that happens to the journal.
 //!
-//! The registry numbers versions durably (`name@N` forever); the engine numbers the loads it
-//! sees since the process started. `ids` maps the engine's numbering to the registry's so
-//! every message an operator reads names the registry version.
+//! The registry is the one owner of version numbers (`name@N` forever): the engine runs each
+//! version under the id the registry gave it, so every message names the registry version.
+//! Replies are plain values ([`Reply`]); `cmd::policy` makes frames of them.
 
 use super::journal::Journal;
 use super::registry::{self, Registry, VersionRecord, VersionRef};
+use super::reply::{Reply, Status, TickReport, VersionSummary};
 use super::sample::Sampler;
 use super::space::Space;
 use super::watchdog::TickWatch;
 use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS};
 use crate::db::{now_ms, Db};
-use crate::frame::Frame;
 use crate::stats::Stats;
 use cache::AccessLog;
-use policy::{Action, Interrupt, Limits, LogLevel, Params, PolicyEngine, StateValue, TickInput};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use policy::{
+    Action, Interrupt, Limits, LogLevel, Params, PolicyEngine, PolicyId, StateValue, TickInput,
+};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -114,8 +116,6 @@ pub struct Runner {
     params: Params,
     /// The activation stack, as in the registry (last = active).
     history: Vec<VersionRef>,
-    /// (name, engine version) → registry version.
-    ids: HashMap<(String, u32), u32>,
     persisted: BTreeMap<String, StateValue>,
     settings: Settings,
     tick: u64,
@@ -165,7 +165,6 @@ impl Runner {
             sampler: Sampler::default(),
             params,
             history,
-            ids: HashMap::new(),
             persisted,
             settings,
             tick: 0,
@@ -242,14 +241,7 @@ impl Runner {
             return Ok(());
         };
         if self.history.last() == Some(&wedged) {
-            self.history.pop();
-            self.registry
-                .set_history(&self.history)
-                .map_err(|e| e.to_string())?;
-            let to = self
-                .history
-                .last()
-                .map_or("no management".to_string(), |t| t.to_string());
+            let to = self.pop_stack()?;
             self.note(
                 "error",
                 "quarantined",
@@ -301,8 +293,7 @@ impl Runner {
             };
             match received {
                 Ok(Message::Request(op, reply)) => {
-                    let frame = self.handle(op);
-                    let _ = reply.send(frame);
+                    let _ = reply.send(self.handle(op));
                 }
                 Ok(Message::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                     // The interrupt stopped the last callback; saving the states runs Lua.
@@ -374,12 +365,9 @@ impl Runner {
         let policy = outcome
             .policy
             .as_ref()
-            .map(|id| self.registry_id(id))
+            .map(|id| id.to_string())
             .unwrap_or_default();
-        let error = outcome
-            .error
-            .as_ref()
-            .map(|e| self.translate(&e.to_string()));
+        let error = outcome.error.as_ref().map(|e| e.to_string());
         if let Some(error) = &error {
             self.last_error = error.clone();
         }
@@ -388,25 +376,11 @@ impl Runner {
             Action::Evict(n) => format!("evict:{n}"),
             Action::SetCapacity(n) => format!("capacity:{n}"),
         };
-        self.last_decision = match outcome.decision.action {
-            Action::None => "none".to_string(),
-            Action::Evict(n) => {
-                let evicted = self.db.evict(n);
-                format!("evict {n} (evicted {evicted})")
-            }
-            Action::SetCapacity(n) => {
-                let before = self.db.cache_snapshot().capacity.objects;
-                if before != Some(n) {
-                    let evicted = self.db.set_object_capacity(Some(n));
-                    let message = format!(
-                        "capacity {} -> {n} objects (evicted {evicted})",
-                        before.map_or("unlimited".to_string(), |b| b.to_string())
-                    );
-                    self.note("info", "capacity", &policy, &message);
-                }
-                format!("capacity {n}")
-            }
-        };
+        let applied_now = super::actions::apply(&self.db, outcome.decision.action);
+        if let Some(message) = &applied_now.capacity_change {
+            self.note("info", "capacity", &policy, message);
+        }
+        self.last_decision = applied_now.decision;
         if let (Some(shared), Some(_)) = (&shared, &cluster) {
             let failed = error.is_some();
             shared.after_cluster_tick(
@@ -426,14 +400,11 @@ impl Runner {
             );
         }
         if let Some(fallback) = outcome.fallback {
-            let from = self.registry_id(&fallback.from);
+            let from = fallback.from.to_string();
             if let Some(top) = self.history.pop() {
                 debug_assert_eq!(top.to_string(), from);
             }
-            let to = self
-                .history
-                .last()
-                .map_or("no management".to_string(), |t| t.to_string());
+            let to = self.top_name();
             let message = format!(
                 "{from} failed {} consecutive ticks; reinstated {to}",
                 self.settings.limits.max_consecutive_failures
@@ -458,7 +429,7 @@ impl Runner {
 
     /// `POLICY TICK [now]` (manual ticks only): sets the clock, runs one tick, and replies
     /// with what it did and the cache's figures after it.
-    fn op_tick(&mut self, now: Option<f64>) -> Result<Frame, String> {
+    fn op_tick(&mut self, now: Option<f64>) -> Result<Reply, String> {
         if !self.settings.manual {
             return Err("POLICY TICK needs a server started with --tick manual".into());
         }
@@ -468,37 +439,26 @@ impl Runner {
         let (action, error) = self.run_tick();
         let snapshot = self.db.cache_snapshot();
         let stats = self.db.stats();
-        let int = |n: u64| Frame::Integer(n as i64);
-        let optional = |n: Option<u64>| n.map_or(Frame::Null, int);
-        let pairs = vec![
-            ("tick", int(self.tick)),
-            (
-                "now",
-                Frame::bulk_str(&self.db.series().clock.now().to_string()),
-            ),
-            ("action", Frame::bulk_str(&action)),
-            ("error", error.map_or(Frame::Null, |e| Frame::bulk_str(&e))),
-            ("cache_objects", int(snapshot.objects)),
-            ("cache_bytes", int(snapshot.bytes)),
-            ("capacity_objects", optional(snapshot.capacity.objects)),
-            ("capacity_bytes", optional(snapshot.capacity.bytes)),
-            ("hits", int(Stats::read(&stats.cache_hits))),
-            ("misses", int(Stats::read(&stats.cache_misses))),
-            ("evictions", int(snapshot.evictions)),
-            ("store_reads", int(Stats::read(&stats.store_reads))),
-            ("store_writes", int(Stats::read(&stats.store_writes))),
-            ("series_events", int(self.log.len() as u64)),
-            ("series_keys", int(self.log.distinct_keys())),
-        ];
-        Ok(Frame::Map(
-            pairs
-                .into_iter()
-                .map(|(k, v)| (Frame::static_bulk(k), v))
-                .collect(),
-        ))
+        Ok(Reply::Tick(Box::new(TickReport {
+            tick: self.tick,
+            now: self.db.series().clock.now(),
+            action,
+            error,
+            cache_objects: snapshot.objects,
+            cache_bytes: snapshot.bytes,
+            capacity_objects: snapshot.capacity.objects,
+            capacity_bytes: snapshot.capacity.bytes,
+            hits: Stats::read(&stats.cache_hits),
+            misses: Stats::read(&stats.cache_misses),
+            evictions: snapshot.evictions,
+            store_reads: Stats::read(&stats.store_reads),
+            store_writes: Stats::read(&stats.store_writes),
+            series_events: self.log.len() as u64,
+            series_keys: self.log.distinct_keys(),
+        })))
     }
 
-    fn handle(&mut self, op: Op) -> Frame {
+    fn handle(&mut self, op: Op) -> Result<Reply, String> {
         let result = match op {
             Op::Load {
                 name,
@@ -508,28 +468,26 @@ impl Runner {
             Op::Use { name, version } => self.op_use(&name, version),
             Op::List => self.op_list(),
             Op::Show { name, version } => match self.registry.version(&name, version) {
-                Ok(Some(record)) => Ok(Frame::bulk_str(&record.source)),
+                Ok(Some(record)) => Ok(Reply::Source(record.source)),
                 Ok(None) => Err(no_such(&name, version)),
                 Err(e) => Err(e.to_string()),
             },
             Op::Rollback => self.op_rollback(),
             Op::Tick { now } => self.op_tick(now),
-            Op::Status => Ok(self.op_status()),
+            Op::Status => Ok(Reply::Status(Box::new(self.op_status()))),
             Op::Param { key, value } => self.op_param(&key, &value),
             Op::Log { count } => self
                 .journal
                 .tail(count.min(MAX_LOG_REPLY))
-                .map(|events| {
-                    Frame::Array(events.iter().map(|e| Frame::bulk_str(&e.line())).collect())
-                })
+                .map(Reply::Log)
                 .map_err(|e| e.to_string()),
             Op::Sync => self.op_sync(),
         };
         self.update_gauges();
-        result.unwrap_or_else(Frame::err)
+        result
     }
 
-    fn op_load(&mut self, name: &str, source: &str, author: &str) -> Result<Frame, String> {
+    fn op_load(&mut self, name: &str, source: &str, author: &str) -> Result<Reply, String> {
         registry::validate_name(name)?;
         if source.len() > registry::MAX_SOURCE_BYTES {
             return Err(format!(
@@ -540,7 +498,7 @@ impl Runner {
         }
         let record = self.store_version(name, source, author)?;
         self.push_and_activate(record.id())?;
-        Ok(Frame::Integer(i64::from(record.version)))
+        Ok(Reply::Version(record.version))
     }
 
     /// Compiles `source` on a scratch engine (so a bad version never touches the running
@@ -559,7 +517,9 @@ impl Runner {
         let label = format!("{name}@{next}");
         let mut scratch =
             PolicyEngine::with_interrupt(self.settings.limits, self.settings.interrupt.clone());
-        if let Err(e) = scratch.load_named_chunk(name, &format!("={label}"), source) {
+        if let Err(e) =
+            scratch.load_version(PolicyId::new(name, next), &format!("={label}"), source)
+        {
             let running = self
                 .history
                 .last()
@@ -582,7 +542,7 @@ impl Runner {
         Ok(record)
     }
 
-    fn op_use(&mut self, name: &str, version: Option<u32>) -> Result<Frame, String> {
+    fn op_use(&mut self, name: &str, version: Option<u32>) -> Result<Reply, String> {
         let record = self
             .registry
             .version(name, version)
@@ -595,21 +555,15 @@ impl Runner {
             self.suspended = false;
             self.note("info", "activated", &record.id().to_string(), "resumed");
         }
-        Ok(Frame::Integer(i64::from(record.version)))
+        Ok(Reply::Version(record.version))
     }
 
-    fn op_rollback(&mut self) -> Result<Frame, String> {
+    fn op_rollback(&mut self) -> Result<Reply, String> {
         self.suspended = false;
-        let Some(from) = self.history.pop() else {
+        let Some(from) = self.history.last().cloned() else {
             return Err("no policy is active; nothing to roll back".into());
         };
-        self.registry
-            .set_history(&self.history)
-            .map_err(|e| e.to_string())?;
-        let to = self
-            .history
-            .last()
-            .map_or("no management".to_string(), |t| t.to_string());
+        let to = self.pop_stack()?;
         self.note(
             "info",
             "rolled_back",
@@ -617,26 +571,23 @@ impl Runner {
             &format!("by POLICY ROLLBACK; reinstated {to}"),
         );
         self.activate()?;
-        Ok(Frame::bulk_str(&to))
+        Ok(Reply::Reinstated(to))
     }
 
     /// Adopts the shared registry's activation stack and parameters after another node
     /// changed them: every node of a cluster runs the same version.
-    fn op_sync(&mut self) -> Result<Frame, String> {
+    fn op_sync(&mut self) -> Result<Reply, String> {
         let (history, params) = self.registry.snapshot().map_err(|e| e.to_string())?;
         if params != self.params {
             self.params = params;
         }
         if history == self.history {
-            return Ok(Frame::ok());
+            return Ok(Reply::Done);
         }
         let top_changed = history.last() != self.history.last();
         self.history = history;
         self.suspended = false;
-        let top = self
-            .history
-            .last()
-            .map_or("no management".to_string(), |t| t.to_string());
+        let top = self.top_name();
         match self.activate() {
             Ok(()) if top_changed => {
                 self.note("info", "activated", &top, "from the cluster's registry")
@@ -649,39 +600,29 @@ impl Runner {
                 &format!("cannot run the cluster's active version here: {e}"),
             ),
         }
-        Ok(Frame::ok())
+        Ok(Reply::Done)
     }
 
-    fn op_list(&self) -> Result<Frame, String> {
+    fn op_list(&self) -> Result<Reply, String> {
         let active = self.running();
-        let lines = self
+        let versions = self
             .registry
             .list()
             .map_err(|e| e.to_string())?
-            .iter()
-            .map(|r| {
-                let mark = if Some(&r.id()) == active {
-                    " active"
-                } else {
-                    ""
-                };
-                Frame::bulk_str(&format!(
-                    "{} loaded_at_ms={} author={:?} bytes={}{mark}",
-                    r.id(),
-                    r.loaded_at_ms,
-                    r.author,
-                    r.source.len()
-                ))
+            .into_iter()
+            .map(|r| VersionSummary {
+                active: Some(&r.id()) == active,
+                id: r.id(),
+                loaded_at_ms: r.loaded_at_ms,
+                bytes: r.source.len(),
+                author: r.author,
             })
             .collect();
-        Ok(Frame::Array(lines))
+        Ok(Reply::Versions(versions))
     }
 
-    fn op_status(&self) -> Frame {
+    fn op_status(&self) -> Status {
         let stats = self.engine.stats();
-        let text = |s: &str| Frame::bulk_str(s);
-        let int = |n: u64| Frame::Integer(n as i64);
-        let active = self.running().map_or(String::new(), |r| r.to_string());
         let suspended = match (self.suspended, self.history.last()) {
             (true, Some(top)) => top.to_string(),
             _ => String::new(),
@@ -691,30 +632,24 @@ impl Runner {
             .len()
             .checked_sub(2)
             .map_or(String::new(), |i| self.history[i].to_string());
-        let pairs = vec![
-            ("active", text(&active)),
-            ("previous", text(&previous)),
-            ("tick_ms", int(self.settings.tick.as_millis() as u64)),
-            ("ticks", int(stats.ticks)),
-            ("actions", int(stats.actions)),
-            ("errors", int(stats.errors)),
-            ("fallbacks", int(stats.fallbacks)),
-            ("last_decision", text(&self.last_decision)),
-            ("last_error", text(&self.last_error)),
-            ("durable", int(u64::from(self.registry.is_durable()))),
-            ("suspended", text(&suspended)),
-            ("activated_at_us", int(self.activated_at_us)),
-            ("params", text(&params_line(&self.params))),
-        ];
-        Frame::Map(
-            pairs
-                .into_iter()
-                .map(|(k, v)| (Frame::static_bulk(k), v))
-                .collect(),
-        )
+        Status {
+            active: self.running().map_or(String::new(), |r| r.to_string()),
+            previous,
+            tick_ms: self.settings.tick.as_millis() as u64,
+            ticks: stats.ticks,
+            actions: stats.actions,
+            errors: stats.errors,
+            fallbacks: stats.fallbacks,
+            last_decision: self.last_decision.clone(),
+            last_error: self.last_error.clone(),
+            durable: self.registry.is_durable(),
+            suspended,
+            activated_at_us: self.activated_at_us,
+            params: params_line(&self.params),
+        }
     }
 
-    fn op_param(&mut self, key: &str, value: &str) -> Result<Frame, String> {
+    fn op_param(&mut self, key: &str, value: &str) -> Result<Reply, String> {
         if value.len() > Limits::MAX_PARAM_VALUE_BYTES || key.len() > Limits::MAX_PARAM_KEY_BYTES {
             return Err(format!(
                 "policy parameter too large: names are at most {} bytes and values at most {} \
@@ -735,7 +670,24 @@ impl Runner {
             .map_err(|e| e.to_string())?;
         self.note("info", "param", "", &format!("{key}={scalar}"));
         self.params.insert(key, scalar);
-        Ok(Frame::ok())
+        Ok(Reply::Done)
+    }
+
+    /// Takes the top off the activation stack and persists the stack; returns what is on top
+    /// now, for the log.
+    fn pop_stack(&mut self) -> Result<String, String> {
+        self.history.pop();
+        self.registry
+            .set_history(&self.history)
+            .map_err(|e| e.to_string())?;
+        Ok(self.top_name())
+    }
+
+    /// The top of the activation stack, `no management` when it is empty.
+    fn top_name(&self) -> String {
+        self.history
+            .last()
+            .map_or("no management".to_string(), |t| t.to_string())
     }
 
     /// The version running now: the top of the activation stack unless suspended.
@@ -789,13 +741,6 @@ impl Runner {
             }
         }
         self.relay_logs();
-        let current: Vec<policy::PolicyId> = [self.engine.active(), self.engine.previous()]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
-        self.ids
-            .retain(|(name, v), _| current.iter().any(|c| &c.name == name && c.version == *v));
         if loaded.is_ok() {
             self.activated_at_us = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -812,46 +757,25 @@ impl Runner {
             .version(&id.name, Some(id.version))
             .map_err(|e| e.to_string())?
             .ok_or_else(|| no_such(&id.name, Some(id.version)))?;
-        let engine_id = self
-            .engine
-            .load_named_chunk(&id.name, &format!("={id}"), &record.source)
+        self.engine
+            .load_version(
+                PolicyId::new(&id.name, id.version),
+                &format!("={id}"),
+                &record.source,
+            )
             .map_err(|e| e.to_string())?;
-        self.ids
-            .insert((engine_id.name, engine_id.version), id.version);
         Ok(record.source.contains("timeseries"))
-    }
-
-    fn registry_id(&self, id: &policy::PolicyId) -> String {
-        match self.ids.get(&(id.name.clone(), id.version)) {
-            Some(v) => format!("{}@{v}", id.name),
-            None => id.to_string(),
-        }
-    }
-
-    /// Rewrites the engine's `name@E` in a message to the registry's `name@N`.
-    fn translate(&self, text: &str) -> String {
-        let pairs: Vec<(String, String)> = self
-            .ids
-            .iter()
-            .filter(|((_, engine), registry)| engine != *registry)
-            .map(|((name, engine), registry)| {
-                (format!("{name}@{engine}"), format!("{name}@{registry}"))
-            })
-            .collect();
-        replace_ids(text, &pairs)
     }
 
     fn relay_logs(&mut self) {
         let (records, dropped) = self.engine.drain_logs();
         for record in records {
-            let policy = self.translate(&record.policy);
-            let message = self.translate(&record.message);
             let (level, kind) = match record.level {
                 LogLevel::Error => ("error", "error"),
                 LogLevel::Warn => ("warn", "log"),
                 LogLevel::Info | LogLevel::Debug => ("info", "log"),
             };
-            self.note(level, kind, &policy, &message);
+            self.note(level, kind, &record.policy, &record.message);
         }
         if dropped > 0 {
             self.note(
@@ -910,59 +834,5 @@ fn no_such(name: &str, version: Option<u32>) -> String {
     match version {
         Some(v) => format!("no policy version {name}@{v}"),
         None => format!("no policy named '{name}'"),
-    }
-}
-
-/// Replaces whole occurrences of engine ids with registry ids, in one pass (a replacement
-/// is never replaced again). Lua's own `chunk:line:` prefixes already carry the registry's id
-/// (the chunk is named after it) and are left alone.
-fn replace_ids(text: &str, pairs: &[(String, String)]) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    'scan: while i < text.len() {
-        for (from, to) in pairs {
-            if !text[i..].starts_with(from.as_str()) {
-                continue;
-            }
-            let end = i + from.len();
-            let after = &text.as_bytes()[end..];
-            let lua_line =
-                after.first() == Some(&b':') && after.get(1).is_some_and(u8::is_ascii_digit);
-            let glued_after = after.first().is_some_and(u8::is_ascii_digit);
-            let glued_before = text[..i]
-                .ends_with(|c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-            if !lua_line && !glued_after && !glued_before {
-                out.push_str(to);
-                i = end;
-                continue 'scan;
-            }
-        }
-        let c = text[i..].chars().next().unwrap_or(' ');
-        out.push(c);
-        i += c.len_utf8();
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_replaced_whole() {
-        let pairs = [("p@1".to_string(), "p@7".to_string())];
-        assert_eq!(
-            replace_ids("policy p@1: x p@12 xp@1", &pairs),
-            "policy p@7: x p@12 xp@1"
-        );
-        assert_eq!(
-            replace_ids("policy p@1: p@1:2: oops; back to p@1", &pairs),
-            "policy p@7: p@1:2: oops; back to p@7"
-        );
-        let chain = [
-            ("p@3".to_string(), "p@2".to_string()),
-            ("p@2".to_string(), "p@1".to_string()),
-        ];
-        assert_eq!(replace_ids("p@3 then p@2", &chain), "p@2 then p@1");
     }
 }

@@ -5,6 +5,7 @@ use super::persist;
 use super::{Fill, WarmupSpec};
 use crate::config::Config;
 use crate::db::Db;
+use crate::db::Room;
 use crate::live::space::Space;
 use crate::store::Store;
 use std::time::{Duration, Instant};
@@ -17,7 +18,7 @@ const YIELD_EVERY: usize = 64;
 /// where the record lives, or `None` in front of an upstream (no local store: the monitor is
 /// off). A damaged record is reported and ignored: it is advice, never data.
 pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
-    let monitor = &db.warmup().monitor;
+    let monitor = db.monitor();
     monitor.set_track(config.warmup_track);
     if let Some(period) = config.warmup.and_then(|s| s.period) {
         monitor.set_period(period.as_secs().max(1));
@@ -49,18 +50,24 @@ pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
 /// prefix and then reads it in key order. A key skipped because a client cached or wrote it
 /// meanwhile (or it is gone) does not end the load: it was not offered to the budget.
 pub async fn fill(db: Db, spec: WarmupSpec) {
-    let warmup = db.warmup();
-    let progress = &warmup.progress;
+    let progress = &db.metrics().warmup;
     let now = super::monitor::unix_seconds();
-    let keys = warmup
-        .monitor
+    let keys = db
+        .monitor()
         .choose(spec.strategy, spec.k, now, cache::warmup::DEFAULT_SEED);
     progress.begin(spec, keys.len() as u64);
     let bump = |counter: &std::sync::atomic::AtomicU64, n: u64| {
         counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     };
     for (i, key) in keys.iter().enumerate() {
-        match db.warm_fill(key, &spec).await {
+        let fits = |room: Room| {
+            cache::warmup::LoadBudget::new(&spec, room.capacity).admits(
+                room.objects,
+                room.bytes,
+                room.size,
+            )
+        };
+        match db.fill_from_store(key, fits).await {
             Ok(Fill::Loaded) => bump(&progress.loaded, 1),
             Ok(Fill::Skipped) => bump(&progress.skipped, 1),
             Ok(Fill::Full) => {
@@ -86,14 +93,14 @@ pub async fn persist_periodically(
 ) {
     let mut clock = tokio::time::interval(every.min(Duration::from_secs(1)));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut saved_seq = db.warmup().monitor.last_seq();
+    let mut saved_seq = db.monitor().last_seq();
     let mut saved_at = Instant::now();
     loop {
         tokio::select! {
             _ = clock.tick() => {}
             _ = stop.changed() => return,
         }
-        let monitor = &db.warmup().monitor;
+        let monitor = db.monitor();
         monitor.tick_clock();
         let seq = monitor.last_seq();
         if saved_at.elapsed() < every || seq == saved_seq {
@@ -111,12 +118,12 @@ pub async fn persist_periodically(
 
 /// Persists the record now; `sync` forces it to disk (shutdown).
 pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), crate::store::StoreError> {
-    let warmup = db.warmup();
-    let seq = warmup.monitor.last_seq();
-    let keys = persist::save(space, &warmup.monitor, sync)?;
+    let seq = db.monitor().last_seq();
+    let keys = persist::save(space, db.monitor(), sync)?;
     let order = std::sync::atomic::Ordering::Relaxed;
-    warmup.progress.persisted_seq.store(seq, order);
-    warmup.progress.persists.fetch_add(1, order);
-    warmup.progress.persisted_keys.store(keys, order);
+    let progress = &db.metrics().warmup;
+    progress.persisted_seq.store(seq, order);
+    progress.persists.fetch_add(1, order);
+    progress.persisted_keys.store(keys, order);
     Ok(())
 }

@@ -15,6 +15,10 @@
 //!   a client request must not queue behind it.
 //! - Recording allocates only the first time a key is seen (to copy its bytes); the time is a
 //!   coarse clock (whole seconds) refreshed by the persister, not a clock read per request.
+//!
+//! It sits beside `db` rather than in `warmup` because every request records into it, while
+//! `warmup` (the fill and the persister) uses the cache: the request path then never depends
+//! on warm-up's jobs.
 
 use cache::warmup::{choose, Name, Stamp, Strategy, UnitTable};
 use std::hash::{BuildHasher, Hasher};
@@ -25,6 +29,8 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 pub const SHARDS: usize = 16;
 /// Keys tracked when `--warmup-track` is not given.
 pub const DEFAULT_TRACK: usize = 100_000;
+/// First-K's look-back when the spec does not give one (Bonfire's 24 hours).
+pub const DEFAULT_PERIOD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// What the monitor knows about one key: its record and the key's bytes.
 pub type Unit = cache::warmup::Unit<Box<[u8]>>;
