@@ -330,13 +330,19 @@ fn versions_carry_the_ids_the_host_gives() {
     let (logs, _) = e.drain_logs();
     assert!(logs.iter().all(|l| l.policy == "p@9"), "{logs:?}");
     assert!(
-        logs.iter().any(|l| l.message.contains("falling back to p@7")),
+        logs.iter()
+            .any(|l| l.message.contains("falling back to p@7")),
         "{logs:?}"
     );
-    assert!(logs.iter().any(|l| l.message.contains("p@9:1:")), "{logs:?}");
+    assert!(
+        logs.iter().any(|l| l.message.contains("p@9:1:")),
+        "{logs:?}"
+    );
 
     // A rejected version is named by the id it was offered under, not a next number.
-    let err = e.load_version(id(12), "=p@12", "function when(").unwrap_err();
+    let err = e
+        .load_version(id(12), "=p@12", "function when(")
+        .unwrap_err();
     assert!(!err.to_string().is_empty());
     let (logs, _) = e.drain_logs();
     assert!(

@@ -323,7 +323,10 @@ mod tests {
             panic!("a tick report is a map");
         };
         assert_eq!(pairs.len(), 15);
-        assert_eq!(pairs[1], (Frame::static_bulk("now"), Frame::bulk_str("2.5")));
+        assert_eq!(
+            pairs[1],
+            (Frame::static_bulk("now"), Frame::bulk_str("2.5"))
+        );
         assert_eq!(pairs[3], (Frame::static_bulk("error"), Frame::Null));
         assert_eq!(
             pairs[7],
