@@ -11,8 +11,11 @@
 //! run; a migration pausing a range waits until no request routed by an older table is left,
 //! so no write slips past the pause.
 
+pub mod balance;
+pub mod failover;
 pub mod import;
 pub mod migrate;
+pub mod policy;
 pub mod proxy;
 
 use crate::db::Db;
@@ -141,7 +144,7 @@ pub struct ClusterNode {
     pub(crate) imports: import::Imports,
     pub proxy: proxy::Pool,
     /// Requests served per slot since the last tick, for the balancer.
-    pub slot_counts: crate::cluster_balance::SlotCounts,
+    pub slot_counts: crate::cluster::balance::SlotCounts,
     /// Sent as AUTH on connections to other nodes (see [`ClusterSettings::password`]).
     pub(crate) password: Option<String>,
 }

@@ -174,13 +174,13 @@ impl Server {
         };
         if let Some(node) = &cluster {
             let cache_tier = matches!(db.store(), Store::Upstream(_));
-            crate::cluster_failover::start(node, cache_tier)
+            crate::cluster::failover::start(node, cache_tier)
                 .await
                 .context("setting up failover")?;
         }
         let (shared, policy_watch) = match &cluster {
             Some(node) => {
-                let (registry, watch) = crate::cluster_policy::EtcdRegistry::open(node)
+                let (registry, watch) = crate::cluster::policy::EtcdRegistry::open(node)
                     .await
                     .context("opening the cluster's policy registry")?;
                 let registry: Arc<dyn crate::live::registry::Shared> = Arc::new(registry);
@@ -195,7 +195,7 @@ impl Server {
         instance.cluster = cluster;
         let instance = Arc::new(instance);
         if let Some(watch) = policy_watch {
-            crate::cluster_policy::follow(Arc::downgrade(&instance), watch);
+            follow_policy_registry(Arc::downgrade(&instance), watch);
         }
         Ok(Server {
             listener,
@@ -615,6 +615,28 @@ async fn send(
         }
     }
     connection.flush().await.is_ok()
+}
+
+/// Tells the engine's thread to adopt the registry whenever it changes, until the server
+/// (the last strong reference to `instance`) is gone.
+fn follow_policy_registry(
+    instance: std::sync::Weak<Instance>,
+    watch: cluster::PolicyWatch,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut changes = watch.subscribe();
+        while changes.changed().await.is_ok() {
+            let connected = changes.borrow_and_update().connected;
+            if !connected {
+                continue;
+            }
+            let Some(instance) = instance.upgrade() else {
+                break;
+            };
+            let _ = instance.live.request(crate::live::Op::Sync).await;
+        }
+        drop(watch);
+    })
 }
 
 #[cfg(test)]

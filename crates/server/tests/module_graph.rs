@@ -16,7 +16,7 @@ fn referenced(line: &str) -> Vec<String> {
         let glued = rest[..at]
             .chars()
             .last()
-            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$');
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':');
         rest = &rest[at + "crate::".len()..];
         if glued {
             continue;

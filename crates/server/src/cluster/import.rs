@@ -98,7 +98,7 @@ impl ClusterNode {
             .store()
             .set_many(records, crate::db::now_ms())
             .await
-            .map_err(crate::cmd::store_error)?;
+            .map_err(crate::frame::store_error)?;
         let keys: Vec<Bytes> = records.iter().map(|(k, _)| k.clone()).collect();
         self.db.forget_cached(&keys);
         Ok(())
@@ -109,7 +109,7 @@ impl ClusterNode {
         self.db
             .delete(keys)
             .await
-            .map_err(crate::cmd::store_error)?;
+            .map_err(crate::frame::store_error)?;
         Ok(())
     }
 

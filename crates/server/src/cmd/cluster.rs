@@ -181,7 +181,7 @@ fn rocks(instance: &Instance) -> Result<&crate::store::rocks::RocksStore, Frame>
 fn count_keys(instance: &Instance, slot: u16) -> Frame {
     match rocks(instance).map(|r| r.count_in_slot(slot)) {
         Ok(Ok(n)) => Frame::Integer(n as i64),
-        Ok(Err(e)) => crate::cmd::store_error(e),
+        Ok(Err(e)) => crate::frame::store_error(e),
         Err(frame) => frame,
     }
 }
@@ -189,7 +189,7 @@ fn count_keys(instance: &Instance, slot: u16) -> Frame {
 fn get_keys(instance: &Instance, slot: u16, count: usize) -> Frame {
     match rocks(instance).map(|r| r.keys_in_slot(slot, count)) {
         Ok(Ok(keys)) => Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),
-        Ok(Err(e)) => crate::cmd::store_error(e),
+        Ok(Err(e)) => crate::frame::store_error(e),
         Err(frame) => frame,
     }
 }

@@ -5,7 +5,7 @@
 //! restarted server manages its cache exactly as before.
 //!
 //! With `--cluster` the versions, the activation stack and the parameters live in the
-//! cluster's etcd instead, behind [`Shared`] (`crate::cluster_policy`), so a push on any node
+//! cluster's etcd instead, behind [`Shared`] (`crate::cluster::policy`), so a push on any node
 //! is the push of every node; states and the wedge record stay with the node.
 //!
 //! Layout (keys in the policy column family, values JSON):
@@ -108,7 +108,7 @@ pub trait Shared: Send + Sync {
         None
     }
     /// In a cluster, after a tick: publishes this node's metrics and moves slots as the
-    /// decision's targets ask (`cluster_balance`).
+    /// decision's targets ask (`cluster::balance`).
     fn after_cluster_tick(
         &self,
         _tick: u64,

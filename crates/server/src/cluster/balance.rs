@@ -32,7 +32,7 @@ use std::time::Duration;
 /// How long a silent node's metrics stay on the board.
 const BOARD_TTL: Duration = Duration::from_secs(10);
 /// Entries the balancer's central-log queue keeps (the registry's queue is separate).
-const LOG_CAPACITY: u64 = crate::cluster_policy::CENTRAL_LOG_CAPACITY;
+const LOG_CAPACITY: u64 = crate::cluster::policy::CENTRAL_LOG_CAPACITY;
 
 /// Requests this node served per slot since the last tick. Bumped on every routed request,
 /// so one relaxed atomic add and nothing else.

@@ -8,15 +8,13 @@
 //! instead of a hang, and the node keeps running its current version.
 
 use crate::cluster::ClusterNode;
-use crate::instance::Instance;
 use crate::live::journal::Event;
 use crate::live::registry::{Shared, VersionRecord, VersionRef, MAX_HISTORY};
-use crate::live::Op;
 use crate::store::StoreError;
 use cluster::{CentralLog, ClusterError, LogEntry, LogQueue, PolicyStore, PolicyWatch};
 use policy::{Params, Scalar};
 use std::future::Future;
-use std::sync::{Mutex, Weak};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Entries the central log keeps (the node's own journal keeps as many).
@@ -34,7 +32,7 @@ pub struct EtcdRegistry {
     /// The activation stack as last read or written, and its etcd revision: what
     /// `set_history` compares against.
     seen: Mutex<(Vec<VersionRef>, i64)>,
-    balance: crate::cluster_balance::Balance,
+    balance: crate::cluster::balance::Balance,
 }
 
 fn refused(e: ClusterError) -> StoreError {
@@ -66,7 +64,7 @@ impl EtcdRegistry {
             log,
             runtime: tokio::runtime::Handle::current(),
             seen: Mutex::new((Vec::new(), 0)),
-            balance: crate::cluster_balance::Balance::open(node),
+            balance: crate::cluster::balance::Balance::open(node),
         };
         Ok((registry, watch))
     }
@@ -277,25 +275,6 @@ impl Shared for EtcdRegistry {
             })
             .collect())
     }
-}
-
-/// Tells the engine's thread to adopt the registry whenever it changes, until the server
-/// (the last strong reference to `instance`) is gone.
-pub fn follow(instance: Weak<Instance>, watch: PolicyWatch) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut changes = watch.subscribe();
-        while changes.changed().await.is_ok() {
-            let connected = changes.borrow_and_update().connected;
-            if !connected {
-                continue;
-            }
-            let Some(instance) = instance.upgrade() else {
-                break;
-            };
-            let _ = instance.live.request(Op::Sync).await;
-        }
-        drop(watch);
-    })
 }
 
 #[cfg(test)]
