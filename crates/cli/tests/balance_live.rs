@@ -4,11 +4,11 @@
 //! the overloaded node sheds slots to its idle neighbour, which sheds in turn; every decision
 //! and migration is in the central log, and every acknowledged write is still readable.
 
+use cluster::testing::free_port;
 use cluster::testing::Etcd;
 use redis::Commands;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,14 +20,6 @@ const KEYS_PER_TAG: usize = 20;
 
 fn mantle() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mantle"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Node {

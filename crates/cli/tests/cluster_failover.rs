@@ -3,19 +3,11 @@
 //! transaction that gives its slots to the survivors, every slot is served again, reads come
 //! through from the upstream, and the central log says what happened.
 
+use cluster::testing::free_port;
 use cluster::testing::Etcd;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Proc(Child);
 

@@ -4,10 +4,10 @@
 //! down until it returns with its data) and etcd going away (nodes keep serving, changes are
 //! refused, and everything reconnects without a restart).
 
+use cluster::testing::free_port;
 use cluster::testing::Etcd;
 use redis::Commands;
 use serde_json::Value;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -16,14 +16,6 @@ const NAME: &str = "live";
 
 fn mantle() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mantle"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Node {

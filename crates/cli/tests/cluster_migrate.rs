@@ -3,11 +3,11 @@
 //! with the source, and separately the target, killed with SIGKILL mid-migration. And proxy
 //! mode, driven by plain `redis-cli` and `redis-benchmark` that know nothing of the cluster.
 
+use cluster::testing::free_port;
 use cluster::testing::Etcd;
 use redis::Commands;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -19,14 +19,6 @@ const NAME: &str = "mig";
 
 fn mantle() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mantle"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Node {

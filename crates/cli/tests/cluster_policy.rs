@@ -4,22 +4,14 @@
 //! are in one `POLICY LOG`, and with etcd away pushes are refused while nodes keep running
 //! their version, then work again without a restart.
 
+use cluster::testing::free_port;
 use cluster::testing::Etcd;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "pol";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Node {
     id: String,

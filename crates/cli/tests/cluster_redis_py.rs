@@ -6,21 +6,13 @@
 //! (`MANTLE_PYTHON` names a Python that already has it). Without Python the test is skipped
 //! with a message.
 
+use cluster::testing::free_port;
 use cluster::testing::Etcd;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "py";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Node(Child);
 

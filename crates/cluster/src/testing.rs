@@ -2,10 +2,18 @@
 //! temp data dir, killed when the guard drops. Needs the `etcd` binary (Debian's
 //! etcd-server, installed by scripts/setup.sh; `MANTLE_ETCD` names another).
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long one etcd start may take before it is retried: a loaded 2-core CI machine running
+/// a test binary's tests in parallel has been seen to need more than the usual second.
+const START_BOUND: Duration = Duration::from_secs(30);
+const START_ATTEMPTS: usize = 3;
 
 pub struct Etcd {
     child: Option<Child>,
@@ -14,11 +22,27 @@ pub struct Etcd {
     dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// A loopback port for a process the test starts later (etcd, a cluster node that must come
+/// back on the same address). Asking the kernel for port 0 and closing it is racy: the port
+/// comes from the ephemeral range, so any outgoing connection the tests open meanwhile may
+/// take it, and two tests of one binary may be handed the same one. These ports come from
+/// below Linux's ephemeral range (32768+), never twice in one process, and are checked free.
+pub fn free_port() -> u16 {
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    if NEXT.load(Ordering::Relaxed) == u32::MAX {
+        // Each process starts at its own place so two test processes rarely meet.
+        let start = (RandomState::new().hash_one(std::process::id()) % u64::from(SPAN)) as u32;
+        let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{}", LOW + SPAN);
 }
 
 fn etcd_binary() -> PathBuf {
@@ -38,6 +62,8 @@ fn etcd_binary() -> PathBuf {
 }
 
 impl Etcd {
+    /// Starts etcd, on fresh ports if an attempt does not come up (a port taken meanwhile,
+    /// a slow machine); panics with etcd's own log when none does.
     pub fn start() -> Etcd {
         let mut etcd = Etcd {
             child: None,
@@ -45,17 +71,31 @@ impl Etcd {
             peer_port: free_port(),
             dir: tempfile::tempdir().expect("a temp dir"),
         };
-        etcd.spawn();
-        etcd
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match etcd.spawn() {
+                Ok(()) => return etcd,
+                Err(why) => failures.push(why),
+            }
+            etcd.kill();
+            etcd.client_port = free_port();
+            etcd.peer_port = free_port();
+        }
+        panic!("etcd did not start:\n{}", failures.join("\n"));
     }
 
     pub fn address(&self) -> String {
         format!("etcd://127.0.0.1:{}", self.client_port)
     }
 
-    fn spawn(&mut self) {
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("etcd.log")
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log = std::fs::File::create(self.log_path()).expect("etcd's log file");
         let child = Command::new(etcd_binary())
             .args(["--name", "t1", "--data-dir"])
             .arg(self.dir.path().join("etcd"))
@@ -66,22 +106,41 @@ impl Etcd {
             .args(["--initial-cluster", &format!("t1={peer}")])
             .args(["--logger", "zap", "--log-level", "error"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("etcd starts");
         self.child = Some(child);
-        self.wait_healthy();
+        self.wait_listening()
     }
 
-    fn wait_healthy(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
+    fn wait_listening(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        while started.elapsed() < START_BOUND {
             if std::net::TcpStream::connect(("127.0.0.1", self.client_port)).is_ok() {
-                return;
+                return Ok(());
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                return Err(self.failure(&format!("exited ({status})")));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("etcd did not listen on {} within 20 s", self.client_port);
+        Err(self.failure(&format!("not listening after {START_BOUND:?}")))
+    }
+
+    fn failure(&self, what: &str) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "etcd on client port {} / peer port {} {what}; its log ends:\n{}",
+            self.client_port,
+            self.peer_port,
+            tail.join("\n")
+        )
     }
 
     /// Kills etcd (SIGKILL) and keeps its data for [`Etcd::restart`].
@@ -95,7 +154,9 @@ impl Etcd {
     /// Starts etcd again on the same ports and data.
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        if let Err(why) = self.spawn() {
+            panic!("etcd did not come back: {why}");
+        }
     }
 }
 
