@@ -10,7 +10,8 @@ scripts/setup.sh
 cargo fmt --all --check
 cargo build --release --workspace --locked
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
-cargo test --release --workspace --locked
+# --no-fail-fast: one run shows every failing test binary, not just the first.
+cargo test --release --workspace --locked --no-fail-fast
 
 # The Python package: its abi3 wheel built (release, same target directory) into the venv
 # scripts/setup.sh made, then its pytest suite against the binary built above.
