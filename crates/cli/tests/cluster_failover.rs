@@ -18,13 +18,14 @@ impl Drop for Proc {
     }
 }
 
-fn serve(args: &[&str], port: u16) -> Proc {
+/// Starts `mantle serve`; its log goes to `log`, for the failure messages.
+fn serve(args: &[&str], port: u16, log: &Path) -> Proc {
     let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
         .arg("serve")
         .args(args)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("a log file"))
         .spawn()
         .expect("mantle serve starts");
     let proc = Proc(child);
@@ -71,8 +72,14 @@ fn admin(etcd: &Etcd, args: &[&str]) {
     );
 }
 
+/// The last lines of a node's log.
+fn log_tail(root: &Path, id: &str) -> String {
+    let text = std::fs::read_to_string(root.join(format!("{id}.log"))).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
 fn node(id: &str, etcd: &Etcd, upstream: u16, root: &Path) -> (Proc, u16) {
-    let _ = root;
     let port = free_port();
     let up = format!("redis://127.0.0.1:{upstream}");
     let proc = serve(
@@ -89,6 +96,7 @@ fn node(id: &str, etcd: &Etcd, upstream: u16, root: &Path) -> (Proc, u16) {
             "2s",
         ],
         port,
+        &root.join(format!("{id}.log")),
     );
     (proc, port)
 }
@@ -99,7 +107,11 @@ fn a_killed_cache_tier_nodes_slots_go_to_the_survivors() {
     let root = tempfile::tempdir().unwrap();
     let upstream_port = free_port();
     let data = root.path().join("upstream");
-    let _upstream = serve(&["--data-dir", data.to_str().unwrap()], upstream_port);
+    let _upstream = serve(
+        &["--data-dir", data.to_str().unwrap()],
+        upstream_port,
+        &root.path().join("upstream.log"),
+    );
     let mut nodes: Vec<(Proc, u16)> = ["n1", "n2", "n3"]
         .iter()
         .map(|id| node(id, &etcd, upstream_port, root.path()))
@@ -229,7 +241,11 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     let root = tempfile::tempdir().unwrap();
     let upstream_port = free_port();
     let data = root.path().join("upstream");
-    let _upstream = serve(&["--data-dir", data.to_str().unwrap()], upstream_port);
+    let _upstream = serve(
+        &["--data-dir", data.to_str().unwrap()],
+        upstream_port,
+        &root.path().join("upstream.log"),
+    );
     let mut nodes: Vec<(Proc, u16)> = ["n1", "n2", "n3"]
         .iter()
         .map(|id| node(id, &etcd, upstream_port, root.path()))
@@ -289,9 +305,15 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     }
 
     signal(&stopped, "-CONT");
-    wait_until("n2 to be a member again", Duration::from_secs(30), || {
-        cluster_info(ports[0]).contains("cluster_known_nodes:3")
-    });
+    let back_by = Instant::now() + Duration::from_secs(30);
+    while !cluster_info(ports[0]).contains("cluster_known_nodes:3") {
+        assert!(
+            Instant::now() < back_by,
+            "n2 was not a member again within 30 s; its log ends:\n{}",
+            log_tail(root.path(), "n2")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     wait_until(
         "n2 to see it lost its slots",
         Duration::from_secs(30),

@@ -452,10 +452,17 @@ async fn keep_alive(
                 tokio::time::sleep(period).await;
             }
         };
-        let expired = matches!(
-            tokio::time::timeout(plane.config.timeout + period * 2, alive).await,
-            Ok(Ok(false))
-        );
+        let expired = match tokio::time::timeout(plane.config.timeout + period * 2, alive).await {
+            Ok(Ok(false)) => true,
+            // The keep-alive failed or stalled (the process was stopped longer than the
+            // TTL, the connection broke, etcd restarted): whatever it said, the record is
+            // what counts. Seen under load: a node stopped past its TTL kept failing here
+            // and never joined again.
+            _ => matches!(
+                plane.bounded(plane.client.clone().get(key.clone(), None)).await,
+                Ok(found) if found.kvs().is_empty()
+            ),
+        };
         if expired {
             let _ = state.send(MembershipState::Rejoining);
             // Only re-create the record if nobody else took the id meanwhile.
@@ -588,6 +595,11 @@ impl Membership {
 
     pub fn state(&self) -> MembershipState {
         *self.state.borrow()
+    }
+
+    /// Follows the state as it changes.
+    pub fn changes(&self) -> watch::Receiver<MembershipState> {
+        self.state.clone()
     }
 
     /// Leaves the cluster now (the record is deleted with the lease).

@@ -22,8 +22,8 @@ use crate::db::Db;
 use crate::frame::Frame;
 use bytes::Bytes;
 use cluster::{
-    key_slot, ClusterConfig, ClusterView, ClusterWatch, ControlPlane, Member, Membership, NodeId,
-    SlotMap, SlotRange, Versioned, SLOTS,
+    key_slot, ClusterConfig, ClusterView, ClusterWatch, ControlPlane, Member, Membership,
+    MembershipState, NodeId, SlotMap, SlotRange, Versioned, SLOTS,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -177,6 +177,7 @@ impl ClusterNode {
             joined_ms: cluster::control::now_ms(),
         };
         let membership = plane.join(member, settings.ttl).await?;
+        log_membership(&id, membership.changes());
         plane.bootstrap(&id).await?;
         let watch = plane.watch().await?;
         let routing = Arc::new(Routing::build(&id, watch.view(), &[]));
@@ -489,4 +490,25 @@ mod tests {
         );
         assert_eq!(newest(None, Some(old)).unwrap().value.epoch, 1);
     }
+}
+
+/// Says in the log when this node's membership lapses, comes back, or is lost for good.
+fn log_membership(id: &NodeId, mut changes: tokio::sync::watch::Receiver<MembershipState>) {
+    let id = id.clone();
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let state = *changes.borrow_and_update();
+            match state {
+                MembershipState::Live => {
+                    crate::log::log_line!("mantle: cluster: {id} is a member again")
+                }
+                MembershipState::Rejoining => crate::log::log_line!(
+                    "mantle: cluster: {id}'s membership lapsed (stopped or cut off past its TTL); joining again"
+                ),
+                MembershipState::Lost => crate::log::log_line!(
+                    "mantle: cluster: another node took the id {id} while this one was away; not a member"
+                ),
+            }
+        }
+    });
 }
