@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Adaptive setup vs each candidate alone on the memory-miss plane (docs/adaptive.md).
 # Usage: bench/adaptive_eval.sh [MANTLE_BINARY]  (default: target/release/mantle)
+# Env: COSTS (memory weights, default "0.1 0.01 0"), SWITCH (default policies/switch.lua),
+# FIXED_FIRST=1 (preference order below), OUT (work dir), MANTLE_SHARED_TRACES (default
+# ../shared/traces).
 # Traces: a generated ParSplice-like run whose regime changes twice (written to $OUT), and the
 # real ParSplice log from ../shared/traces when present (skipped with a message otherwise).
 set -euo pipefail
@@ -27,17 +30,28 @@ traces=("$OUT/regimes.csv" "$OUT/two-regimes.csv")
 REAL=${MANTLE_SHARED_TRACES:-../shared/traces}/parsplice/scale-workers-1-71538_rank4_workmanager_getput.csv.zst
 if [ -f "$REAL" ]; then traces+=("$REAL"); else echo "skipping the ParSplice log: $REAL is absent"; fi
 P=policies
+SWITCH=${SWITCH:-$P/switch.lua}
+# The preference order: the first candidate manages the real cache until a challenger proves
+# better, so the one to trust without evidence goes first: dscache, the shipped policy for
+# ParSplice (FIXED_FIRST=1: the fixed sizes first, the order of the evaluation before
+# 2026-11-23). $CANDIDATES is split into words on purpose.
+if [ "${FIXED_FIRST:-0}" = 1 ]; then
+  CANDIDATES="--shadow $P/fixed.lua:n=100 --shadow $P/fixed.lua:n=1000 --shadow $P/fixed.lua:n=4000
+    --shadow $P/multipolicy.lua --shadow $P/dscache.lua --shadow $P/dscache.lua:margin=1.1 --shadow $P/decay.lua"
+else
+  CANDIDATES="--shadow $P/dscache.lua --shadow $P/dscache.lua:margin=1.1 --shadow $P/fixed.lua:n=100
+    --shadow $P/fixed.lua:n=1000 --shadow $P/fixed.lua:n=4000 --shadow $P/multipolicy.lua --shadow $P/decay.lua"
+fi
 for trace in "${traces[@]}"; do
   for cost in ${COSTS:-0.1 0.01 0}; do
     echo "== $(basename "$trace"), switch cost=$cost"
     "$M" compare --trace "$trace" --no-baseline --json \
-      --shadow $P/fixed.lua:n=100 --shadow $P/fixed.lua:n=1000 --shadow $P/fixed.lua:n=4000 \
-      --shadow $P/multipolicy.lua --shadow $P/dscache.lua --shadow $P/dscache.lua:margin=1.1 \
-      --shadow $P/decay.lua --switch $P/switch.lua --switch-param cost="$cost" \
+      $CANDIDATES --switch "$SWITCH" --switch-param cost="$cost" \
       >"$OUT/compare.json"
-    python3 - "$OUT/compare.json" <<'PY'
+    python3 - "$OUT/compare.json" "$cost" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]
+cost = float(sys.argv[2])
 print(f"{'setup':<36} {'misses':>8} {'miss ratio':>11} {'mean objects':>13}")
 for r in runs:
     x = r["result"]
@@ -49,6 +63,17 @@ a = runs[-1]["adaptive"]
 print("switches:", a["switches"], "| active:", ", ".join(f"{s['version']}@{s['from_tick']}" for s in a["timeline"][:8]),
       "..." if len(a["timeline"]) > 8 else "")
 print("dominated by:", ", ".join(dom) if dom else "none")
+# "Beats": the switch's own objective on whole-run figures, misses + cost x lookups x mean
+# size / the largest setup's mean size (cost 0: fewest misses, then least memory).
+largest = max(r["result"]["mean_cache_objects"] for r in runs) or 1.0
+def score(r):
+    x = r["result"]
+    return (x["misses"] + cost * (x["gets"] + x.get("accesses", 0)) * x["mean_cache_objects"] / largest,
+            x["mean_cache_objects"])
+best = min(runs[:-1], key=score)
+s_ad, s_best = score(runs[-1]), score(best)
+verdict = "beats it" if s_ad < s_best else ("ties" if s_ad == s_best else "does not beat it")
+print(f"objective at cost {cost}: adaptive {s_ad[0]:.1f}, best single {best['label']} {s_best[0]:.1f}: {verdict}")
 PY
   done
 done

@@ -1,60 +1,94 @@
--- switch.lua: activate the candidate whose shadow did best over the last window, with guard
--- rails. A switch policy (see docs/adaptive.md): switch(candidates, current) is called every
--- tick with the window figures of every candidate's shadow (in preference order) and of the
--- real cache (`current`, named after the active candidate); it returns the name to activate,
--- or nil to keep the active one.
+-- switch.lua: activate the candidate whose shadow did best over the last window, when the
+-- evidence says the switch pays for itself. A switch policy (see docs/adaptive.md):
+-- switch(candidates, current) is called every tick with the window figures of every
+-- candidate's shadow (in preference order) and of the real cache (`current`, named after the
+-- active candidate); it returns the name to activate, or nil to keep the active one.
 --
--- Score of a candidate: its shadow's miss ratio plus `cost` times its mean size relative to
--- the largest candidate's mean size, so memory is traded against misses on the memory-miss
--- plane (cost=0: fewest misses whatever the memory).
--- Guard rails:
---   dwell       ticks a version stays active before another switch (default 5)
---   margin      hysteresis: a challenger must score this share lower than the active
---               (default 0.1: 10% lower)
---   tie         scores within this share of each other tie; the earlier candidate wins
---               (default 0.02)
+-- Scores are in misses over the window: a candidate's shadow's misses plus `cost` x its
+-- lookups x its mean size relative to the largest candidate's, so memory is traded against
+-- misses on the memory-miss plane (cost=0: fewest misses, then the least memory). Scores
+-- within `tie` of the lowest tie; a tie goes to the candidate holding the least memory, then
+-- to the earlier one.
+--
+-- A shadow is always warm; the real cache is not after a switch to a candidate that keeps
+-- more than it holds, and it pays cold misses for every such switch. So the active
+-- candidate is left only when a challenger
+--   * beats it in this window by more than margin x its score (hysteresis) plus
+--     confidence x sqrt(both misses) (a window's noise: misses are counts), and
+--   * has saved, since it drew ahead, at least the switch's warm-up charge: its lead per tick
+--     beyond the hysteresis is summed while positive (a CUSUM, so a quiet tick does not
+--     wipe out a long lead), on the bet that a lead lasts about as long again as it has.
+-- The warm-up charge is learned: a window after each switch to a larger cache, the real
+-- cache's misses beyond the new candidate's shadow's are that switch's warm-up, per object
+-- the real cache lacked when it switched; the next switch to that candidate (before its
+-- first, to any) is charged that rate times the objects the real cache lacks now. The first
+-- switch to a larger cache is free (it is how the rate is learned); a switch to a smaller
+-- one is free (the real cache shrinks).
+-- A candidate that only ties with the active one never takes over: one that holds less but
+-- ties in a quiet window may miss when the traffic turns, and growing back costs a warm-up.
+--
+-- Guard rails (params):
+--   dwell       ticks a version stays active before another switch (default 5); after a
+--               switch to a larger cache, a full window (its warm-up is measured then, and
+--               leaving earlier would waste it)
+--   margin      hysteresis share (default 0.1)
+--   confidence  multiple of the noise a lead must exceed (default 1; 0 = off)
+--   tie         scores within this share of the lowest tie (default 0.02)
 --   warm        ticks of figures a shadow needs before it may be chosen (default 3)
+--   cost        weight of memory against misses (default 0.1)
 -- The log line of a switch names its cause: "thrashing" when the real cache evicted at
 -- least half as many objects as it missed in the window, "no progress" when its miss ratio
 -- did not improve on the window before while the challenger misses less (seed 000 §VIII's
--- two examples), otherwise "better" (fewer misses, or less memory for as few).
+-- two examples), otherwise "better" (fewer misses, or less memory for as few); and the
+-- scores and the warm-up charge it weighed.
 
 local dwell = params.dwell or 5
 local margin = params.margin or 0.1
+local confidence = params.confidence or 1
 local tie = params.tie or 0.02
 local warm = params.warm or 3
 local cost = params.cost or 0.1
 
-local function score(c, largest)
-  local size = 0
-  if largest > 0 then size = c.mean_objects / largest end
-  return c.miss_ratio + cost * size
-end
+-- Learned between calls (lost on a reload of the switch policy, which is harmless: the next
+-- switch to a larger cache learns it again).
+local window = 1           -- the window's length in ticks (the largest `ticks` seen)
+local rates = {}           -- name -> warm-up misses per lacking object, last measured
+local last_rate = nil      -- the last rate measured for any candidate
+local pending = nil        -- {name, tick, lacking}: a switch to a larger cache to measure
+local gained = {}          -- name -> misses it would have saved since it drew ahead (CUSUM)
 
 local function fmt(x) return string.format("%.4f", x) end
 
-function switch(candidates, current)
-  local since = RDstate()
-  if type(since) ~= "number" then since = 0 end
-  if tick - since < dwell then return nil end
+local function score(c, largest)
+  local size = 0
+  if largest > 0 then size = c.mean_objects / largest end
+  return c.misses + cost * c.lookups * size
+end
 
-  local largest = 0
+-- Objects the real cache would lack if `c` took over now.
+local function lacking(c, current)
+  return math.max(0, c.mean_objects - current.mean_objects)
+end
+
+local function charge(c, current)
+  local rate = rates[c.name] or last_rate or 0
+  return rate * lacking(c, current)
+end
+
+local function measure(candidates, current)
+  if pending == nil or tick - pending.tick < window then return end
   for _, c in ipairs(candidates) do
-    if c.mean_objects > largest then largest = c.mean_objects end
-  end
-  local mine, best, best_score = nil, nil, math.huge
-  for _, c in ipairs(candidates) do
-    if c.active then mine = c end
-    if c.ticks >= warm and c.lookups > 0 then
-      local s = score(c, largest)
-      -- Preference order on ties: a later candidate must win by more than `tie`.
-      if s < best_score * (1 - tie) then best, best_score = c, s end
+    if c.name == pending.name and c.active then
+      local extra = math.max(0, current.misses - c.misses)
+      local rate = extra / math.max(1, pending.lacking)
+      rates[c.name], last_rate = rate, rate
     end
   end
-  if best == nil or mine == nil or best.name == mine.name then return nil end
-  local mine_score = score(mine, largest)
-  if best_score >= mine_score * (1 - margin) then return nil end
+  pending = nil
+end
 
+-- Logs the switch with its cause and remembers it.
+local function handover(best, best_score, mine_score, price, current, mine)
   local why
   if current.misses > 0 and current.evictions >= 0.5 * current.misses then
     why = "thrashing: " .. current.name .. " evicted " .. fmt(current.evictions) ..
@@ -69,7 +103,67 @@ function switch(candidates, current)
     why = "better: less memory for as few misses"
   end
   log(2, "switch to " .. best.name .. " (score " .. fmt(best_score) .. " vs " ..
-    fmt(mine_score) .. "): " .. why)
+    fmt(mine_score) .. ", warm-up charge " .. fmt(price) .. "): " .. why)
   WRstate(tick)
+  gained = {}
+  local gap = lacking(best, current)
+  if gap > 0 then pending = {name = best.name, tick = tick, lacking = gap} end
   return best.name
+end
+
+function switch(candidates, current)
+  for _, c in ipairs(candidates) do
+    if c.ticks > window then window = c.ticks end
+  end
+  measure(candidates, current)
+  local since = RDstate()
+  if type(since) ~= "number" then since = 0 end
+  if tick - since < dwell then return nil end
+  if pending ~= nil then return nil end -- a warm-up still to measure: stay a full window
+
+  local largest = 0
+  for _, c in ipairs(candidates) do
+    if c.mean_objects > largest then largest = c.mean_objects end
+  end
+  local mine, low = nil, math.huge
+  for _, c in ipairs(candidates) do
+    if c.active then mine = c end
+    if c.ticks >= warm and c.lookups > 0 then
+      local s = score(c, largest)
+      if s < low then low = s end
+    end
+  end
+  if mine == nil or low == math.huge then return nil end
+  -- What each challenger would have saved per tick, beyond the hysteresis, accumulated
+  -- while positive (a CUSUM: a quiet tick does not wipe out a long lead).
+  local mine_score = score(mine, largest)
+  for _, c in ipairs(candidates) do
+    if c.name ~= mine.name and c.ticks >= warm and c.lookups > 0 then
+      local step = (mine_score - score(c, largest) - margin * mine_score) / window
+      gained[c.name] = math.max(0, (gained[c.name] or 0) + step)
+    end
+  end
+  -- Among the candidates that tie with the lowest score: the least memory, then the earliest.
+  local best, best_score
+  for _, c in ipairs(candidates) do
+    if c.ticks >= warm and c.lookups > 0 then
+      local s = score(c, largest)
+      if s <= low * (1 + tie)
+          and (best == nil or c.mean_objects < best.mean_objects * (1 - tie)) then
+        best, best_score = c, s
+      end
+    end
+  end
+  if best.name == mine.name then return nil end
+  -- A tie with the active candidate is no reason to move: a candidate that holds less but
+  -- ties in a quiet window may miss when the traffic turns, and growing back costs a
+  -- warm-up. (At cost 0 memory counts only among challengers.)
+  if mine_score <= low * (1 + tie) then return nil end
+  local noise = confidence * math.sqrt(mine.misses + best.misses)
+  if mine_score - best_score - margin * mine_score <= noise then return nil end
+  -- A lead that has saved k misses so far is expected to save about as many more: the
+  -- switch goes ahead once that pays for its warm-up.
+  local price = charge(best, current)
+  if gained[best.name] < price then return nil end
+  return handover(best, best_score, mine_score, price, current, mine)
 end

@@ -81,6 +81,11 @@ pub struct Adaptive {
     fixed: Option<(PolicyEngine, Params, String)>,
     active: Option<Active>,
     policy_limits: Limits,
+    /// The real cache's object capacity at the start, and the shadows' memory cap.
+    start_objects: u64,
+    max_objects: u64,
+    /// Set at a switch: the capacity the real cache takes at that tick (see `handover`).
+    handover: Option<u64>,
     /// The real cache's figures, for `current` in `switch()`.
     real: Window,
     real_sample: TickSample,
@@ -135,6 +140,9 @@ impl Adaptive {
             fixed,
             active: None,
             policy_limits: limits.policy,
+            start_objects: limits.capacity.objects.unwrap_or(u64::MAX),
+            max_objects: limits.max_objects,
+            handover: None,
             real: Window::new(limits.window),
             real_sample: TickSample::default(),
             real_at_tick: (0.0, 0.0, 0.0, 0.0),
@@ -200,6 +208,9 @@ impl Adaptive {
             &spec.source,
         )?;
         self.active = Some(Active { index, engine });
+        if tick > 0 {
+            self.handover = Some(self.handover_capacity(index));
+        }
         self.timeline.push(Segment {
             from_tick: tick,
             from_time: now,
@@ -207,6 +218,20 @@ impl Adaptive {
             reason,
         });
         Ok(())
+    }
+
+    /// The object capacity the real cache takes when `index` becomes active: what that
+    /// candidate's shadow has in force. A candidate whose policy only evicts (fixed, decay,
+    /// multipolicy) relies on the capacity it started with, so a capacity the previous
+    /// candidate set (dscache's) must not outlive it; a shadow held at the memory cap stands
+    /// for the starting capacity.
+    fn handover_capacity(&self, index: usize) -> u64 {
+        let shadow = &self.shadows[index];
+        match shadow.cache().capacity().objects {
+            Some(o) if o < self.max_objects => ((o as f64) / shadow.sample()).round() as u64,
+            _ => self.start_objects,
+        }
+        .max(1)
     }
 
     fn echo(&self, line: &str) {
@@ -389,6 +414,15 @@ impl Controller for Adaptive {
                     errors: f.errors,
                 });
             }
+        }
+        if let Some(objects) = self.handover.take() {
+            // The tick of a switch hands the real cache over at the new candidate's capacity;
+            // its policy manages it from the next tick.
+            self.actions += 1;
+            return TickDecision {
+                action: Action::SetCapacity(objects),
+                error: None,
+            };
         }
         let servers = [ctx.metrics.clone()];
         let (engine, params) = match (&mut self.active, &mut self.fixed) {

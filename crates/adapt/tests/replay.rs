@@ -225,7 +225,13 @@ fn ask(
 
 #[test]
 fn the_shipped_switch_keeps_its_guard_rails() {
-    let mut p = shipped_switch(&[("dwell", 5.0), ("margin", 0.1), ("cost", 0.0)]);
+    // confidence=0: the hysteresis alone (the noise term has its own test).
+    let mut p = shipped_switch(&[
+        ("dwell", 5.0),
+        ("margin", 0.1),
+        ("cost", 0.0),
+        ("confidence", 0.0),
+    ]);
     let bad = figures(0.5, 0.5, 100.0, 0.0);
     let good = figures(0.1, 0.1, 100.0, 0.0);
     // Dwell: nothing before tick 5, then the better candidate.
@@ -316,4 +322,199 @@ fn replay_switches_when_the_regime_changes() {
     );
     assert!(r.peak_cache_objects > 100 && r.peak_cache_objects <= 3000 + 100);
     assert_eq!(report.switch_errors, 0);
+}
+
+/// Calls the switch with candidates `a` and `b` (`a` active when `active_a`) and the real
+/// cache's own figures `real`.
+fn ask_real(
+    p: &mut SwitchPolicy,
+    tick: u64,
+    (a, b): (&WindowFigures, &WindowFigures),
+    active_a: bool,
+    real: &WindowFigures,
+) -> Option<String> {
+    let cands = [
+        Candidate {
+            name: "a",
+            active: active_a,
+            sample: 1.0,
+            figures: a,
+        },
+        Candidate {
+            name: "b",
+            active: !active_a,
+            sample: 1.0,
+            figures: b,
+        },
+    ];
+    let current = Candidate {
+        name: if active_a { "a" } else { "b" },
+        active: true,
+        sample: 1.0,
+        figures: real,
+    };
+    p.choose(tick as f64, tick, &cands, &current).unwrap()
+}
+
+#[test]
+fn a_switch_to_a_larger_cache_is_charged_the_warm_up_it_cost_last_time() {
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let small_bad = figures(0.5, 0.5, 100.0, 0.0);
+    let big_good = figures(0.1, 0.1, 1100.0, 0.0);
+    // The first switch to a larger cache is free: it is how the warm-up is learned.
+    assert_eq!(
+        ask_real(&mut p, 5, (&small_bad, &big_good), true, &small_bad).as_deref(),
+        Some("b")
+    );
+    // A full window on the larger cache before anything else, whatever the figures say.
+    let small_good = figures(0.01, 0.01, 100.0, 0.0);
+    let warming = figures(0.3, 0.5, 700.0, 0.0);
+    for tick in 6..15 {
+        assert_eq!(
+            ask_real(&mut p, tick, (&small_good, &big_good), false, &warming),
+            None,
+            "tick {tick}"
+        );
+    }
+    // A window after the switch the real cache missed 200 more than b's shadow, for the
+    // 1000 objects it lacked: 0.2 misses per lacking object.
+    assert_eq!(
+        ask_real(&mut p, 15, (&small_good, &big_good), false, &warming).as_deref(),
+        Some("a"),
+        "going back to the smaller cache costs no warm-up"
+    );
+    // Now b leads by 500 - 300 - 50 (margin) = 150 misses a window, beyond the noise
+    // (sqrt(800)): it saves 15 misses a tick, against a warm-up charge of 0.2 x 1000 = 200.
+    // It must have saved that much (a lead is expected to last as long again) before the
+    // switch pays: 14 ticks.
+    let big_better = figures(0.3, 0.3, 1100.0, 0.0);
+    for tick in 16..28 {
+        assert_eq!(
+            ask_real(&mut p, tick, (&small_bad, &big_better), true, &small_bad),
+            None,
+            "tick {tick}"
+        );
+    }
+    // A tick where a does better takes back what b would have lost (29.1), not all of it.
+    assert_eq!(
+        ask_real(&mut p, 28, (&small_good, &big_better), true, &small_good),
+        None
+    );
+    for tick in 29..32 {
+        assert_eq!(
+            ask_real(&mut p, tick, (&small_bad, &big_better), true, &small_bad),
+            None,
+            "tick {tick}"
+        );
+    }
+    assert_eq!(
+        ask_real(&mut p, 32, (&small_bad, &big_better), true, &small_bad).as_deref(),
+        Some("b")
+    );
+    let (lines, _) = p.drain_logs();
+    let last = &lines.last().unwrap().message;
+    assert!(last.contains("warm-up charge 200.0000"), "{last}");
+}
+
+#[test]
+fn a_lead_within_the_noise_of_the_window_keeps_the_active_one() {
+    // Misses are counts: 3 against 1 in a window is a lead beyond the 10% margin but within
+    // the noise (1 x sqrt(3 + 1)); 12 against 2 is not.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let few = |misses: f64| WindowFigures {
+        misses,
+        miss_ratio: misses / 1000.0,
+        prev_miss_ratio: misses / 1000.0,
+        ..figures(0.0, 0.0, 100.0, 0.0)
+    };
+    assert_eq!(ask(&mut p, 5, &few(3.0), &few(1.0), true), None);
+    assert_eq!(
+        ask(&mut p, 6, &few(12.0), &few(2.0), true).as_deref(),
+        Some("b")
+    );
+    // confidence=0 turns the noise term off.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0), ("confidence", 0.0)]);
+    assert_eq!(
+        ask(&mut p, 5, &few(3.0), &few(1.0), true).as_deref(),
+        Some("b")
+    );
+}
+
+#[test]
+fn a_tie_goes_to_the_least_memory_and_is_no_reason_to_move() {
+    // cost=0: fewest misses first, then the least memory, then the preference order.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let missing = figures(0.3, 0.3, 100.0, 0.0);
+    let big = figures(0.0, 0.0, 4000.0, 0.0);
+    let small = figures(0.0, 0.0, 200.0, 0.0);
+    let cands = [
+        Candidate {
+            name: "a",
+            active: true,
+            sample: 1.0,
+            figures: &missing,
+        },
+        Candidate {
+            name: "big",
+            active: false,
+            sample: 1.0,
+            figures: &big,
+        },
+        Candidate {
+            name: "small",
+            active: false,
+            sample: 1.0,
+            figures: &small,
+        },
+    ];
+    assert_eq!(
+        p.choose(5.0, 5, &cands, &cands[0]).unwrap().as_deref(),
+        Some("small")
+    );
+    // An active candidate that ties on misses keeps the real cache, from a larger candidate
+    // and from a smaller one alike (a quiet window is no evidence that less will do).
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let mid = figures(0.0, 0.0, 1000.0, 0.0);
+    assert_eq!(ask(&mut p, 5, &mid, &big, true), None);
+    assert_eq!(ask(&mut p, 6, &mid, &small, true), None);
+}
+
+#[test]
+fn a_switch_hands_the_real_cache_over_at_the_new_candidates_capacity() {
+    // `tight` caps the cache at 5 objects; fixed.lua only evicts, so it relies on the
+    // capacity it started with. After a switch from the one to the other the real cache
+    // must not keep the 5-object cap of the candidate that left.
+    let reqs = stream(&[(20_000, 0, 500)]);
+    let dir = std::env::temp_dir().join(format!("adapt-handover-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tight = dir.join("tight.lua");
+    std::fs::write(
+        &tight,
+        "function when() return true end\nfunction howmuch() return {capacity = 5} end",
+    )
+    .unwrap();
+    let specs = vec![
+        ShadowSpec::parse(&tight.display().to_string()).unwrap(),
+        spec("fixed.lua", "n=1000"),
+    ];
+    let force = SwitchPolicy::load(
+        "force",
+        "=force.lua",
+        "function switch(c, cur) if tick == 10 then return 'fixed:n=1000' end end",
+        &Params::new(),
+        Limits::default(),
+    )
+    .unwrap();
+    let mut adaptive =
+        Adaptive::new(specs, Some(force), None, ShadowLimits::default(), false).unwrap();
+    let r = replay_with(&reqs, &mut adaptive);
+    let report = adaptive.report();
+    assert_eq!(report.switches, 1);
+    let fixed = report.candidates[1].shadow;
+    // The fixed shadow holds every key and misses each about once; the real cache does the
+    // same after its first 10 s under the 5-object cap.
+    assert!(fixed.misses < 600.0, "{fixed:?}");
+    assert!(r.peak_cache_objects > 400, "{}", r.peak_cache_objects);
+    assert!(r.misses < 3_000, "{}", r.misses);
+    let _ = std::fs::remove_dir_all(&dir);
 }
