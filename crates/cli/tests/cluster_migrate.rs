@@ -558,6 +558,25 @@ fn proxy_mode_serves_plain_clients_from_any_node() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "v-{user}.name\n\n");
+    // A client's pipeline goes on to the owners as a pipeline and its replies come back in
+    // the order asked, each key's write before its read, whichever node holds the key.
+    let mut pipe = redis::pipe();
+    for i in 0..300 {
+        let key = format!("p{i}");
+        pipe.cmd("SET").arg(&key).arg(format!("first-{i}")).ignore();
+        pipe.cmd("GET").arg(&key);
+        pipe.cmd("SET")
+            .arg(&key)
+            .arg(format!("second-{i}"))
+            .ignore();
+        pipe.cmd("GET").arg(&key);
+        pipe.cmd("PING");
+    }
+    let got: Vec<String> = pipe.query(&mut nodes[0].conn()).unwrap();
+    let want: Vec<String> = (0..300)
+        .flat_map(|i| [format!("first-{i}"), format!("second-{i}"), "PONG".into()])
+        .collect();
+    assert_eq!(got, want);
 
     // Plain redis-benchmark against one node, pipelined, with random keys over all slots.
     let out = bench

@@ -445,6 +445,7 @@ async fn serve_connection(
     let query_limit = QUERY_BUFFER_LIMIT.max(instance.max_bulk_len().saturating_mul(2));
     // Some queued reply may reveal stored data: it waits for durability (see `send`).
     let mut revealing = false;
+    let mut held = Held::default();
     loop {
         // Run every complete request buffered, then write all their replies at once.
         loop {
@@ -452,32 +453,68 @@ async fn serve_connection(
             let outcome = match connection.next_request() {
                 Ok(Some(args)) => {
                     Stats::bump(&stats.commands_processed);
-                    dispatch(instance, &mut session, args, &mut revealing).await
+                    match dispatch(instance, &mut session, args, &mut revealing).await {
+                        Outcome::Forward(addr) => submit(instance, &session, args, addr),
+                        outcome => outcome,
+                    }
                 }
                 Ok(None) => break,
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);
-                    connection.queue(&Frame::err(&error), session.protocol);
-                    let _ = send(instance, &mut session, &mut connection, revealing).await;
+                    held.push(Outcome::Reply(Frame::err(&error)), session.protocol);
+                    let _ = send(
+                        instance,
+                        &mut session,
+                        &mut connection,
+                        &mut held,
+                        revealing,
+                    )
+                    .await;
                     return;
                 }
             };
             match outcome {
-                Outcome::Reply(reply) => connection.queue(&reply, session.protocol),
-                Outcome::Relayed(raw) => connection.queue_raw(&raw),
+                Outcome::Reply(reply) if held.is_empty() => {
+                    connection.queue(&reply, session.protocol)
+                }
+                Outcome::Relayed(raw) if held.is_empty() => connection.queue_raw(&raw),
+                outcome => held.push(outcome, session.protocol),
             }
             if session.closing {
-                let _ = send(instance, &mut session, &mut connection, revealing).await;
+                let _ = send(
+                    instance,
+                    &mut session,
+                    &mut connection,
+                    &mut held,
+                    revealing,
+                )
+                .await;
                 return;
             }
-            if connection.pending_output() >= crate::connection::FLUSH_AT {
-                if !send(instance, &mut session, &mut connection, revealing).await {
+            if connection.pending_output() >= crate::connection::FLUSH_AT || held.is_full() {
+                if !send(
+                    instance,
+                    &mut session,
+                    &mut connection,
+                    &mut held,
+                    revealing,
+                )
+                .await
+                {
                     return;
                 }
                 revealing = false;
             }
         }
-        if !send(instance, &mut session, &mut connection, revealing).await {
+        if !send(
+            instance,
+            &mut session,
+            &mut connection,
+            &mut held,
+            revealing,
+        )
+        .await
+        {
             return;
         }
         revealing = false;
@@ -502,14 +539,73 @@ async fn serve_connection(
     }
 }
 
-/// A request's answer: a reply to encode, or one relayed as is from the key's owner.
+/// A request's answer: a reply to encode, one relayed as is from the key's owner, or (proxy
+/// mode) the owner to ask, and then the request on its way there.
 enum Outcome {
     Reply(Frame),
     Relayed(bytes::Bytes),
+    Forward(std::sync::Arc<str>),
+    Sent {
+        sent: crate::cluster::proxy::Sent,
+        args: Vec<bytes::Bytes>,
+    },
 }
 
-/// Runs one request: here, or (cluster) after its slot's hand-over pause, or at the owner in
-/// proxy mode, or not at all (a redirection).
+/// Answers held back, in request order, behind a request of the same pipeline that is still
+/// at its owner (proxy mode): the pipeline goes on to the owner as a pipeline and the client
+/// still gets its replies in the order it asked. Always empty outside proxy mode.
+#[derive(Default)]
+struct Held(std::collections::VecDeque<(Outcome, crate::frame::Protocol)>);
+
+impl Held {
+    /// Requests one client may have at other nodes at once.
+    const MAX: usize = 256;
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn is_full(&self) -> bool {
+        self.0.len() >= Self::MAX
+    }
+
+    /// `protocol` is the one the reply is encoded in, as it was when the request ran.
+    fn push(&mut self, outcome: Outcome, protocol: crate::frame::Protocol) {
+        self.0.push_back((outcome, protocol));
+    }
+
+    /// Queues every held answer on `connection`, waiting for the owners' replies in order.
+    async fn release(
+        &mut self,
+        instance: &Instance,
+        session: &mut Session,
+        connection: &mut Connection,
+    ) {
+        while let Some((outcome, protocol)) = self.0.pop_front() {
+            let outcome = match outcome {
+                Outcome::Sent { sent, args } => {
+                    let node = instance
+                        .cluster
+                        .as_deref()
+                        .expect("forwarding in a cluster");
+                    let first = node.proxy.answer(sent).await;
+                    relay(instance, session, &args, first).await
+                }
+                outcome => outcome,
+            };
+            match outcome {
+                Outcome::Reply(reply) => connection.queue(&reply, protocol),
+                Outcome::Relayed(raw) => connection.queue_raw(&raw),
+                Outcome::Forward(_) | Outcome::Sent { .. } => {
+                    unreachable!("a relayed answer is final")
+                }
+            }
+        }
+    }
+}
+
+/// Runs one request: here, or (cluster) after its slot's hand-over pause, or not at all (a
+/// redirection, or in proxy mode the owner to forward it to).
 async fn dispatch(
     instance: &Instance,
     session: &mut Session,
@@ -533,24 +629,47 @@ async fn dispatch(
         Err(Redirect::Wait) => Outcome::Reply(Frame::Error(
             "TRYAGAIN the slot is being handed over to another node".into(),
         )),
-        Err(Redirect::Forward(addr)) => forward(instance, session, args, addr).await,
+        Err(Redirect::Forward(addr)) => Outcome::Forward(addr),
     }
 }
 
-/// Proxy mode: runs the request at the slot's owner. An owner that answers `-MOVED` (this
-/// node's map was behind, e.g. during a migration) is asked again once the map here moved on.
-async fn forward(
+/// Proxy mode: sends the request to the slot's owner; its reply is read when the pipeline's
+/// replies are written (see [`Held`]).
+fn submit(
     instance: &Instance,
-    session: &mut Session,
+    session: &Session,
     args: &[bytes::Bytes],
-    mut addr: std::sync::Arc<str>,
+    addr: std::sync::Arc<str>,
 ) -> Outcome {
     let node = instance
         .cluster
         .as_deref()
         .expect("forwarding only in a cluster");
+    match node.proxy.submit(&addr, args, session.id) {
+        Ok(sent) => Outcome::Sent {
+            sent,
+            args: args.to_vec(),
+        },
+        Err(e) => Outcome::Reply(Frame::err(e)),
+    }
+}
+
+/// Proxy mode: turns the owner's reply into the client's. An owner that answers `-MOVED`
+/// (this node's map was behind, e.g. during a migration) is asked again once the map here
+/// moved on.
+async fn relay(
+    instance: &Instance,
+    session: &mut Session,
+    args: &[bytes::Bytes],
+    mut reply: Result<bytes::Bytes, String>,
+) -> Outcome {
+    let node = instance
+        .cluster
+        .as_deref()
+        .expect("forwarding only in a cluster");
+    let mut addr;
     for _ in 0..16 {
-        let raw = match node.proxy.forward(&addr, args).await {
+        let raw = match reply {
             Ok(raw) => raw,
             Err(e) => return Outcome::Reply(Frame::err(e)),
         };
@@ -574,6 +693,7 @@ async fn forward(
             Err(Redirect::Reply(reply)) => return Outcome::Reply(reply),
             Err(Redirect::Wait) => return Outcome::Relayed(raw),
         }
+        reply = node.proxy.forward(&addr, args, session.id).await;
     }
     Outcome::Reply(Frame::Error(
         "TRYAGAIN the key's owner kept changing; retry".into(),
@@ -598,8 +718,10 @@ async fn send(
     instance: &Instance,
     session: &mut Session,
     connection: &mut Connection,
+    held: &mut Held,
     revealing: bool,
 ) -> bool {
+    held.release(instance, session, connection).await;
     let committed = if session.uncommitted {
         instance.db.commit().await
     } else if revealing {

@@ -9,7 +9,6 @@
 
 use bytes::{Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,10 +21,15 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Answer = oneshot::Sender<Result<Bytes, String>>;
 
+/// A forwarded request whose reply has not been read yet.
+pub struct Sent {
+    addr: Arc<str>,
+    reply: oneshot::Receiver<Result<Bytes, String>>,
+}
+
 /// The shared connections to other nodes.
 pub struct Pool {
     links: Mutex<HashMap<Arc<str>, Vec<Link>>>,
-    next: AtomicUsize,
     /// The cluster's `--requirepass`, sent as AUTH on every new connection.
     password: Option<Arc<str>>,
 }
@@ -39,30 +43,50 @@ impl Pool {
     pub fn new(password: Option<String>) -> Pool {
         Pool {
             links: Mutex::default(),
-            next: AtomicUsize::new(0),
             password: password.map(Arc::from),
         }
     }
 
     /// Runs `args` at `addr` and returns its raw reply.
-    pub async fn forward(&self, addr: &Arc<str>, args: &[Bytes]) -> Result<Bytes, String> {
+    pub async fn forward(
+        &self,
+        addr: &Arc<str>,
+        args: &[Bytes],
+        affinity: u64,
+    ) -> Result<Bytes, String> {
+        let sent = self.submit(addr, args, affinity)?;
+        self.answer(sent).await
+    }
+
+    /// Sends `args` to `addr` without waiting for its reply, so a client's pipeline goes on
+    /// as a pipeline. Requests with the same `affinity` (one client's) to one owner share a
+    /// connection, so they run and are answered in the order sent.
+    pub fn submit(&self, addr: &Arc<str>, args: &[Bytes], affinity: u64) -> Result<Sent, String> {
         let mut request = BytesMut::with_capacity(64 + args.iter().map(Bytes::len).sum::<usize>());
-        let parts: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();
-        crate::store::upstream::wire::encode(&mut request, &parts);
+        crate::store::upstream::wire::encode(&mut request, args);
         let (answer, reply) = oneshot::channel();
-        let link = self.link(addr);
+        let link = self.link(addr, affinity);
         if link.tx.send((request, answer)).is_err() {
             self.drop_link(addr);
             return Err(format!("proxy: connection to {addr} lost"));
         }
-        match tokio::time::timeout(FORWARD_TIMEOUT, reply).await {
-            Ok(Ok(result)) => result.inspect_err(|_| self.drop_link(addr)),
+        Ok(Sent {
+            addr: Arc::clone(addr),
+            reply,
+        })
+    }
+
+    /// Waits for the reply to a submitted request.
+    pub async fn answer(&self, sent: Sent) -> Result<Bytes, String> {
+        let addr = sent.addr;
+        match tokio::time::timeout(FORWARD_TIMEOUT, sent.reply).await {
+            Ok(Ok(result)) => result.inspect_err(|_| self.drop_link(&addr)),
             Ok(Err(_)) => {
-                self.drop_link(addr);
+                self.drop_link(&addr);
                 Err(format!("proxy: connection to {addr} lost"))
             }
             Err(_) => {
-                self.drop_link(addr);
+                self.drop_link(&addr);
                 Err(format!(
                     "proxy: {addr} did not answer within {FORWARD_TIMEOUT:?}"
                 ))
@@ -70,8 +94,8 @@ impl Pool {
         }
     }
 
-    fn link(&self, addr: &Arc<str>) -> Link {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % LINKS;
+    fn link(&self, addr: &Arc<str>, affinity: u64) -> Link {
+        let i = (affinity % LINKS as u64) as usize;
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
         let entry = links.entry(Arc::clone(addr)).or_default();
         entry.retain(|l| !l.tx.is_closed());

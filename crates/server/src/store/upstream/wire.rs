@@ -235,12 +235,13 @@ impl Conn {
 }
 
 /// Appends a RESP multibulk request.
-pub fn encode(out: &mut BytesMut, args: &[&[u8]]) {
+pub fn encode<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
     let mut digits = itoa::Buffer::new();
     out.extend_from_slice(b"*");
     out.extend_from_slice(digits.format(args.len()).as_bytes());
     out.extend_from_slice(b"\r\n");
     for arg in args {
+        let arg = arg.as_ref();
         out.reserve(arg.len() + 16);
         out.extend_from_slice(b"$");
         out.extend_from_slice(digits.format(arg.len()).as_bytes());
