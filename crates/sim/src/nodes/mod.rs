@@ -20,12 +20,15 @@
 
 mod report;
 
-pub use report::{write_loads_csv, ClusterReport, MigrationRecord, NodeReport, NodesTickRow};
+pub use report::{
+    build as build_report, write_loads_csv, ClusterReport, MigrationRecord, NodeParts, NodeReport,
+    NodesTickRow, Parts,
+};
 
 use crate::replay::Tick;
 use cache::{Algorithm, Cache, Capacity};
 use cluster::{exports, key_slot, NodeId, SlotMap, SLOTS};
-use policy::{Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, TickInput};
+use policy::{Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, SlotLoad, TickInput};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -230,31 +233,14 @@ pub fn replay_nodes<E>(
             requests_at_tick = requests;
 
             // Migrations whose copy is done flip now.
-            in_flight.retain_mut(|m| {
-                if m.done_at > now {
-                    return true;
-                }
-                let moved: std::collections::HashSet<u16> = m.slots.iter().copied().collect();
-                for &s in &m.slots {
-                    owner[usize::from(s)] = m.record.to as u16;
-                }
-                let source = &mut nodes[m.record.from];
-                let stale: Vec<u64> = source
-                    .cache
-                    .iter()
-                    .map(|(k, _)| k)
-                    .filter(|&k| moved.contains(&key_slot(digits.format(k).as_bytes())))
-                    .collect();
-                for k in stale {
-                    source.cache.remove(k);
-                }
-                source.exporting = false;
-                source.exported_slots += m.slots.len() as u64;
-                nodes[m.record.to].imported_slots += m.slots.len() as u64;
-                m.record.done_tick = Some(tick_no);
-                migrations.push(m.record.clone());
-                false
-            });
+            finish_migrations(
+                &mut in_flight,
+                now,
+                tick_no,
+                &mut owner,
+                &mut nodes,
+                &mut migrations,
+            );
 
             let metrics: Vec<Metrics> =
                 nodes.iter_mut().map(|n| node_metrics(n, seconds)).collect();
@@ -268,7 +254,23 @@ pub fn replay_nodes<E>(
 
             let mut started_now = Vec::new();
             if let Some(b) = balancer.as_deref_mut() {
+                // Each node's slots that may move (owned, not migrating) with their loads:
+                // what `slots()` shows and what exports are chosen from.
+                let mut moving = vec![false; usize::from(SLOTS)];
+                for m in &in_flight {
+                    for &s in &m.slots {
+                        moving[usize::from(s)] = true;
+                    }
+                }
+                let mut available: Vec<Vec<(u16, f64)>> = vec![Vec::new(); config.nodes];
+                for s in 0..SLOTS {
+                    if !moving[usize::from(s)] {
+                        let load = f64::from(slot_requests[usize::from(s)]) / seconds;
+                        available[usize::from(owner[usize::from(s)])].push((s, load));
+                    }
+                }
                 for (i, engine) in b.engines.iter_mut().enumerate() {
+                    engine.set_slots(SlotLoad::hottest(available[i].iter().copied()));
                     let outcome = engine.tick(&TickInput {
                         now,
                         tick: tick_no,
@@ -296,28 +298,14 @@ pub fn replay_nodes<E>(
                     if nodes[i].exporting {
                         continue;
                     }
-                    let slot_loads: Vec<(u16, f64)> = (0..SLOTS)
-                        .filter(|&s| owner[usize::from(s)] as usize == i)
-                        .filter(|&s| !in_flight.iter().any(|m| m.slots.contains(&s)))
-                        .map(|s| (s, f64::from(slot_requests[usize::from(s)]) / seconds))
-                        .collect();
-                    let mut taken: Vec<u16> = Vec::new();
-                    for (target, amount) in targets {
-                        let available: Vec<(u16, f64)> = slot_loads
-                            .iter()
-                            .copied()
-                            .filter(|(s, _)| !taken.contains(s))
-                            .collect();
-                        let chosen = exports::choose(&available, amount);
+                    let plan = exports::plan(&targets, &available[i], &outcome.decision.units);
+                    for export in plan {
+                        let (target, amount, load) = (export.target, export.amount, export.load);
+                        let chosen = export.slots;
                         if chosen.is_empty() {
                             continue;
                         }
-                        taken.extend(&chosen);
                         let bytes: u64 = chosen.iter().map(|&s| slot_bytes[usize::from(s)]).sum();
-                        let load: f64 = chosen
-                            .iter()
-                            .map(|&s| f64::from(slot_requests[usize::from(s)]) / seconds)
-                            .sum();
                         let copy_seconds = bytes as f64 / config.migration_rate;
                         let record = MigrationRecord {
                             from: i,
@@ -342,6 +330,16 @@ pub fn replay_nodes<E>(
                 }
             }
             in_flight.extend(started_now);
+            // A move that copies nothing (`--migration-rate unlimited`) is done at once, as
+            // a live replay in lock step waits for its migrations before going on.
+            finish_migrations(
+                &mut in_flight,
+                now,
+                tick_no,
+                &mut owner,
+                &mut nodes,
+                &mut migrations,
+            );
 
             if config.record_ticks {
                 rows.push(NodesTickRow {
@@ -425,6 +423,44 @@ pub fn replay_nodes<E>(
         wall_seconds: wall,
         requests,
     }))
+}
+
+/// Flips the migrations whose copy is done by `now`: the target owns their slots, the source
+/// drops its cached copies of their keys.
+fn finish_migrations(
+    in_flight: &mut Vec<InFlight>,
+    now: f64,
+    tick_no: u64,
+    owner: &mut [u16],
+    nodes: &mut [Node],
+    migrations: &mut Vec<MigrationRecord>,
+) {
+    let mut digits = itoa::Buffer::new();
+    in_flight.retain_mut(|m| {
+        if m.done_at > now {
+            return true;
+        }
+        let moved: std::collections::HashSet<u16> = m.slots.iter().copied().collect();
+        for &s in &m.slots {
+            owner[usize::from(s)] = m.record.to as u16;
+        }
+        let source = &mut nodes[m.record.from];
+        let stale: Vec<u64> = source
+            .cache
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|&k| moved.contains(&key_slot(digits.format(k).as_bytes())))
+            .collect();
+        for k in stale {
+            source.cache.remove(k);
+        }
+        source.exporting = false;
+        source.exported_slots += m.slots.len() as u64;
+        nodes[m.record.to].imported_slots += m.slots.len() as u64;
+        m.record.done_tick = Some(tick_no);
+        migrations.push(m.record.clone());
+        false
+    });
 }
 
 /// One node's metrics for the tick that just ended, and its counters moved on.
