@@ -493,3 +493,79 @@ fn node_metrics(node: &mut Node, seconds: f64) -> Metrics {
         ..Metrics::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests for 40 keys of distinct slots over 3 s, key k asked 40 - k times a second, all on node 0's
+    /// slots (node 0 owns 0..=5461).
+    fn requests() -> Vec<Request> {
+        let mut seen = std::collections::HashSet::new();
+        let keys: Vec<u64> = (0u64..)
+            .filter(|k| {
+                let slot = key_slot(k.to_string().as_bytes());
+                slot <= 5461 && seen.insert(slot)
+            })
+            .take(40)
+            .collect();
+        let mut out = Vec::new();
+        for second in 0..3 {
+            for (rank, &key) in keys.iter().enumerate() {
+                for i in 0..(40 - rank) {
+                    out.push(Request {
+                        time: f64::from(second) + i as f64 / 100.0,
+                        key,
+                        size: 10,
+                        op: Op::Get,
+                        offset: 0,
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.time.total_cmp(&b.time));
+        out
+    }
+
+    fn run(source: &str) -> ClusterReport {
+        let dir = std::env::temp_dir().join(format!("mantle-nodes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("p{}.lua", source.len()));
+        std::fs::write(&path, source).unwrap();
+        let config = NodesConfig {
+            migration_rate: f64::INFINITY,
+            ..NodesConfig::default()
+        };
+        let mut b = Balancer::from_file(&path, 3, Params::new(), Limits::default()).unwrap();
+        let mut it = requests().into_iter();
+        let report = replay_nodes(&config, Some(&mut b), || Ok::<_, ()>(it.next())).unwrap();
+        let _ = std::fs::remove_file(&path);
+        report
+    }
+
+    #[test]
+    fn slots_show_the_hottest_and_named_units_are_what_moves() {
+        // Node 0 checks what slots() shows, then names its second-hottest slot; a generous
+        // amount would take many slots by the default rule, but only the named unit goes.
+        let report = run(r#"
+function when()
+  if whoami ~= 0 or tick ~= 1 then return false end
+  local s = slots()
+  assert(#s == 40, "every loaded slot of node 0: " .. #s)
+  assert(s[1].load == 40 and s[2].load == 39 and s[1].first == s[1].last)
+  WANT = s[2].first
+  return true
+end
+function howmuch() return {WANT} end
+function where() return {[2] = 1e9} end
+"#);
+        assert_eq!(report.policy.as_ref().unwrap().errors, 0);
+        let list = &report.migrations.list;
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert_eq!((list[0].from, list[0].to, list[0].slots), (0, 2, 1));
+        // Done within its tick (unlimited rate), so the rest of the trace goes to node 2.
+        assert_eq!(list[0].done_tick, Some(1));
+        assert_eq!(list[0].start_tick, 1);
+        assert!((list[0].load - 39.0).abs() < 1e-9, "{}", list[0].load);
+    }
+}
