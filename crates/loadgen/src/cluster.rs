@@ -54,8 +54,11 @@ fn connect(addr: &str, password: Option<&str>) -> Result<redis::Connection> {
     Ok(conn)
 }
 
-/// `CLUSTER NODES` of `conn`: (id, address, owned ranges) per node, by id.
-fn cluster_nodes(conn: &mut redis::Connection) -> Result<Vec<(String, String, Vec<(u16, u16)>)>> {
+/// One line of `CLUSTER NODES`: id, address, owned ranges.
+type Listed = (String, String, Vec<(u16, u16)>);
+
+/// `CLUSTER NODES` of `conn`, by id.
+fn cluster_nodes(conn: &mut redis::Connection) -> Result<Vec<Listed>> {
     let text: String = redis::cmd("CLUSTER")
         .arg("NODES")
         .query(conn)
@@ -81,7 +84,7 @@ fn cluster_nodes(conn: &mut redis::Connection) -> Result<Vec<(String, String, Ve
 }
 
 /// Owner index of every slot, by `ids`; `None` while a slot is unowned.
-fn owners(ids: &[String], listed: &[(String, String, Vec<(u16, u16)>)]) -> Vec<Option<u16>> {
+fn owners(ids: &[String], listed: &[Listed]) -> Vec<Option<u16>> {
     let mut owner = vec![None; usize::from(SLOTS)];
     for (id, _, ranges) in listed {
         let Some(i) = ids.iter().position(|x| x == id) else {
