@@ -144,6 +144,16 @@ fn owners(st: &Value) -> (BTreeMap<String, usize>, bool) {
     (per_node, owned.iter().all(|&n| n == 1))
 }
 
+/// A manual tick on every node at once: each publishes its measurement, then decides once
+/// all have (the lock-step tick, the simulator's view).
+fn tick_all(nodes: &[Node], now: &str) {
+    std::thread::scope(|s| {
+        for node in nodes {
+            s.spawn(move || node.policy(&["TICK", now]));
+        }
+    });
+}
+
 fn key(tag: usize, i: usize) -> String {
     format!("{{hot{tag}}}:{i}")
 }
@@ -199,9 +209,7 @@ fn greedy_spill_sheds_an_overloaded_nodes_slots_to_its_idle_neighbours() {
     let mut conn = client.get_connection().unwrap();
     // A first tick without traffic: the next rates count one round of policy time each,
     // not everything since the nodes started (the polls above included).
-    for node in &nodes {
-        let _ = node.policy(&["TICK", "1"]);
-    }
+    tick_all(&nodes, "1");
     let mut acked: HashMap<String, u64> = HashMap::new();
     let mut spread = BTreeMap::new();
     for round in 2..=9u64 {
@@ -213,10 +221,7 @@ fn greedy_spill_sheds_an_overloaded_nodes_slots_to_its_idle_neighbours() {
                 acked.insert(k, round);
             }
         }
-        let now = round.to_string();
-        for node in &nodes {
-            let _ = node.policy(&["TICK", &now]);
-        }
+        tick_all(&nodes, &round.to_string());
         wait_until("the round's migrations", Duration::from_secs(60), || {
             status(&etcd)["slot_map"]["migrations"]
                 .as_array()

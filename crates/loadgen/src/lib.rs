@@ -4,6 +4,7 @@
 //! real cache and the real RocksDB; a user can set them beside a simulated replay of the same
 //! trace to check the back-end model. See docs/replay.md, "Replaying against a live server".
 
+mod cluster;
 mod driver;
 mod footprint;
 mod keys;
@@ -13,6 +14,7 @@ mod schedule;
 mod server;
 
 use anyhow::{bail, Context, Result};
+pub use cluster::replay_cluster;
 use driver::Driver;
 use footprint::Sampler;
 use report::PolicyRun;

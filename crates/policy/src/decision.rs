@@ -30,6 +30,10 @@ pub struct Decision {
     /// `where()`'s (or a Ceph-dialect chunk's) targets: load to send to each server index.
     /// Entries with a zero amount are dropped; sorted by server.
     pub targets: Vec<(usize, f64)>,
+    /// Slot ranges (first, last) `howmuch()` chose as the units to export, sorted; empty when
+    /// it left the choice to the host. A balancing host sends only whole units.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub units: Vec<(u16, u16)>,
 }
 
 impl Decision {
@@ -152,6 +156,80 @@ pub(crate) fn parse_howmuch(value: &mlua::Value) -> Result<Action, String> {
             other.type_name()
         )),
     }
+}
+
+/// Highest slot number of the cluster's key space (16,384 slots).
+const MAX_SLOT: u16 = 16_383;
+/// Most slot ranges one `howmuch()` may name.
+const MAX_UNITS: usize = 1024;
+
+/// `howmuch()`'s result with the balancing form: a list of slot ranges (`{3, {10, 12},
+/// {first=20, last=25}}`, entries of `slots()` included) names the units to export; every
+/// other form is [`parse_howmuch`]'s.
+pub(crate) fn parse_howmuch_units(
+    value: &mlua::Value,
+) -> Result<(Action, Vec<(u16, u16)>), String> {
+    if let mlua::Value::Table(t) = value {
+        let first: mlua::Value = t.raw_get(1).map_err(|e| e.to_string())?;
+        if !first.is_nil() {
+            return Ok((Action::None, parse_units(t)?));
+        }
+    }
+    Ok((parse_howmuch(value)?, Vec::new()))
+}
+
+fn parse_units(list: &mlua::Table) -> Result<Vec<(u16, u16)>, String> {
+    let n = list.raw_len();
+    if n > MAX_UNITS {
+        return Err(format!(
+            "howmuch() names {n} slot ranges; at most {MAX_UNITS}"
+        ));
+    }
+    let slot = |v: &mlua::Value, i: usize| -> Result<u16, String> {
+        match number(v) {
+            Some(s) if s >= 0.0 && s.fract() == 0.0 && s <= f64::from(MAX_SLOT) => Ok(s as u16),
+            _ => Err(format!(
+                "howmuch() slot range {i}: a slot must be a whole number 0..{MAX_SLOT}, got {}",
+                describe(v)
+            )),
+        }
+    };
+    let mut units = Vec::with_capacity(n);
+    for i in 1..=n {
+        let entry: mlua::Value = list.raw_get(i).map_err(|e| e.to_string())?;
+        let (first, last) = match &entry {
+            mlua::Value::Table(t) => {
+                let named: mlua::Value = t.raw_get("first").map_err(|e| e.to_string())?;
+                let (a, b): (mlua::Value, mlua::Value) = if named.is_nil() {
+                    let a: mlua::Value = t.raw_get(1).map_err(|e| e.to_string())?;
+                    let b: mlua::Value = t.raw_get(2).map_err(|e| e.to_string())?;
+                    (a.clone(), if b.is_nil() { a } else { b })
+                } else {
+                    let b: mlua::Value = t.raw_get("last").map_err(|e| e.to_string())?;
+                    (named.clone(), if b.is_nil() { named } else { b })
+                };
+                (slot(&a, i)?, slot(&b, i)?)
+            }
+            other => {
+                let s = slot(other, i)?;
+                (s, s)
+            }
+        };
+        if first > last {
+            return Err(format!(
+                "howmuch() slot range {i}: first slot {first} is after last slot {last}"
+            ));
+        }
+        units.push((first, last));
+    }
+    units.sort_unstable();
+    if let Some(w) = units.windows(2).find(|w| w[1].0 <= w[0].1) {
+        return Err(format!(
+            "howmuch() slot ranges {}-{} and {}-{} overlap",
+            w[0].0, w[0].1, w[1].0, w[1].1
+        ));
+    }
+    Ok(units)
 }
 
 /// `where()` (and a Ceph chunk) returns `{[server]=amount}` with 0-based server indices.
@@ -290,6 +368,30 @@ mod tests {
         assert!(parse_load(&eval("return {}").1)
             .unwrap_err()
             .contains("got table"));
+    }
+
+    #[test]
+    fn howmuch_may_name_slot_ranges() {
+        let units = |src: &str| parse_howmuch_units(&eval(src).1);
+        assert_eq!(
+            units("return {20, {3, 5}, {first = 9, last = 9, load = 1.5}, {first = 12}}"),
+            Ok((Action::None, vec![(3, 5), (9, 9), (12, 12), (20, 20)]))
+        );
+        assert_eq!(units("return {evict = 3}"), Ok((Action::Evict(3), vec![])));
+        assert_eq!(units("return 4"), Ok((Action::Evict(4), vec![])));
+        for (src, says) in [
+            ("return {16384}", "0..16383"),
+            ("return {-1}", "0..16383"),
+            ("return {1.5}", "0..16383"),
+            ("return {'x'}", "0..16383"),
+            ("return {{7, 3}}", "after last slot"),
+            ("return {{1, 5}, {5, 6}}", "overlap"),
+        ] {
+            let msg = units(src).unwrap_err();
+            assert!(msg.contains(says), "{src}: {msg}");
+        }
+        let many = units("local t = {} for i = 0, 2000 do t[#t + 1] = i end return t");
+        assert!(many.unwrap_err().contains("at most 1024"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::decision::Decision;
 use crate::error::{ErrorKind, LoadError, PolicyError, PolicyId};
-use crate::host::{HostShared, LogLevel, LogRecord};
+use crate::host::{HostShared, LogLevel, LogRecord, SlotLoad};
 use crate::limits::Limits;
 use crate::program::{Program, TickInput};
 use crate::sandbox::Interrupt;
@@ -319,6 +319,12 @@ impl PolicyEngine {
             .logs
             .push(&from.to_string(), LogLevel::Warn, message);
         Fallback { from, to }
+    }
+
+    /// Sets what `slots()` returns from the next tick on (this node's hottest slots, see
+    /// [`SlotLoad::hottest`]); hosts outside a cluster never call it and `slots()` is empty.
+    pub fn set_slots(&mut self, slots: Vec<SlotLoad>) {
+        self.host().slots = slots;
     }
 
     /// Takes the log lines written since the last call, and how many were dropped because

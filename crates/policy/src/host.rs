@@ -3,8 +3,10 @@
 //! host drains and prints wherever it logs.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use mlua::Lua;
+use serde::{Deserialize, Serialize};
 
 use crate::limits::Limits;
 use crate::value::StateValue;
@@ -109,6 +111,64 @@ impl LogBuffer {
 pub(crate) struct HostShared {
     pub(crate) states: HashMap<String, StateValue>,
     pub(crate) logs: LogBuffer,
+    /// What `slots()` returns this tick, hottest first.
+    pub(crate) slots: Vec<SlotLoad>,
+}
+
+/// One entry of `slots()`: a range of this node's slots (a single slot as the host measures
+/// them, `first == last`) and its request rate over the last tick.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotLoad {
+    pub first: u16,
+    pub last: u16,
+    /// Requests per second.
+    pub load: f64,
+}
+
+impl SlotLoad {
+    /// Most entries `slots()` holds: enough for `howmuch()` to choose units from, few enough
+    /// that building the table costs a tick next to nothing.
+    pub const MAX: usize = 64;
+
+    /// The [`SlotLoad::MAX`] hottest of `loads` (slot, requests per second), hottest first,
+    /// ties by slot number; slots without load are left out (moving them relieves nothing).
+    /// The simulator and the live balancer both build `slots()` with this.
+    pub fn hottest(loads: impl IntoIterator<Item = (u16, f64)>) -> Vec<SlotLoad> {
+        let mut hot: Vec<(u16, f64)> = loads.into_iter().filter(|&(_, l)| l > 0.0).collect();
+        let order = |a: &(u16, f64), b: &(u16, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if hot.len() > Self::MAX {
+            hot.select_nth_unstable_by(Self::MAX - 1, order);
+            hot.truncate(Self::MAX);
+        }
+        hot.sort_unstable_by(order);
+        hot.into_iter()
+            .map(|(slot, load)| SlotLoad {
+                first: slot,
+                last: slot,
+                load,
+            })
+            .collect()
+    }
+}
+
+/// Installs `slots()`: a fresh table, hottest first, of `{first=, last=, load=}` for the
+/// slots the host set for this tick (empty outside a cluster).
+pub(crate) fn install_slots(lua: &Lua, host: &Arc<Mutex<HostShared>>) -> mlua::Result<()> {
+    let h = Arc::clone(host);
+    let slots = lua.create_function(move |lua, ()| {
+        let entries = h.lock().map(|host| host.slots.clone()).unwrap_or_default();
+        let table = lua.create_table_with_capacity(entries.len(), 0)?;
+        for (i, e) in (1..).zip(entries) {
+            let entry = lua.create_table_with_capacity(0, 3)?;
+            entry.raw_set("first", e.first)?;
+            entry.raw_set("last", e.last)?;
+            entry.raw_set("load", e.load)?;
+            table.raw_set(i, entry)?;
+        }
+        Ok(table)
+    })?;
+    lua.globals().raw_set("slots", slots)
 }
 
 #[cfg(test)]
@@ -121,6 +181,21 @@ mod tests {
         assert_eq!(LogLevel::from_number(1.0), LogLevel::Warn);
         assert_eq!(LogLevel::from_number(3.0), LogLevel::Info);
         assert_eq!(LogLevel::from_number(5.0), LogLevel::Debug);
+    }
+
+    #[test]
+    fn hottest_slots_are_bounded_and_ordered() {
+        let loads = (0..200u16).map(|s| (s, f64::from(s % 50)));
+        let hot = SlotLoad::hottest(loads);
+        assert_eq!(hot.len(), SlotLoad::MAX);
+        // Loads 49 (slots 49, 99, 149, 199) first, ties by slot number.
+        let first: Vec<u16> = hot.iter().take(5).map(|e| e.first).collect();
+        assert_eq!(first, [49, 99, 149, 199, 48]);
+        assert!(hot.windows(2).all(|w| w[0].load >= w[1].load));
+        assert!(hot.iter().all(|e| e.first == e.last && e.load > 0.0));
+        // Idle slots never show.
+        assert!(SlotLoad::hottest([(1, 0.0), (2, 0.0)]).is_empty());
+        assert_eq!(SlotLoad::hottest([(5, 2.0), (1, 3.0)]).len(), 2);
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use decision::{Action, Decision};
 pub use engine::{EngineStats, Fallback, PolicyEngine, TickOutcome};
 pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
 pub use fans::Fan;
-pub use host::{LogLevel, LogRecord};
+pub use host::{LogLevel, LogRecord, SlotLoad};
 pub use limits::Limits;
 pub use metrics::Metrics;
 pub use program::{TickInput, CALLBACKS};

@@ -291,8 +291,8 @@ impl Program {
                 }
                 if let Some(f) = howmuch {
                     let value = call("howmuch", f)?;
-                    decision.action =
-                        decision::parse_howmuch(&value).map_err(|m| bad("howmuch", m))?;
+                    (decision.action, decision.units) =
+                        decision::parse_howmuch_units(&value).map_err(|m| bad("howmuch", m))?;
                 }
                 if let Some(f) = where_ {
                     let value = call("where", f)?;
@@ -558,6 +558,7 @@ pub(crate) fn install_host_functions(
         .set_name("=timeseries")
         .call((object, charge))?;
     g.raw_set("timeseries", timeseries)?;
+    crate::host::install_slots(lua, host)?;
     Ok(cell)
 }
 

@@ -9,18 +9,20 @@
 //!   "tick": 1,
 //!   "servers": [{"cachesize": 150000, "capacity": null, "reqrate": 900}],
 //!   "params": {"n": 100000},
-//!   "timeseries": [[119.5, 0], [119.7, 1], [119.9, 0]]
+//!   "timeseries": [[119.5, 0], [119.7, 1], [119.9, 0]],
+//!   "slots": [{"first": 42, "last": 42, "load": 300.0}]
 //! }
 //! ```
 //! `servers` entries take the metric names of [`Metrics`] (`capacity: null` = unlimited);
-//! `timeseries` is `[timestamp, keyid]` pairs, oldest first.
+//! `timeseries` is `[timestamp, keyid]` pairs, oldest first; `slots` is what `slots()` returns
+//! (at most [`SlotLoad::MAX`] entries).
 
 use serde::{Deserialize, Serialize};
 
 use crate::decision::Decision;
 use crate::engine::PolicyEngine;
 use crate::error::PolicyId;
-use crate::host::LogRecord;
+use crate::host::{LogRecord, SlotLoad};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::program::TickInput;
@@ -37,6 +39,7 @@ pub struct TestEnv {
     pub servers: Vec<Metrics>,
     pub params: Params,
     pub timeseries: Vec<(f64, u64)>,
+    pub slots: Vec<SlotLoad>,
 }
 
 impl Default for TestEnv {
@@ -48,6 +51,7 @@ impl Default for TestEnv {
             servers: vec![Metrics::default()],
             params: Params::new(),
             timeseries: Vec::new(),
+            slots: Vec::new(),
         }
     }
 }
@@ -55,7 +59,16 @@ impl Default for TestEnv {
 impl TestEnv {
     /// Parses the environment; errors name the file, line and column.
     pub fn from_json(file: &str, text: &str) -> Result<TestEnv, String> {
-        serde_json::from_str(text).map_err(|e| format!("{file}:{}:{}: {e}", e.line(), e.column()))
+        let env: TestEnv = serde_json::from_str(text)
+            .map_err(|e| format!("{file}:{}:{}: {e}", e.line(), e.column()))?;
+        if env.slots.len() > SlotLoad::MAX {
+            return Err(format!(
+                "{file}: `slots` has {} entries; slots() holds at most {}",
+                env.slots.len(),
+                SlotLoad::MAX
+            ));
+        }
+        Ok(env)
     }
 }
 
@@ -96,6 +109,7 @@ pub fn run_test(
         env.params.insert(k.clone(), v.clone());
     }
     let series = VecSeries::new(env.timeseries);
+    engine.set_slots(env.slots);
     let outcome = engine.tick(&TickInput {
         now: env.now,
         tick: env.tick,
@@ -142,6 +156,37 @@ mod tests {
             serde_json::to_value(report.decision.action).unwrap()["n"],
             140
         );
+    }
+
+    #[test]
+    fn slots_reach_the_policy_and_howmuch_may_return_them() {
+        let env = TestEnv::from_json(
+            "env.json",
+            r#"{"servers": [{"load": 90}, {"load": 10}],
+                "slots": [{"first": 7, "last": 7, "load": 60}, {"first": 3, "last": 4, "load": 30}]}"#,
+        )
+        .unwrap();
+        let src = "function when() return #slots() == 2 and slots()[1].load == 60 end\n\
+                   function howmuch() local s = slots() return {s[2], s[1]} end\n\
+                   function where() return {[1] = 40} end";
+        let report = run_test("p.lua", src, env, &[], &Limits::default()).unwrap();
+        assert!(report.error.is_none(), "{:?}", report.error);
+        assert_eq!(report.decision.units, vec![(3, 4), (7, 7)]);
+        assert_eq!(report.decision.targets, vec![(1, 40.0)]);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["decision"]["units"][0][1], 4);
+
+        // Without a cluster, slots() is an empty table.
+        let src = "function when() return next(slots()) == nil end";
+        let report = run_test("p.lua", src, TestEnv::default(), &[], &Limits::default()).unwrap();
+        assert_eq!(report.decision.when, Some(true));
+
+        let many: Vec<String> = (0..65)
+            .map(|s| format!(r#"{{"first": {s}, "last": {s}, "load": 1}}"#))
+            .collect();
+        let err = TestEnv::from_json("e.json", &format!(r#"{{"slots": [{}]}}"#, many.join(",")))
+            .unwrap_err();
+        assert!(err.contains("at most 64"), "{err}");
     }
 
     #[test]

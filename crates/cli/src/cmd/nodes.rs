@@ -14,16 +14,16 @@ pub struct NodesArgs {
     #[arg(
         long,
         value_name = "N",
-        conflicts_with_all = ["server", "classes", "restart_at", "warmup", "metrics_out", "report"]
+        conflicts_with_all = ["classes", "restart_at", "warmup", "metrics_out", "report"]
     )]
     pub nodes: Option<usize>,
     /// With --nodes: how keys map to slots (hash: CRC16 of the key text, as a live cluster).
     #[arg(long, value_name = "hash", default_value = "hash", value_parser = parse_placement)]
     pub placement: Placement,
     /// With --nodes: bytes per second of trace time a slot migration copies (with a unit:
-    /// 100MiB).
+    /// 100MiB; unlimited: a move is done in the tick that decides it).
     #[arg(long, value_name = "RATE", default_value = "100MiB", value_parser = parse_rate)]
-    pub migration_rate: u64,
+    pub migration_rate: f64,
     /// With --nodes: write per-tick node loads and imbalance to this CSV file.
     #[arg(long, value_name = "FILE.csv", requires = "nodes")]
     pub loads_out: Option<std::path::PathBuf>,
@@ -36,16 +36,22 @@ fn parse_placement(text: &str) -> Result<Placement, String> {
     }
 }
 
-fn parse_rate(text: &str) -> Result<u64, String> {
+fn parse_rate(text: &str) -> Result<f64, String> {
+    if text == "unlimited" {
+        return Ok(f64::INFINITY);
+    }
     match units::parse_bytes(text)? {
-        0 => Err("must be more than 0 bytes per second".into()),
-        n => Ok(n),
+        0 => Err("must be more than 0 bytes per second (or unlimited)".into()),
+        n => Ok(n as f64),
     }
 }
 
 pub fn run(args: &Args, nodes: usize) -> Result<()> {
     if !(1..=MAX_NODES).contains(&nodes) {
         bail!("--nodes must be between 1 and {MAX_NODES}, got {nodes}");
+    }
+    if let Some(server) = &args.live.server {
+        return run_live(args, server, nodes);
     }
     let Some(cache_size) = args.cache_size else {
         bail!("--cache-size is required: each node's cache size");
@@ -70,7 +76,7 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
         algorithm: args.eviction,
         capacity,
         tick,
-        migration_rate: args.cluster.migration_rate as f64,
+        migration_rate: args.cluster.migration_rate,
         record_ticks: args.cluster.loads_out.is_some(),
     };
     let mut balancer = match &args.policy.policy {
@@ -86,16 +92,55 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     };
     let mut reader = trace::Batched::new(reader);
     let report = replay_nodes(&config, balancer.as_mut(), || reader.next_request())?;
+    output(args, &report)
+}
+
+/// `--server ADDR --nodes N --tick T`: the trace against a live cluster in lock step
+/// (`loadgen::replay_cluster`), reported as the simulation is.
+fn run_live(args: &Args, server: &str, nodes: usize) -> Result<()> {
+    let Some(tick) = args.tick else {
+        bail!(
+            "--server with --nodes replays in lock step with the cluster: give --tick (e.g. \
+             --tick 1s) and start the nodes with --tick manual"
+        );
+    };
+    if args.live.speed.is_some() || args.live.max_requests.is_some() {
+        bail!("--speed and --max-requests do not apply to a lock-step cluster replay (--nodes)");
+    }
+    let format = args.input.format()?;
+    let options = args.input.options()?;
+    let reader = trace::open(&args.input.trace, format, &options)?;
+    let (tick, _) = sim::ticks::resolve(
+        Some(tick),
+        reader.has_timestamps(),
+        &args.input.trace,
+        sim::ticks::CLI_FLAG,
+    )?;
+    let config = NodesConfig {
+        nodes,
+        placement: args.cluster.placement,
+        tick,
+        record_ticks: args.cluster.loads_out.is_some(),
+        ..NodesConfig::default()
+    };
+    let mut reader = trace::Batched::new(reader);
+    let report = loadgen::replay_cluster(server, args.live.password.as_deref(), &config, || {
+        Ok(reader.next_request()?)
+    })?;
+    output(args, &report)
+}
+
+fn output(args: &Args, report: &ClusterReport) -> Result<()> {
     if let Some(path) = &args.cluster.loads_out {
         let file = std::fs::File::create(path)
             .with_context(|| format!("--loads-out: cannot create {}", path.display()))?;
-        sim::nodes::write_loads_csv(std::io::BufWriter::new(file), &report)
+        sim::nodes::write_loads_csv(std::io::BufWriter::new(file), report)
             .with_context(|| format!("--loads-out: writing {}", path.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print_summary(&report);
+        print_summary(report);
     }
     Ok(())
 }

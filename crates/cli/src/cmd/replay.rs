@@ -74,6 +74,9 @@ pub fn run(args: Args) -> Result<()> {
     {
         bail!("--shadow runs in a simulated replay only (not with --server or --nodes)");
     }
+    if let Some(nodes) = args.cluster.nodes {
+        return super::nodes::run(&args, nodes);
+    }
     if args.live.server.is_some() {
         return args.live.run(
             &args.input,
@@ -82,9 +85,6 @@ pub fn run(args: Args) -> Result<()> {
             args.tick,
             args.metrics_out.as_deref(),
         );
-    }
-    if let Some(nodes) = args.cluster.nodes {
-        return super::nodes::run(&args, nodes);
     }
     args.live.reject_without_server()?;
     let Some(cache_size) = args.cache_size else {

@@ -3,15 +3,23 @@
 //!
 //! At each tick this node
 //! 1. measures each of its slots' request rate since the last tick ([`SlotCounts`], bumped by
-//!    the request router);
+//!    the request router for the keyed requests it serves); its own `load` and `reqrate` are
+//!    their sum, so redirections and commands without a key (POLICY, CACHE, CLUSTER) do not
+//!    count, as in the simulator; `slots()` shows the hottest of them;
 //! 2. reads every node's last published metrics from the board (`cluster::board`) and hands
 //!    the policy `servers[i]` for all live members, ordered by node id, with `whoami` = its
 //!    own place;
 //! 3. after the policy ran, publishes its own metrics, `load` being what the policy's
 //!    `load()` returned;
 //! 4. turns `where()`'s targets (or a Ceph chunk's) into migrations with the simulator's rule
-//!    (`cluster::exports`: hottest slots first, a chunk within 80–120% of each amount), one
-//!    export from a node at a time. The migrations are declared in the slot map by one
+//!    (`cluster::exports`: hottest slots first, a chunk within 80–120% of each amount, or the
+//!    slot ranges `howmuch()` named, each whole), one export from a node at a time.
+//!
+//! With `--tick manual` (lock step, as `replay --server` drives a cluster) a tick is two
+//! phases instead, the simulator's view: the node publishes its measurement first, waits
+//! until every member has published one for the same `now` (at most [`LOCKSTEP_WAIT`]), and
+//! only then reads the board and decides; nothing is republished after the policy ran, so
+//! every node decides on the same figures whatever the order the ticks arrive in. The migrations are declared in the slot map by one
 //!    compare-and-swap transaction, which fails if another node's decision took a slot first,
 //!    so no slot is ever given twice; the migration path (`cluster::migrate`) then moves them.
 //!
@@ -21,7 +29,7 @@
 use crate::cluster::ClusterNode;
 use cluster::board::Board;
 use cluster::{exports, CentralLog, LogEntry, LogQueue, NodeId, SlotMap, SlotRange, SLOTS};
-use policy::{Decision, Metrics};
+use policy::{Decision, Metrics, SlotLoad};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::future::Future;
@@ -31,6 +39,10 @@ use std::time::Duration;
 
 /// How long a silent node's metrics stay on the board.
 const BOARD_TTL: Duration = Duration::from_secs(10);
+/// How long a manual tick waits for the other members' measurements of the same `now`.
+const LOCKSTEP_WAIT: Duration = Duration::from_secs(3);
+/// How long a manual tick waits for the migrations it started.
+const MIGRATION_WAIT: Duration = Duration::from_secs(60);
 /// Entries the balancer's central-log queue keeps (the registry's queue is separate).
 const LOG_CAPACITY: u64 = crate::cluster::policy::CENTRAL_LOG_CAPACITY;
 
@@ -61,6 +73,13 @@ impl SlotCounts {
     }
 }
 
+/// A node's record on the board: its metrics and the policy time they were measured at.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    now: f64,
+    metrics: Metrics,
+}
+
 /// What the balancer remembers between ticks.
 #[derive(Default)]
 struct State {
@@ -70,11 +89,17 @@ struct State {
     last_now: Option<f64>,
     /// Requests per second per slot over the last tick.
     slot_rates: Vec<f64>,
-    /// Metrics last read from the board, used while etcd does not answer.
-    board: BTreeMap<NodeId, Metrics>,
+    /// What `slots()` shows this tick.
+    hottest: Vec<SlotLoad>,
+    /// This tick is a lock-step one (manual clock): its record is already published.
+    lockstep: bool,
+    /// Metrics last read from the board (and when they were measured), used while etcd
+    /// does not answer.
+    board: BTreeMap<NodeId, (f64, Metrics)>,
     /// Migrations this node's decisions declared and not yet seen finished.
     started: Vec<(SlotRange, NodeId)>,
     warned: bool,
+    warned_lockstep: bool,
 }
 
 pub struct Balance {
@@ -122,30 +147,87 @@ impl Balance {
             .push(LogEntry::new(level, kind, policy, &message));
     }
 
-    /// Every live node's metrics (this node's are `own`, measured now) and this node's index
-    /// among them, for the tick about to run at `now`.
+    /// Every live node's metrics (this node's are `own`, measured now, with its load from
+    /// the slot counts) and this node's index among them, for the tick about to run at `now`.
     pub fn env(&self, own: &Metrics, now: f64) -> Option<(Vec<Metrics>, usize)> {
         let node = self.node.upgrade()?;
         let counts = node.slot_counts.take();
         let map = node.current_map();
-        let board = self.block(self.board.read());
-        let mut state = self.state();
-        let seconds = match state.last_now {
-            Some(before) if now > before => now - before,
-            _ => 1.0,
+        let lockstep = node.db.series().clock.is_manual();
+        let seconds = {
+            let mut state = self.state();
+            let seconds = match state.last_now {
+                Some(before) if now > before => now - before,
+                _ => 1.0,
+            };
+            state.last_now = Some(now);
+            state.lockstep = lockstep;
+            seconds
         };
-        state.last_now = Some(now);
-        state.slot_rates = counts.iter().map(|&c| f64::from(c) / seconds).collect();
+        let rates: Vec<f64> = counts.iter().map(|&c| f64::from(c) / seconds).collect();
+        let mut mine = own.clone();
+        mine.load = rates.iter().sum();
+        mine.reqrate = mine.load;
+        let mut order: Vec<NodeId> = node.routing().view.members.keys().cloned().collect();
+        if !order.contains(&node.id) {
+            order.push(node.id.clone());
+            order.sort();
+        }
+        if lockstep {
+            self.publish(now, &mine);
+        }
+        let deadline = std::time::Instant::now() + LOCKSTEP_WAIT;
+        let board = loop {
+            let records = match self.block(self.board.read()) {
+                Ok(records) => records,
+                Err(e) => break Err(e),
+            };
+            let records: BTreeMap<NodeId, (f64, Metrics)> = records
+                .into_iter()
+                .filter_map(|(id, raw)| {
+                    let r: Record = serde_json::from_slice(&raw).ok()?;
+                    Some((id, (r.now, r.metrics)))
+                })
+                .collect();
+            let behind = order
+                .iter()
+                .filter(|id| **id != node.id)
+                .find(|id| records.get(*id).is_none_or(|(at, _)| *at < now));
+            match behind {
+                Some(_) if lockstep && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Some(id) if lockstep => {
+                    let mut state = self.state();
+                    if !state.warned_lockstep {
+                        state.warned_lockstep = true;
+                        crate::log::log_line!(
+                            "mantle: cluster: manual tick at {now}: {id} published nothing for \
+                             it within {LOCKSTEP_WAIT:?}; deciding on its last figures (tick \
+                             every node at once for the simulator's view)"
+                        );
+                    }
+                    break Ok(records);
+                }
+                _ => break Ok(records),
+            }
+        };
+        let mut state = self.state();
+        state.slot_rates = rates;
         if let Some(map) = &map {
             self.note_finished(&mut state, &map.value);
+            let table = map.value.owner_table();
+            let rates = &state.slot_rates;
+            let available = (0..SLOTS)
+                .filter(|&s| table.owner_of(s) == Some(&node.id))
+                .filter(|&s| map.value.migration_of(s).is_none())
+                .map(|s| (s, rates[usize::from(s)]));
+            state.hottest = SlotLoad::hottest(available);
+        } else {
+            state.hottest.clear();
         }
         match board {
-            Ok(records) => {
-                state.board = records
-                    .into_iter()
-                    .filter_map(|(id, raw)| Some((id, serde_json::from_slice(&raw).ok()?)))
-                    .collect();
-            }
+            Ok(records) => state.board = records,
             Err(e) if !state.warned => {
                 state.warned = true;
                 crate::log::log_line!(
@@ -154,26 +236,42 @@ impl Balance {
             }
             Err(_) => {}
         }
-        let mut order: Vec<NodeId> = node.routing().view.members.keys().cloned().collect();
-        if !order.contains(&node.id) {
-            order.push(node.id.clone());
-            order.sort();
-        }
         let whoami = order.iter().position(|id| *id == node.id)?;
         let servers = order
             .iter()
             .map(|id| {
                 if *id == node.id {
-                    own.clone()
+                    mine.clone()
                 } else {
                     // A node that has not published yet shows as idle.
-                    state.board.get(id).cloned().unwrap_or_default()
+                    state
+                        .board
+                        .get(id)
+                        .map(|(_, m)| m.clone())
+                        .unwrap_or_default()
                 }
             })
             .collect();
         state.order = order;
         state.whoami = whoami;
         Some((servers, whoami))
+    }
+
+    /// What `slots()` shows at the tick [`Balance::env`] prepared: this node's hottest slots
+    /// that may move, with their request rates.
+    pub fn slots(&self) -> Vec<SlotLoad> {
+        self.state().hottest.clone()
+    }
+
+    fn publish(&self, now: f64, metrics: &Metrics) {
+        let record = serde_json::to_vec(&Record {
+            now,
+            metrics: metrics.clone(),
+        })
+        .unwrap_or_default();
+        if let Err(e) = self.block(self.board.publish(record)) {
+            crate::log::log_line!("mantle: cluster: publishing this node's metrics: {e}");
+        }
     }
 
     /// After the tick: publishes this node's metrics (with the policy's load) and acts on
@@ -186,13 +284,16 @@ impl Balance {
         policy: &str,
         failed: bool,
     ) {
-        let mut published = own.clone();
-        if !failed {
-            published.load = decision.load;
-        }
-        let record = serde_json::to_vec(&published).unwrap_or_default();
-        if let Err(e) = self.block(self.board.publish(record)) {
-            crate::log::log_line!("mantle: cluster: publishing this node's metrics: {e}");
+        let (lockstep, now) = {
+            let state = self.state();
+            (state.lockstep, state.last_now.unwrap_or(0.0))
+        };
+        if !lockstep {
+            let mut published = own.clone();
+            if !failed {
+                published.load = decision.load;
+            }
+            self.publish(now, &published);
         }
         if !failed {
             self.decide(tick, decision, policy);
@@ -251,29 +352,20 @@ impl Balance {
             .filter(|&s| map.value.migration_of(s).is_none())
             .map(|s| (s, rates.get(usize::from(s)).copied().unwrap_or(0.0)))
             .collect();
-        let mut taken: Vec<u16> = Vec::new();
         let mut outcome = String::new();
-        for (target, amount) in targets {
-            let to = order[target].clone();
-            let available: Vec<(u16, f64)> = mine
-                .iter()
-                .copied()
-                .filter(|(s, _)| !taken.contains(s))
-                .collect();
-            let chosen = exports::choose(&available, amount);
+        for export in exports::plan(&targets, &mine, &decision.units) {
+            let (amount, load, chosen) = (export.amount, export.load, export.slots);
+            let to = order[export.target].clone();
             if chosen.is_empty() {
-                let _ = write!(
-                    outcome,
-                    "{}no slots fill {amount:.1} for {to}",
-                    sep(&outcome)
-                );
+                let what = if decision.units.is_empty() {
+                    "no slots fill"
+                } else {
+                    "none of the slot ranges howmuch() named fill"
+                };
+                let _ = write!(outcome, "{}{what} {amount:.1} for {to}", sep(&outcome));
                 continue;
             }
             let ranges = exports::ranges(&chosen);
-            let load: f64 = chosen
-                .iter()
-                .map(|&s| rates.get(usize::from(s)).copied().unwrap_or(0.0))
-                .sum();
             let text = ranges
                 .iter()
                 .map(|r| r.to_string())
@@ -281,7 +373,6 @@ impl Balance {
                 .join(",");
             match self.block(declare(&node, &ranges, &to)) {
                 Ok(map) => {
-                    taken.extend(&chosen);
                     node.adopt(map);
                     // Start driving them now rather than when the watch catches up; the
                     // drivers are tasks of the server's runtime, not of this thread.
@@ -313,6 +404,18 @@ impl Balance {
             }
         }
         self.log("info", "balance", policy, format!("{head}; {outcome}"));
+        if self.state().lockstep {
+            // Lock step: the tick is done when its moves are (the simulator's view with
+            // `--migration-rate unlimited`), so the next requests go to the new owners.
+            let deadline = std::time::Instant::now() + MIGRATION_WAIT;
+            while node
+                .current_map()
+                .is_some_and(|m| m.value.migrations.iter().any(|m| m.from == node.id))
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
     }
 
     /// Logs the migrations this node started that the map no longer lists.

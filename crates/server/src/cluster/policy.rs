@@ -245,6 +245,10 @@ impl Shared for EtcdRegistry {
         self.balance.env(own, now)
     }
 
+    fn cluster_slots(&self) -> Vec<policy::SlotLoad> {
+        self.balance.slots()
+    }
+
     fn after_cluster_tick(
         &self,
         tick: u64,

@@ -107,6 +107,10 @@ pub trait Shared: Send + Sync {
     ) -> Option<(Vec<policy::Metrics>, usize)> {
         None
     }
+    /// In a cluster, what `slots()` shows at the tick [`Shared::cluster_env`] prepared.
+    fn cluster_slots(&self) -> Vec<policy::SlotLoad> {
+        Vec::new()
+    }
     /// In a cluster, after a tick: publishes this node's metrics and moves slots as the
     /// decision's targets ask (`cluster::balance`).
     fn after_cluster_tick(

@@ -337,6 +337,9 @@ impl Runner {
         let own = [metrics];
         let shared = self.settings.shared.clone();
         let cluster = shared.as_ref().and_then(|s| s.cluster_env(&own[0], now));
+        if let (Some(shared), Some(_)) = (&shared, &cluster) {
+            self.engine.set_slots(shared.cluster_slots());
+        }
         let (servers, whoami) = cluster
             .as_ref()
             .map_or((&own[..], 0), |(s, w)| (&s[..], *w));

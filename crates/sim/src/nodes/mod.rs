@@ -20,12 +20,15 @@
 
 mod report;
 
-pub use report::{write_loads_csv, ClusterReport, MigrationRecord, NodeReport, NodesTickRow};
+pub use report::{
+    build as build_report, write_loads_csv, ClusterReport, MigrationRecord, NodeParts, NodeReport,
+    NodesTickRow, Parts,
+};
 
 use crate::replay::Tick;
 use cache::{Algorithm, Cache, Capacity};
 use cluster::{exports, key_slot, NodeId, SlotMap, SLOTS};
-use policy::{Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, TickInput};
+use policy::{Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, SlotLoad, TickInput};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -230,31 +233,14 @@ pub fn replay_nodes<E>(
             requests_at_tick = requests;
 
             // Migrations whose copy is done flip now.
-            in_flight.retain_mut(|m| {
-                if m.done_at > now {
-                    return true;
-                }
-                let moved: std::collections::HashSet<u16> = m.slots.iter().copied().collect();
-                for &s in &m.slots {
-                    owner[usize::from(s)] = m.record.to as u16;
-                }
-                let source = &mut nodes[m.record.from];
-                let stale: Vec<u64> = source
-                    .cache
-                    .iter()
-                    .map(|(k, _)| k)
-                    .filter(|&k| moved.contains(&key_slot(digits.format(k).as_bytes())))
-                    .collect();
-                for k in stale {
-                    source.cache.remove(k);
-                }
-                source.exporting = false;
-                source.exported_slots += m.slots.len() as u64;
-                nodes[m.record.to].imported_slots += m.slots.len() as u64;
-                m.record.done_tick = Some(tick_no);
-                migrations.push(m.record.clone());
-                false
-            });
+            finish_migrations(
+                &mut in_flight,
+                now,
+                tick_no,
+                &mut owner,
+                &mut nodes,
+                &mut migrations,
+            );
 
             let metrics: Vec<Metrics> =
                 nodes.iter_mut().map(|n| node_metrics(n, seconds)).collect();
@@ -268,7 +254,23 @@ pub fn replay_nodes<E>(
 
             let mut started_now = Vec::new();
             if let Some(b) = balancer.as_deref_mut() {
+                // Each node's slots that may move (owned, not migrating) with their loads:
+                // what `slots()` shows and what exports are chosen from.
+                let mut moving = vec![false; usize::from(SLOTS)];
+                for m in &in_flight {
+                    for &s in &m.slots {
+                        moving[usize::from(s)] = true;
+                    }
+                }
+                let mut available: Vec<Vec<(u16, f64)>> = vec![Vec::new(); config.nodes];
+                for s in 0..SLOTS {
+                    if !moving[usize::from(s)] {
+                        let load = f64::from(slot_requests[usize::from(s)]) / seconds;
+                        available[usize::from(owner[usize::from(s)])].push((s, load));
+                    }
+                }
                 for (i, engine) in b.engines.iter_mut().enumerate() {
+                    engine.set_slots(SlotLoad::hottest(available[i].iter().copied()));
                     let outcome = engine.tick(&TickInput {
                         now,
                         tick: tick_no,
@@ -296,28 +298,14 @@ pub fn replay_nodes<E>(
                     if nodes[i].exporting {
                         continue;
                     }
-                    let slot_loads: Vec<(u16, f64)> = (0..SLOTS)
-                        .filter(|&s| owner[usize::from(s)] as usize == i)
-                        .filter(|&s| !in_flight.iter().any(|m| m.slots.contains(&s)))
-                        .map(|s| (s, f64::from(slot_requests[usize::from(s)]) / seconds))
-                        .collect();
-                    let mut taken: Vec<u16> = Vec::new();
-                    for (target, amount) in targets {
-                        let available: Vec<(u16, f64)> = slot_loads
-                            .iter()
-                            .copied()
-                            .filter(|(s, _)| !taken.contains(s))
-                            .collect();
-                        let chosen = exports::choose(&available, amount);
+                    let plan = exports::plan(&targets, &available[i], &outcome.decision.units);
+                    for export in plan {
+                        let (target, amount, load) = (export.target, export.amount, export.load);
+                        let chosen = export.slots;
                         if chosen.is_empty() {
                             continue;
                         }
-                        taken.extend(&chosen);
                         let bytes: u64 = chosen.iter().map(|&s| slot_bytes[usize::from(s)]).sum();
-                        let load: f64 = chosen
-                            .iter()
-                            .map(|&s| f64::from(slot_requests[usize::from(s)]) / seconds)
-                            .sum();
                         let copy_seconds = bytes as f64 / config.migration_rate;
                         let record = MigrationRecord {
                             from: i,
@@ -342,6 +330,16 @@ pub fn replay_nodes<E>(
                 }
             }
             in_flight.extend(started_now);
+            // A move that copies nothing (`--migration-rate unlimited`) is done at once, as
+            // a live replay in lock step waits for its migrations before going on.
+            finish_migrations(
+                &mut in_flight,
+                now,
+                tick_no,
+                &mut owner,
+                &mut nodes,
+                &mut migrations,
+            );
 
             if config.record_ticks {
                 rows.push(NodesTickRow {
@@ -427,6 +425,44 @@ pub fn replay_nodes<E>(
     }))
 }
 
+/// Flips the migrations whose copy is done by `now`: the target owns their slots, the source
+/// drops its cached copies of their keys.
+fn finish_migrations(
+    in_flight: &mut Vec<InFlight>,
+    now: f64,
+    tick_no: u64,
+    owner: &mut [u16],
+    nodes: &mut [Node],
+    migrations: &mut Vec<MigrationRecord>,
+) {
+    let mut digits = itoa::Buffer::new();
+    in_flight.retain_mut(|m| {
+        if m.done_at > now {
+            return true;
+        }
+        let moved: std::collections::HashSet<u16> = m.slots.iter().copied().collect();
+        for &s in &m.slots {
+            owner[usize::from(s)] = m.record.to as u16;
+        }
+        let source = &mut nodes[m.record.from];
+        let stale: Vec<u64> = source
+            .cache
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|&k| moved.contains(&key_slot(digits.format(k).as_bytes())))
+            .collect();
+        for k in stale {
+            source.cache.remove(k);
+        }
+        source.exporting = false;
+        source.exported_slots += m.slots.len() as u64;
+        nodes[m.record.to].imported_slots += m.slots.len() as u64;
+        m.record.done_tick = Some(tick_no);
+        migrations.push(m.record.clone());
+        false
+    });
+}
+
 /// One node's metrics for the tick that just ended, and its counters moved on.
 fn node_metrics(node: &mut Node, seconds: f64) -> Metrics {
     let c = node.c;
@@ -455,5 +491,81 @@ fn node_metrics(node: &mut Node, seconds: f64) -> Metrics {
         evictions: node.cache.evictions() as f64,
         load,
         ..Metrics::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests for 40 keys of distinct slots over 3 s, key k asked 40 - k times a second, all on node 0's
+    /// slots (node 0 owns 0..=5461).
+    fn requests() -> Vec<Request> {
+        let mut seen = std::collections::HashSet::new();
+        let keys: Vec<u64> = (0u64..)
+            .filter(|k| {
+                let slot = key_slot(k.to_string().as_bytes());
+                slot <= 5461 && seen.insert(slot)
+            })
+            .take(40)
+            .collect();
+        let mut out = Vec::new();
+        for second in 0..3 {
+            for (rank, &key) in keys.iter().enumerate() {
+                for i in 0..(40 - rank) {
+                    out.push(Request {
+                        time: f64::from(second) + i as f64 / 100.0,
+                        key,
+                        size: 10,
+                        op: Op::Get,
+                        offset: 0,
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.time.total_cmp(&b.time));
+        out
+    }
+
+    fn run(source: &str) -> ClusterReport {
+        let dir = std::env::temp_dir().join(format!("mantle-nodes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("p{}.lua", source.len()));
+        std::fs::write(&path, source).unwrap();
+        let config = NodesConfig {
+            migration_rate: f64::INFINITY,
+            ..NodesConfig::default()
+        };
+        let mut b = Balancer::from_file(&path, 3, Params::new(), Limits::default()).unwrap();
+        let mut it = requests().into_iter();
+        let report = replay_nodes(&config, Some(&mut b), || Ok::<_, ()>(it.next())).unwrap();
+        let _ = std::fs::remove_file(&path);
+        report
+    }
+
+    #[test]
+    fn slots_show_the_hottest_and_named_units_are_what_moves() {
+        // Node 0 checks what slots() shows, then names its second-hottest slot; a generous
+        // amount would take many slots by the default rule, but only the named unit goes.
+        let report = run(r#"
+function when()
+  if whoami ~= 0 or tick ~= 1 then return false end
+  local s = slots()
+  assert(#s == 40, "every loaded slot of node 0: " .. #s)
+  assert(s[1].load == 40 and s[2].load == 39 and s[1].first == s[1].last)
+  WANT = s[2].first
+  return true
+end
+function howmuch() return {WANT} end
+function where() return {[2] = 1e9} end
+"#);
+        assert_eq!(report.policy.as_ref().unwrap().errors, 0);
+        let list = &report.migrations.list;
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert_eq!((list[0].from, list[0].to, list[0].slots), (0, 2, 1));
+        // Done within its tick (unlimited rate), so the rest of the trace goes to node 2.
+        assert_eq!(list[0].done_tick, Some(1));
+        assert_eq!(list[0].start_tick, 1);
+        assert!((list[0].load - 39.0).abs() < 1e-9, "{}", list[0].load);
     }
 }

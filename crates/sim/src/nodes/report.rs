@@ -111,7 +111,8 @@ pub struct NodesTickRow {
     pub migrations_in_flight: u64,
 }
 
-pub(super) struct NodeParts {
+/// One node's figures for [`build`].
+pub struct NodeParts {
     pub requests: u64,
     pub lookups: u64,
     pub hits: u64,
@@ -123,7 +124,8 @@ pub(super) struct NodeParts {
     pub imported_slots: u64,
 }
 
-pub(super) struct Parts<'a> {
+/// Everything [`build`] sums up; a live replay (`replay --server --nodes`) fills it too.
+pub struct Parts<'a> {
     pub config: &'a NodesConfig,
     pub nodes: &'a [NodeParts],
     pub owner: &'a [u16],
@@ -146,7 +148,8 @@ fn mean(values: &[f64]) -> f64 {
     }
 }
 
-pub(super) fn build(p: Parts<'_>) -> ClusterReport {
+/// The report of a multi-node replay, simulated or live.
+pub fn build(p: Parts<'_>) -> ClusterReport {
     let per_node: Vec<NodeReport> = p
         .nodes
         .iter()
