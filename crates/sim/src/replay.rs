@@ -273,6 +273,9 @@ struct Loop<'c, L: ClassLayer> {
     policy_errors: u64,
 }
 
+/// Requests the loop takes from its source at a time.
+pub const BATCH: usize = 1024;
+
 /// Replays every request `next` yields. `next` returns `Ok(None)` at the end of the trace.
 ///
 /// Every request costs O(1) tick work however far apart the timestamps are: at most
@@ -280,19 +283,39 @@ struct Loop<'c, L: ClassLayer> {
 pub fn replay<E>(
     config: &ReplayConfig,
     controller: Option<&mut dyn Controller>,
-    next: impl FnMut() -> Result<Option<Request>, E>,
+    mut next: impl FnMut() -> Result<Option<Request>, E>,
+) -> Result<ReplayReport, ReplayError<E>> {
+    replay_batches(config, controller, |batch| {
+        while batch.len() < BATCH {
+            match next()? {
+                Some(req) => batch.push(req),
+                None => break,
+            }
+        }
+        Ok(())
+    })
+}
+
+/// [`replay`] for a source that hands out requests a batch at a time (a trace reader's
+/// `next_batch`): `fill` appends up to [`BATCH`] requests to the empty buffer it is given,
+/// and appending none ends the trace. Requests appended before `fill` fails are replayed
+/// before its error is returned, as if they had come one by one.
+pub fn replay_batches<E>(
+    config: &ReplayConfig,
+    controller: Option<&mut dyn Controller>,
+    fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     // The one run-time choice of layer; each runs a loop compiled for it.
     match AnyCache::new(config.algorithm, config.capacity, config.classes.clone()) {
-        AnyCache::Plain(cache) => run(config, controller, next, cache),
-        AnyCache::Classed(cache) => run(config, controller, next, cache),
+        AnyCache::Plain(cache) => run(config, controller, fill, cache),
+        AnyCache::Classed(cache) => run(config, controller, fill, cache),
     }
 }
 
 fn run<E, L: ClassLayer>(
     config: &ReplayConfig,
     mut controller: Option<&mut dyn Controller>,
-    mut next: impl FnMut() -> Result<Option<Request>, E>,
+    mut fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
     cache: Cache<L>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     let started = Instant::now();
@@ -332,34 +355,21 @@ fn run<E, L: ClassLayer>(
         policy_errors: 0,
     };
     let mut schedule = TickSchedule::new(config.tick);
-
-    while let Some(req) = next().map_err(ReplayError::Source)? {
-        if !req.time.is_finite() {
-            return Err(ReplayError::Clock {
-                request: lp.c.requests + 1,
-                time: req.time,
-                reason: "a request time must be a finite number of seconds".to_string(),
-            });
+    // Nothing looks at the run between requests (no policy, no metrics rows, no warm-up):
+    // ticks then change nothing but the clock check, and the loop is compiled without them.
+    let watched = lp.controller.is_some() || lp.record_ticks || lp.warmup.is_some();
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        batch.clear();
+        let filled = fill(&mut batch);
+        if watched {
+            lp.serve_watched(&batch, &mut schedule)?;
+        } else {
+            lp.serve_unwatched(&batch, &mut schedule)?;
         }
-        if lp.first_time.is_none() {
-            lp.first_time = Some(req.time);
-            lp.last_time = req.time;
-            lp.last_tick_time = req.time;
-        }
-        schedule
-            .before(req.time, |at| lp.tick(at))
-            .map_err(|reason| ReplayError::Clock {
-                request: lp.c.requests + 1,
-                time: req.time,
-                reason,
-            })?;
-        if lp.warmup.as_ref().is_some_and(|w| w.due(lp.c.requests)) {
-            lp.restart(req.time);
-        }
-        lp.serve(&req);
-        if schedule.after() {
-            let now = lp.last_time;
-            lp.tick(now);
+        filled.map_err(ReplayError::Source)?;
+        if batch.is_empty() {
+            break;
         }
     }
     // A final tick closes the last partial interval so the metrics series covers the trace.
@@ -372,6 +382,88 @@ fn run<E, L: ClassLayer>(
 }
 
 impl<L: ClassLayer> Loop<'_, L> {
+    /// Refuses a time the tick schedule cannot use; the first request starts the clock.
+    #[inline]
+    fn check_time<E>(&mut self, req: &Request) -> Result<(), ReplayError<E>> {
+        if !req.time.is_finite() {
+            return Err(ReplayError::Clock {
+                request: self.c.requests + 1,
+                time: req.time,
+                reason: "a request time must be a finite number of seconds".to_string(),
+            });
+        }
+        if self.first_time.is_none() {
+            self.first_time = Some(req.time);
+            self.last_time = req.time;
+            self.last_tick_time = req.time;
+        }
+        Ok(())
+    }
+
+    /// Runs the ticks due before `req`.
+    #[inline]
+    fn ticks_before<E>(
+        &mut self,
+        schedule: &mut TickSchedule,
+        req: &Request,
+    ) -> Result<(), ReplayError<E>> {
+        schedule
+            .before(req.time, |at| self.tick(at))
+            .map_err(|reason| ReplayError::Clock {
+                request: self.c.requests + 1,
+                time: req.time,
+                reason,
+            })
+    }
+
+    /// A batch with a policy, metrics rows or a warm-up watching: every tick runs.
+    fn serve_watched<E>(
+        &mut self,
+        batch: &[Request],
+        schedule: &mut TickSchedule,
+    ) -> Result<(), ReplayError<E>> {
+        for req in batch {
+            self.check_time(req)?;
+            self.ticks_before(schedule, req)?;
+            let restart = self.warmup.as_ref().is_some_and(|w| w.due(self.c.requests));
+            if restart {
+                self.restart(req.time);
+            }
+            self.serve::<true>(req);
+            if restart {
+                // The warm-up's bulk load may have filled the cache past its earlier peak.
+                self.note_peaks();
+            }
+            if schedule.after() {
+                let now = self.last_time;
+                self.tick(now);
+            }
+        }
+        Ok(())
+    }
+
+    /// A batch nobody watches: a tick would only move the per-tick baselines, which nothing
+    /// reads, so request-count ticks are skipped; time ticks keep their clock check (a trace
+    /// whose clock the grid cannot follow is refused either way) at one comparison a request.
+    fn serve_unwatched<E>(
+        &mut self,
+        batch: &[Request],
+        schedule: &mut TickSchedule,
+    ) -> Result<(), ReplayError<E>> {
+        let Some(first) = batch.first() else {
+            return Ok(());
+        };
+        self.check_time(first)?;
+        for req in batch {
+            if !req.time.is_finite() {
+                return self.check_time(req);
+            }
+            self.ticks_before(schedule, req)?;
+            self.serve::<false>(req);
+        }
+        Ok(())
+    }
+
     /// Empties the cache and runs the warm-up's bulk load, counted as back-end reads.
     fn restart(&mut self, now: f64) {
         if let Some(w) = &mut self.warmup {
@@ -381,8 +473,10 @@ impl<L: ClassLayer> Loop<'_, L> {
         }
     }
 
-    #[inline]
-    fn serve(&mut self, req: &Request) {
+    /// One request. `WATCHED`: also feed the access log, the warm-up and an observing
+    /// controller (each only if present); without, the loop has none of those branches.
+    #[inline(always)]
+    fn serve<const WATCHED: bool>(&mut self, req: &Request) {
         let c = &mut self.c;
         c.requests += 1;
         let now = req.time;
@@ -412,8 +506,9 @@ impl<L: ClassLayer> Loop<'_, L> {
                     c.backend_reads += 1;
                     self.backend.read(now);
                     self.cache.insert_as(req.key, req.size, class, |_, _| {});
+                    self.note_peaks();
                 }
-                if self.record_log {
+                if WATCHED && self.record_log {
                     if let Some(log) = &mut self.log {
                         log.record(now, req.key);
                     }
@@ -424,7 +519,8 @@ impl<L: ClassLayer> Loop<'_, L> {
                 c.backend_writes += 1;
                 self.backend.write(now);
                 self.cache.insert_as(req.key, req.size, class, |_, _| {});
-                if self.record_log {
+                self.note_peaks();
+                if WATCHED && self.record_log {
                     if let Some(log) = &mut self.log {
                         log.record(now, req.key);
                     }
@@ -437,20 +533,28 @@ impl<L: ClassLayer> Loop<'_, L> {
                 self.cache.remove(req.key);
             }
         }
-        if let Some(w) = &mut self.warmup {
-            w.observe(req, class, hit);
+        if WATCHED {
+            if let Some(w) = &mut self.warmup {
+                w.observe(req, class, hit);
+            }
         }
         let objects = self.cache.len();
         let bytes = self.cache.bytes();
-        self.peak_objects = self.peak_objects.max(objects);
-        self.peak_bytes = self.peak_bytes.max(bytes);
         self.sum_objects += objects as u128;
         self.sum_bytes += bytes as u128;
-        if self.observe {
+        if WATCHED && self.observe {
             if let Some(c) = self.controller.as_deref_mut() {
                 c.observe(req, objects, bytes);
             }
         }
+    }
+
+    /// Footprint peaks, after an insertion (only an insertion can raise them: a lookup that
+    /// hits changes neither the objects nor the bytes cached, a removal lowers them).
+    #[inline(always)]
+    fn note_peaks(&mut self) {
+        self.peak_objects = self.peak_objects.max(self.cache.len());
+        self.peak_bytes = self.peak_bytes.max(self.cache.bytes());
     }
 
     fn metrics(&self, now: f64) -> TickMetrics {
