@@ -21,8 +21,7 @@ pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{
     replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport, Tick,
-    TickRow, BATCH,
-    MAX_EMPTY_TICKS,
+    TickRow, BATCH, MAX_EMPTY_TICKS,
 };
 pub use replay_cache::ClassReport;
 pub use units::{parse_bytes, parse_duration, CacheSize};

@@ -592,6 +592,8 @@ impl<L: ClassLayer> Loop<'_, L> {
     }
 
     fn tick(&mut self, now: f64) {
+        // Only a metrics row shows the action's text: a policy that acts every tick should
+        // not format (and allocate) one per tick for nothing.
         let mut actions_text = String::new();
         let mut failed = false;
         if self.controller.is_some() {
@@ -618,7 +620,9 @@ impl<L: ClassLayer> Loop<'_, L> {
                         if let Some(w) = &mut self.warmup {
                             w.evict(n);
                         }
-                        actions_text.push_str(&format!("evict:{n}"));
+                        if self.record_ticks {
+                            actions_text = format!("evict:{n}");
+                        }
                     }
                     Action::SetCapacity(n) => {
                         self.policy_actions += 1;
@@ -628,7 +632,9 @@ impl<L: ClassLayer> Loop<'_, L> {
                         if let Some(w) = &mut self.warmup {
                             w.set_capacity(cap);
                         }
-                        actions_text.push_str(&format!("capacity:{n}"));
+                        if self.record_ticks {
+                            actions_text = format!("capacity:{n}");
+                        }
                     }
                 }
             }
@@ -724,5 +730,164 @@ fn mean(sum: u128, n: u64) -> f64 {
         0.0
     } else {
         sum as f64 / n as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ControllerSummary;
+    use crate::TickDecision;
+
+    /// A mixed trace: every op, repeated keys, sizes that force evictions, and time steps
+    /// (some zero, some across several ticks).
+    fn trace(n: usize) -> Vec<Request> {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut time = 100.0;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                time += [0.0, 0.0, 0.25, 3.0][(x >> 3) as usize % 4];
+                Request {
+                    time,
+                    key: (x >> 20) % 300,
+                    size: (x >> 40) as u32 % 500 + 1,
+                    op: [Op::Get, Op::Access, Op::Access, Op::Put, Op::Delete]
+                        [(x >> 9) as usize % 5],
+                    offset: 0,
+                }
+            })
+            .collect()
+    }
+
+    fn config(algorithm: Algorithm, record_ticks: bool) -> ReplayConfig {
+        ReplayConfig {
+            algorithm,
+            capacity: Capacity::bytes(20_000),
+            record_ticks,
+            ..ReplayConfig::default()
+        }
+    }
+
+    /// The report without what legitimately differs between runs (timings, metrics rows).
+    fn figures(mut r: ReplayReport) -> ReplayReport {
+        r.wall_seconds = 0.0;
+        r.requests_per_second = 0.0;
+        r.ticks.clear();
+        r
+    }
+
+    fn one_by_one(config: &ReplayConfig, reqs: &[Request]) -> ReplayReport {
+        let mut it = reqs.iter().copied();
+        replay(config, None, || Ok::<_, ()>(it.next())).unwrap()
+    }
+
+    /// The loop compiled without ticks (nothing watching) reports exactly what the loop that
+    /// runs every tick does, for every algorithm, with ticks by time and by requests.
+    #[test]
+    fn the_unwatched_loop_reports_what_the_watched_one_does() {
+        let reqs = trace(20_000);
+        for alg in Algorithm::ALL {
+            for tick in [Tick::Seconds(1.0), Tick::Ops(7)] {
+                let plain = ReplayConfig {
+                    tick,
+                    ..config(alg, false)
+                };
+                let watched = ReplayConfig {
+                    tick,
+                    ..config(alg, true)
+                };
+                let a = one_by_one(&plain, &reqs);
+                let b = one_by_one(&watched, &reqs);
+                assert!(!b.ticks.is_empty());
+                assert!(
+                    a.evictions > 0 && a.hits > 0,
+                    "{alg}: a trace that exercises"
+                );
+                assert_eq!(figures(a), figures(b), "{alg} {tick:?}");
+            }
+        }
+    }
+
+    /// Batches of any size, and the one-request-at-a-time source, give the same report.
+    #[test]
+    fn batch_boundaries_do_not_change_the_report() {
+        let reqs = trace(5_000);
+        for record in [false, true] {
+            let cfg = config(Algorithm::S3Fifo, record);
+            let whole = one_by_one(&cfg, &reqs);
+            for size in [1, 3, 1000, BATCH] {
+                let mut chunks = reqs.chunks(size);
+                let r = replay_batches(&cfg, None, |batch| {
+                    if let Some(c) = chunks.next() {
+                        batch.extend_from_slice(c);
+                    }
+                    Ok::<_, ()>(())
+                })
+                .unwrap();
+                assert_eq!(r.ticks, whole.ticks, "size {size}");
+                assert_eq!(figures(r), figures(whole.clone()), "size {size}");
+            }
+        }
+    }
+
+    /// A source that fails part-way through a batch: the requests before the failure are
+    /// replayed first, so a bad time among them is reported, as one by one it would be.
+    #[test]
+    fn requests_before_a_source_error_are_replayed_first() {
+        for watched in [false, true] {
+            let cfg = config(Algorithm::Lru, watched);
+            let mut reqs = trace(10);
+            let r = replay_batches(&cfg, None, |batch| {
+                batch.extend_from_slice(&reqs);
+                Err("broken record")
+            });
+            assert!(matches!(r, Err(ReplayError::Source("broken record"))));
+            reqs[4].time = f64::NAN;
+            let r = replay_batches(&cfg, None, |batch| {
+                batch.extend_from_slice(&reqs);
+                Err("broken record")
+            });
+            match r {
+                Err(ReplayError::Clock { request, .. }) => assert_eq!(request, 5),
+                other => panic!("expected a clock error, got {other:?}"),
+            }
+        }
+    }
+
+    struct Shrinker;
+
+    impl Controller for Shrinker {
+        fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision {
+            TickDecision {
+                action: if ctx.tick % 2 == 0 {
+                    Action::Evict(3)
+                } else {
+                    Action::SetCapacity(40)
+                },
+                error: None,
+            }
+        }
+        fn summary(&self) -> ControllerSummary {
+            ControllerSummary::default()
+        }
+    }
+
+    /// Actions are applied whether or not metrics rows are kept; their text is in the rows.
+    #[test]
+    fn actions_apply_with_or_without_metrics_rows() {
+        let reqs = trace(3_000);
+        let run = |record| {
+            let cfg = config(Algorithm::Lru, record);
+            let mut it = reqs.iter().copied();
+            replay(&cfg, Some(&mut Shrinker), || Ok::<_, ()>(it.next())).unwrap()
+        };
+        let (rows, none) = (run(true), run(false));
+        assert!(rows.ticks.iter().any(|t| t.action == "evict:3"));
+        assert!(rows.ticks.iter().any(|t| t.action == "capacity:40"));
+        assert!(none.ticks.is_empty());
+        assert_eq!(figures(rows), figures(none));
     }
 }
