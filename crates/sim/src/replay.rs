@@ -862,7 +862,7 @@ mod tests {
     impl Controller for Shrinker {
         fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision {
             TickDecision {
-                action: if ctx.tick % 2 == 0 {
+                action: if ctx.tick.is_multiple_of(2) {
                     Action::Evict(3)
                 } else {
                     Action::SetCapacity(40)
