@@ -10,17 +10,24 @@ time is printed too. libCacheSim runs twice per round: with its default hash tab
 and with one sized to the trace (2^ceil(log2(objects)+1), at least 2^16), which is much faster
 on small traces; the ratio is against the faster of the two. A 1M-request oracleGeneral trace is
 made from twitter_cluster52.csv (under bench/work/, not committed) so the binary format is also
-measured on more than the 114k-request cloudPhysics sample. Mantle is timed as a whole process (start-up and trace reading included);
-libCacheSim as its reader construction plus `process_trace` (its C loop) inside Python.
+measured on more than the 114k-request cloudPhysics sample. libCacheSim is timed as its
+reader construction plus `process_trace` (its C loop) inside Python.
+
+With `--callgrind` each case also runs once under callgrind on each side and prints the
+instructions per request of the two loops (Mantle's `replay_batches`, libCacheSim's
+`process_trace`, both reading the trace and simulating): unlike the wall clock, that figure
+does not move with the load of a shared machine.
 """
 
 import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import libcachesim as lcs
@@ -62,12 +69,62 @@ def run_mantle(mantle, path, alg, cache_bytes):
     return result["wall_seconds"], elapsed, result["miss_ratio"]
 
 
+def callgrind_count(cmd, pick):
+    """Instructions of one run under callgrind: the inclusive count of the function `pick`
+    chooses among (count, name) lines of callgrind_annotate."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + cmd,
+                       check=True, capture_output=True)
+        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], check=True,
+                              capture_output=True, text=True).stdout
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)", line)
+        if m:
+            rows.append((int(m.group(1).replace(",", "")), m.group(2)))
+    return pick(rows)
+
+
+def mantle_loop(rows):
+    """Mantle's replay (reading the trace and simulating): `sim::replay::replay_batches`."""
+    return max(n for n, name in rows if "sim::replay::replay_batches [" in name)
+
+
+def lcs_loop(rows):
+    """libCacheSim's `process_trace` (reading and simulating, in C): the outermost function of
+    its extension module, whose symbols are stripped."""
+    return max(n for n, name in rows if "libcachesim_python" in name and "PROGRAM" not in name)
+
+
+def callgrind_case(mantle, path, alg, cache_bytes, hashpower, n):
+    script = ("import sys, libcachesim as lcs\n"
+              "sys.path.insert(0, sys.argv[1])\n"
+              "from replay_vs_libcachesim import run_lcs\n"
+              "run_lcs(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))\n")
+    theirs = callgrind_count([sys.executable, "-c", script, HERE, path, alg, str(cache_bytes),
+                              str(hashpower)], lcs_loop)
+    ours = callgrind_count([mantle, "replay", "--trace", path, "--cache-size", f"{cache_bytes}B",
+                            "--eviction", alg, "--backend", "none", "--json", "--quiet"],
+                           mantle_loop)
+    print(f"{'':34} {alg:6} callgrind, instructions per request: libCacheSim sized"
+          f" {theirs / n:6.1f}, Mantle {ours / n:6.1f}: {theirs / ours:.2f}x")
+    sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mantle", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--algorithms", default="lru")
-    ap.add_argument("--traces", default=os.path.join(REPO, "..", "shared", "traces"))
+    ap.add_argument("--callgrind", action="store_true",
+                    help="also count each loop's instructions per request under callgrind"
+                         " (independent of the machine's load)")
+    # shared/ sits beside the clone (CI) or beside the folder holding a worktree.
+    default = next((d for d in (os.path.join(REPO, "..", "shared", "traces"),
+                                os.path.join(REPO, "..", "..", "shared", "traces"))
+                    if os.path.isdir(d)), os.path.join(REPO, "..", "shared", "traces"))
+    ap.add_argument("--traces", default=default)
     args = ap.parse_args()
     if not os.path.isdir(args.traces):
         sys.exit(f"bench: traces folder {args.traces} is absent; nothing to measure")
@@ -109,6 +166,8 @@ def main():
                   f" {m_best:7.2f} ({m_med:6.2f}) {p_best:8.2f} {m_best / peer:5.2f}x"
                   f"  {mr_lcs:.6f} / {mr_mantle:.6f}")
             sys.stdout.flush()
+            if args.callgrind:
+                callgrind_case(args.mantle, path, alg, cache_bytes, hashpower, n)
 
 
 if __name__ == "__main__":

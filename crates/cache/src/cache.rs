@@ -46,8 +46,10 @@ pub struct Cache<L: ClassLayer = NoClasses> {
     layer: L,
     evictions: u64,
     /// The key the last lookup missed, so that the insert that usually follows does not
-    /// report the same miss to the algorithm twice.
+    /// report the same miss to the algorithm twice, and that key's hash, so that it does
+    /// not hash it again.
     reported_miss: Option<u64>,
+    miss_hash: u64,
 }
 
 impl Cache {
@@ -118,6 +120,7 @@ impl<L: ClassLayer> Cache<L> {
             layer,
             evictions: 0,
             reported_miss: None,
+            miss_hash: 0,
         }
     }
 
@@ -151,15 +154,18 @@ impl<L: ClassLayer> Cache<L> {
     }
 
     /// Looks `key` up on behalf of a request of class `class` (credited the hit or miss); a
-    /// hit promotes the object in its own class's queue. Never inserts.
-    #[inline]
+    /// hit promotes the object in its own class's queue. Never inserts. Always inlined into
+    /// the caller's loop: it is the one call every request makes.
+    #[inline(always)]
     pub fn get_as(&mut self, key: u64, class: L::Class) -> bool {
-        match self.store.find(key) {
+        let hash = self.store.hash(key);
+        match self.store.find_hashed(key, hash) {
             Some(slot) => self.hit(slot, class),
             None => {
                 self.layer.queue(class).on_miss(key);
                 self.layer.count_lookup(class, false);
                 self.reported_miss = Some(key);
+                self.miss_hash = hash;
                 false
             }
         }
@@ -222,8 +228,13 @@ impl<L: ClassLayer> Cache<L> {
         // Right after a lookup missed this key it is known to be absent: only an insert of
         // the key itself could have added it, and every insert clears `reported_miss`.
         let known_absent = self.reported_miss.take() == Some(key);
+        let hash = if known_absent {
+            self.miss_hash
+        } else {
+            self.store.hash(key)
+        };
         if !known_absent {
-            if let Some(slot) = self.store.find(key) {
+            if let Some(slot) = self.store.find_hashed(key, hash) {
                 let own = self.layer.class_at(slot);
                 let old = self.store.nodes[slot as usize].size;
                 return match self.layer.rewrite(own, class, old, size) {
@@ -234,17 +245,19 @@ impl<L: ClassLayer> Cache<L> {
                     }
                     Rewrite::Reinsert => {
                         self.remove_slot(slot);
-                        self.insert_new(key, size, class, false, on_evict)
+                        self.insert_new(key, hash, size, class, false, on_evict)
                     }
                 };
             }
         }
-        self.insert_new(key, size, class, !known_absent, on_evict)
+        self.insert_new(key, hash, size, class, !known_absent, on_evict)
     }
 
+    /// Inserts absent `key`, whose [`Slab::hash`] is `hash`.
     fn insert_new<F: FnMut(u64, u32)>(
         &mut self,
         key: u64,
+        hash: u64,
         size: u32,
         class: L::Class,
         report_miss: bool,
@@ -291,7 +304,7 @@ impl<L: ClassLayer> Cache<L> {
             self.layer.count_refused(class);
             return None;
         }
-        let slot = self.store.insert(key, size)?;
+        let slot = self.store.insert_hashed(key, size, hash)?;
         self.layer.stored(slot, class, size);
         self.layer
             .queue(class)

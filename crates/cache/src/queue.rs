@@ -64,12 +64,27 @@ impl Queue {
         node.next = NIL;
     }
 
+    /// Moves `slot`, which must be in this queue, to the head. Written out rather than as
+    /// unlink + push: a node that is not the head has a `prev` and the queue a head, which
+    /// takes two of the four branches off an LRU hit.
     #[inline]
     pub fn move_to_head(&mut self, nodes: &mut [Node], slot: Slot) {
-        if self.head != slot {
-            self.unlink(nodes, slot);
-            self.push_head(nodes, slot);
+        let old_head = self.head;
+        if old_head == slot {
+            return;
         }
+        let Node { prev, next, .. } = nodes[slot as usize];
+        nodes[prev as usize].next = next;
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            nodes[next as usize].prev = prev;
+        }
+        let node = &mut nodes[slot as usize];
+        node.prev = NIL;
+        node.next = old_head;
+        nodes[old_head as usize].prev = slot;
+        self.head = slot;
     }
 
     /// Unlinks and returns the oldest node, or `NIL` when empty.
@@ -127,5 +142,25 @@ mod tests {
         assert_eq!(q.pop_tail(&mut n), 0);
         assert_eq!(q.pop_tail(&mut n), NIL);
         assert!(q.is_empty());
+    }
+
+    /// `move_to_head` against a plain list, from every position, in queues of 1 to 5.
+    #[test]
+    fn move_to_head_matches_a_list_model() {
+        for len in 1..=5u32 {
+            for pos in 0..len {
+                let mut n = nodes(len);
+                let mut q = Queue::default();
+                for s in 0..len {
+                    q.push_head(&mut n, s);
+                }
+                let mut model: Vec<Slot> = (0..len).rev().collect();
+                let slot = model.remove(pos as usize);
+                model.insert(0, slot);
+                q.move_to_head(&mut n, slot);
+                assert_eq!(order(&q, &n), model, "len {len} pos {pos}");
+                assert_eq!(n[slot as usize].prev, NIL);
+            }
+        }
     }
 }

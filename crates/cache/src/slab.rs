@@ -124,10 +124,21 @@ impl Slab {
         }
     }
 
+    /// The hash of `key`, for the `_hashed` calls: a lookup that misses hands its hash to
+    /// the insertion that follows, so a miss hashes its key once.
+    #[inline]
+    pub fn hash(&self, key: u64) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
     #[inline]
     fn bucket_of(&self, key: u64) -> usize {
+        self.bucket_of_hash(self.hash(key))
+    }
+
+    #[inline]
+    fn bucket_of_hash(&self, hash: u64) -> usize {
         // The bucket count is a power of two; the high bits of the hash are the best mixed.
-        let hash = self.hasher.hash_one(key);
         (hash >> (64 - self.buckets.len().trailing_zeros())) as usize
     }
 
@@ -145,7 +156,13 @@ impl Slab {
 
     #[inline]
     pub fn find(&self, key: u64) -> Option<Slot> {
-        let mut slot = self.buckets[self.bucket_of(key)];
+        self.find_hashed(key, self.hash(key))
+    }
+
+    /// [`Slab::find`] with `hash` = [`Slab::hash`]`(key)`.
+    #[inline]
+    pub fn find_hashed(&self, key: u64, hash: u64) -> Option<Slot> {
+        let mut slot = self.buckets[self.bucket_of_hash(hash)];
         while slot != CHAIN_END {
             let node = &self.nodes[slot as usize];
             if node.key == key {
@@ -157,14 +174,21 @@ impl Slab {
     }
 
     /// Adds `key`, which must be absent. Returns `None` only when `MAX_OBJECTS` are stored.
+    #[inline]
     pub fn insert(&mut self, key: u64, size: u32) -> Option<Slot> {
+        self.insert_hashed(key, size, self.hash(key))
+    }
+
+    /// [`Slab::insert`] with `hash` = [`Slab::hash`]`(key)`.
+    #[inline]
+    pub fn insert_hashed(&mut self, key: u64, size: u32, hash: u64) -> Option<Slot> {
         if self.len as usize >= MAX_OBJECTS {
             return None;
         }
         if self.len as usize >= self.buckets.len() {
             self.grow_index();
         }
-        let bucket = self.bucket_of(key);
+        let bucket = self.bucket_of_hash(hash);
         let node = Node {
             key,
             size,
@@ -221,6 +245,7 @@ impl Slab {
     }
 
     /// Doubles the bucket array and relinks every stored node.
+    #[cold]
     fn grow_index(&mut self) {
         let doubled = vec![CHAIN_END; self.buckets.len() * 2];
         let old = std::mem::replace(&mut self.buckets, doubled);

@@ -20,8 +20,8 @@ pub mod working_set;
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{
-    replay, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport, Tick, TickRow,
-    MAX_EMPTY_TICKS,
+    replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport, Tick,
+    TickRow, BATCH, MAX_EMPTY_TICKS,
 };
 pub use replay_cache::ClassReport;
 pub use units::{parse_bytes, parse_duration, CacheSize};

@@ -273,6 +273,9 @@ struct Loop<'c, L: ClassLayer> {
     policy_errors: u64,
 }
 
+/// Requests the loop takes from its source at a time.
+pub const BATCH: usize = 1024;
+
 /// Replays every request `next` yields. `next` returns `Ok(None)` at the end of the trace.
 ///
 /// Every request costs O(1) tick work however far apart the timestamps are: at most
@@ -280,19 +283,39 @@ struct Loop<'c, L: ClassLayer> {
 pub fn replay<E>(
     config: &ReplayConfig,
     controller: Option<&mut dyn Controller>,
-    next: impl FnMut() -> Result<Option<Request>, E>,
+    mut next: impl FnMut() -> Result<Option<Request>, E>,
+) -> Result<ReplayReport, ReplayError<E>> {
+    replay_batches(config, controller, |batch| {
+        while batch.len() < BATCH {
+            match next()? {
+                Some(req) => batch.push(req),
+                None => break,
+            }
+        }
+        Ok(())
+    })
+}
+
+/// [`replay`] for a source that hands out requests a batch at a time (a trace reader's
+/// `next_batch`): `fill` appends up to [`BATCH`] requests to the empty buffer it is given,
+/// and appending none ends the trace. Requests appended before `fill` fails are replayed
+/// before its error is returned, as if they had come one by one.
+pub fn replay_batches<E>(
+    config: &ReplayConfig,
+    controller: Option<&mut dyn Controller>,
+    fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     // The one run-time choice of layer; each runs a loop compiled for it.
     match AnyCache::new(config.algorithm, config.capacity, config.classes.clone()) {
-        AnyCache::Plain(cache) => run(config, controller, next, cache),
-        AnyCache::Classed(cache) => run(config, controller, next, cache),
+        AnyCache::Plain(cache) => run(config, controller, fill, cache),
+        AnyCache::Classed(cache) => run(config, controller, fill, cache),
     }
 }
 
 fn run<E, L: ClassLayer>(
     config: &ReplayConfig,
     mut controller: Option<&mut dyn Controller>,
-    mut next: impl FnMut() -> Result<Option<Request>, E>,
+    mut fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
     cache: Cache<L>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     let started = Instant::now();
@@ -332,34 +355,21 @@ fn run<E, L: ClassLayer>(
         policy_errors: 0,
     };
     let mut schedule = TickSchedule::new(config.tick);
-
-    while let Some(req) = next().map_err(ReplayError::Source)? {
-        if !req.time.is_finite() {
-            return Err(ReplayError::Clock {
-                request: lp.c.requests + 1,
-                time: req.time,
-                reason: "a request time must be a finite number of seconds".to_string(),
-            });
+    // Nothing looks at the run between requests (no policy, no metrics rows, no warm-up):
+    // ticks then change nothing but the clock check, and the loop is compiled without them.
+    let watched = lp.controller.is_some() || lp.record_ticks || lp.warmup.is_some();
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        batch.clear();
+        let filled = fill(&mut batch);
+        if watched {
+            lp.serve_watched(&batch, &mut schedule)?;
+        } else {
+            lp.serve_unwatched(&batch, &mut schedule)?;
         }
-        if lp.first_time.is_none() {
-            lp.first_time = Some(req.time);
-            lp.last_time = req.time;
-            lp.last_tick_time = req.time;
-        }
-        schedule
-            .before(req.time, |at| lp.tick(at))
-            .map_err(|reason| ReplayError::Clock {
-                request: lp.c.requests + 1,
-                time: req.time,
-                reason,
-            })?;
-        if lp.warmup.as_ref().is_some_and(|w| w.due(lp.c.requests)) {
-            lp.restart(req.time);
-        }
-        lp.serve(&req);
-        if schedule.after() {
-            let now = lp.last_time;
-            lp.tick(now);
+        filled.map_err(ReplayError::Source)?;
+        if batch.is_empty() {
+            break;
         }
     }
     // A final tick closes the last partial interval so the metrics series covers the trace.
@@ -372,6 +382,88 @@ fn run<E, L: ClassLayer>(
 }
 
 impl<L: ClassLayer> Loop<'_, L> {
+    /// Refuses a time the tick schedule cannot use; the first request starts the clock.
+    #[inline]
+    fn check_time<E>(&mut self, req: &Request) -> Result<(), ReplayError<E>> {
+        if !req.time.is_finite() {
+            return Err(ReplayError::Clock {
+                request: self.c.requests + 1,
+                time: req.time,
+                reason: "a request time must be a finite number of seconds".to_string(),
+            });
+        }
+        if self.first_time.is_none() {
+            self.first_time = Some(req.time);
+            self.last_time = req.time;
+            self.last_tick_time = req.time;
+        }
+        Ok(())
+    }
+
+    /// Runs the ticks due before `req`.
+    #[inline]
+    fn ticks_before<E>(
+        &mut self,
+        schedule: &mut TickSchedule,
+        req: &Request,
+    ) -> Result<(), ReplayError<E>> {
+        schedule
+            .before(req.time, |at| self.tick(at))
+            .map_err(|reason| ReplayError::Clock {
+                request: self.c.requests + 1,
+                time: req.time,
+                reason,
+            })
+    }
+
+    /// A batch with a policy, metrics rows or a warm-up watching: every tick runs.
+    fn serve_watched<E>(
+        &mut self,
+        batch: &[Request],
+        schedule: &mut TickSchedule,
+    ) -> Result<(), ReplayError<E>> {
+        for req in batch {
+            self.check_time(req)?;
+            self.ticks_before(schedule, req)?;
+            let restart = self.warmup.as_ref().is_some_and(|w| w.due(self.c.requests));
+            if restart {
+                self.restart(req.time);
+            }
+            self.serve::<true>(req);
+            if restart {
+                // The warm-up's bulk load may have filled the cache past its earlier peak.
+                self.note_peaks();
+            }
+            if schedule.after() {
+                let now = self.last_time;
+                self.tick(now);
+            }
+        }
+        Ok(())
+    }
+
+    /// A batch nobody watches: a tick would only move the per-tick baselines, which nothing
+    /// reads, so request-count ticks are skipped; time ticks keep their clock check (a trace
+    /// whose clock the grid cannot follow is refused either way) at one comparison a request.
+    fn serve_unwatched<E>(
+        &mut self,
+        batch: &[Request],
+        schedule: &mut TickSchedule,
+    ) -> Result<(), ReplayError<E>> {
+        let Some(first) = batch.first() else {
+            return Ok(());
+        };
+        self.check_time(first)?;
+        for req in batch {
+            if !req.time.is_finite() {
+                return self.check_time(req);
+            }
+            self.ticks_before(schedule, req)?;
+            self.serve::<false>(req);
+        }
+        Ok(())
+    }
+
     /// Empties the cache and runs the warm-up's bulk load, counted as back-end reads.
     fn restart(&mut self, now: f64) {
         if let Some(w) = &mut self.warmup {
@@ -381,8 +473,10 @@ impl<L: ClassLayer> Loop<'_, L> {
         }
     }
 
-    #[inline]
-    fn serve(&mut self, req: &Request) {
+    /// One request. `WATCHED`: also feed the access log, the warm-up and an observing
+    /// controller (each only if present); without, the loop has none of those branches.
+    #[inline(always)]
+    fn serve<const WATCHED: bool>(&mut self, req: &Request) {
         let c = &mut self.c;
         c.requests += 1;
         let now = req.time;
@@ -412,8 +506,9 @@ impl<L: ClassLayer> Loop<'_, L> {
                     c.backend_reads += 1;
                     self.backend.read(now);
                     self.cache.insert_as(req.key, req.size, class, |_, _| {});
+                    self.note_peaks();
                 }
-                if self.record_log {
+                if WATCHED && self.record_log {
                     if let Some(log) = &mut self.log {
                         log.record(now, req.key);
                     }
@@ -424,7 +519,8 @@ impl<L: ClassLayer> Loop<'_, L> {
                 c.backend_writes += 1;
                 self.backend.write(now);
                 self.cache.insert_as(req.key, req.size, class, |_, _| {});
-                if self.record_log {
+                self.note_peaks();
+                if WATCHED && self.record_log {
                     if let Some(log) = &mut self.log {
                         log.record(now, req.key);
                     }
@@ -437,20 +533,28 @@ impl<L: ClassLayer> Loop<'_, L> {
                 self.cache.remove(req.key);
             }
         }
-        if let Some(w) = &mut self.warmup {
-            w.observe(req, class, hit);
+        if WATCHED {
+            if let Some(w) = &mut self.warmup {
+                w.observe(req, class, hit);
+            }
         }
         let objects = self.cache.len();
         let bytes = self.cache.bytes();
-        self.peak_objects = self.peak_objects.max(objects);
-        self.peak_bytes = self.peak_bytes.max(bytes);
         self.sum_objects += objects as u128;
         self.sum_bytes += bytes as u128;
-        if self.observe {
+        if WATCHED && self.observe {
             if let Some(c) = self.controller.as_deref_mut() {
                 c.observe(req, objects, bytes);
             }
         }
+    }
+
+    /// Footprint peaks, after an insertion (only an insertion can raise them: a lookup that
+    /// hits changes neither the objects nor the bytes cached, a removal lowers them).
+    #[inline(always)]
+    fn note_peaks(&mut self) {
+        self.peak_objects = self.peak_objects.max(self.cache.len());
+        self.peak_bytes = self.peak_bytes.max(self.cache.bytes());
     }
 
     fn metrics(&self, now: f64) -> TickMetrics {
@@ -488,6 +592,8 @@ impl<L: ClassLayer> Loop<'_, L> {
     }
 
     fn tick(&mut self, now: f64) {
+        // Only a metrics row shows the action's text: a policy that acts every tick should
+        // not format (and allocate) one per tick for nothing.
         let mut actions_text = String::new();
         let mut failed = false;
         if self.controller.is_some() {
@@ -514,7 +620,9 @@ impl<L: ClassLayer> Loop<'_, L> {
                         if let Some(w) = &mut self.warmup {
                             w.evict(n);
                         }
-                        actions_text.push_str(&format!("evict:{n}"));
+                        if self.record_ticks {
+                            actions_text = format!("evict:{n}");
+                        }
                     }
                     Action::SetCapacity(n) => {
                         self.policy_actions += 1;
@@ -524,7 +632,9 @@ impl<L: ClassLayer> Loop<'_, L> {
                         if let Some(w) = &mut self.warmup {
                             w.set_capacity(cap);
                         }
-                        actions_text.push_str(&format!("capacity:{n}"));
+                        if self.record_ticks {
+                            actions_text = format!("capacity:{n}");
+                        }
                     }
                 }
             }
@@ -620,5 +730,164 @@ fn mean(sum: u128, n: u64) -> f64 {
         0.0
     } else {
         sum as f64 / n as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ControllerSummary;
+    use crate::TickDecision;
+
+    /// A mixed trace: every op, repeated keys, sizes that force evictions, and time steps
+    /// (some zero, some across several ticks).
+    fn trace(n: usize) -> Vec<Request> {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut time = 100.0;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                time += [0.0, 0.0, 0.25, 3.0][(x >> 3) as usize % 4];
+                Request {
+                    time,
+                    key: (x >> 20) % 300,
+                    size: (x >> 40) as u32 % 500 + 1,
+                    op: [Op::Get, Op::Access, Op::Access, Op::Put, Op::Delete]
+                        [(x >> 9) as usize % 5],
+                    offset: 0,
+                }
+            })
+            .collect()
+    }
+
+    fn config(algorithm: Algorithm, record_ticks: bool) -> ReplayConfig {
+        ReplayConfig {
+            algorithm,
+            capacity: Capacity::bytes(20_000),
+            record_ticks,
+            ..ReplayConfig::default()
+        }
+    }
+
+    /// The report without what legitimately differs between runs (timings, metrics rows).
+    fn figures(mut r: ReplayReport) -> ReplayReport {
+        r.wall_seconds = 0.0;
+        r.requests_per_second = 0.0;
+        r.ticks.clear();
+        r
+    }
+
+    fn one_by_one(config: &ReplayConfig, reqs: &[Request]) -> ReplayReport {
+        let mut it = reqs.iter().copied();
+        replay(config, None, || Ok::<_, ()>(it.next())).unwrap()
+    }
+
+    /// The loop compiled without ticks (nothing watching) reports exactly what the loop that
+    /// runs every tick does, for every algorithm, with ticks by time and by requests.
+    #[test]
+    fn the_unwatched_loop_reports_what_the_watched_one_does() {
+        let reqs = trace(20_000);
+        for alg in Algorithm::ALL {
+            for tick in [Tick::Seconds(1.0), Tick::Ops(7)] {
+                let plain = ReplayConfig {
+                    tick,
+                    ..config(alg, false)
+                };
+                let watched = ReplayConfig {
+                    tick,
+                    ..config(alg, true)
+                };
+                let a = one_by_one(&plain, &reqs);
+                let b = one_by_one(&watched, &reqs);
+                assert!(!b.ticks.is_empty());
+                assert!(
+                    a.evictions > 0 && a.hits > 0,
+                    "{alg}: a trace that exercises"
+                );
+                assert_eq!(figures(a), figures(b), "{alg} {tick:?}");
+            }
+        }
+    }
+
+    /// Batches of any size, and the one-request-at-a-time source, give the same report.
+    #[test]
+    fn batch_boundaries_do_not_change_the_report() {
+        let reqs = trace(5_000);
+        for record in [false, true] {
+            let cfg = config(Algorithm::S3Fifo, record);
+            let whole = one_by_one(&cfg, &reqs);
+            for size in [1, 3, 1000, BATCH] {
+                let mut chunks = reqs.chunks(size);
+                let r = replay_batches(&cfg, None, |batch| {
+                    if let Some(c) = chunks.next() {
+                        batch.extend_from_slice(c);
+                    }
+                    Ok::<_, ()>(())
+                })
+                .unwrap();
+                assert_eq!(r.ticks, whole.ticks, "size {size}");
+                assert_eq!(figures(r), figures(whole.clone()), "size {size}");
+            }
+        }
+    }
+
+    /// A source that fails part-way through a batch: the requests before the failure are
+    /// replayed first, so a bad time among them is reported, as one by one it would be.
+    #[test]
+    fn requests_before_a_source_error_are_replayed_first() {
+        for watched in [false, true] {
+            let cfg = config(Algorithm::Lru, watched);
+            let mut reqs = trace(10);
+            let r = replay_batches(&cfg, None, |batch| {
+                batch.extend_from_slice(&reqs);
+                Err("broken record")
+            });
+            assert!(matches!(r, Err(ReplayError::Source("broken record"))));
+            reqs[4].time = f64::NAN;
+            let r = replay_batches(&cfg, None, |batch| {
+                batch.extend_from_slice(&reqs);
+                Err("broken record")
+            });
+            match r {
+                Err(ReplayError::Clock { request, .. }) => assert_eq!(request, 5),
+                other => panic!("expected a clock error, got {other:?}"),
+            }
+        }
+    }
+
+    struct Shrinker;
+
+    impl Controller for Shrinker {
+        fn tick(&mut self, ctx: &TickContext<'_>) -> TickDecision {
+            TickDecision {
+                action: if ctx.tick.is_multiple_of(2) {
+                    Action::Evict(3)
+                } else {
+                    Action::SetCapacity(40)
+                },
+                error: None,
+            }
+        }
+        fn summary(&self) -> ControllerSummary {
+            ControllerSummary::default()
+        }
+    }
+
+    /// Actions are applied whether or not metrics rows are kept; their text is in the rows.
+    #[test]
+    fn actions_apply_with_or_without_metrics_rows() {
+        let reqs = trace(3_000);
+        let run = |record| {
+            let cfg = config(Algorithm::Lru, record);
+            let mut it = reqs.iter().copied();
+            replay(&cfg, Some(&mut Shrinker), || Ok::<_, ()>(it.next())).unwrap()
+        };
+        let (rows, none) = (run(true), run(false));
+        assert!(rows.ticks.iter().any(|t| t.action == "evict:3"));
+        assert!(rows.ticks.iter().any(|t| t.action == "capacity:40"));
+        assert!(none.ticks.is_empty());
+        assert_eq!(figures(rows), figures(none));
     }
 }

@@ -67,7 +67,11 @@ impl TickSchedule {
         TickSchedule {
             tick,
             grid: None,
-            next_time: f64::INFINITY,
+            // A time tick's first request takes the slow path, which lays the grid.
+            next_time: match tick {
+                Tick::Seconds(_) => f64::NEG_INFINITY,
+                Tick::Ops(_) => f64::INFINITY,
+            },
             ops_until_tick: match tick {
                 Tick::Ops(n) => n,
                 Tick::Seconds(_) => u64::MAX,
@@ -79,7 +83,18 @@ impl TickSchedule {
     /// order (at most [`MAX_EMPTY_TICKS`] + 1 of them). The error says why the grid cannot go
     /// on at `time` (the caller names the request).
     #[inline]
-    pub fn before(&mut self, time: f64, mut run: impl FnMut(f64)) -> Result<(), String> {
+    pub fn before(&mut self, time: f64, run: impl FnMut(f64)) -> Result<(), String> {
+        // The only test most requests take: one comparison.
+        if time < self.next_time {
+            return Ok(());
+        }
+        self.due(time, run)
+    }
+
+    /// [`TickSchedule::before`] once a boundary (or the first request of a time tick) is
+    /// reached. Also reached by a NaN time, which the caller refuses before asking.
+    #[inline(never)]
+    fn due(&mut self, time: f64, mut run: impl FnMut(f64)) -> Result<(), String> {
         if self.grid.is_none() {
             if let Tick::Seconds(step) = self.tick {
                 let grid = TickGrid {
@@ -97,7 +112,10 @@ impl TickSchedule {
         if time < self.next_time {
             return Ok(());
         }
-        let grid = self.grid.as_mut().expect("time ticks have a grid");
+        let Some(grid) = self.grid.as_mut() else {
+            // A request-count tick never has a time boundary (a NaN time lands here).
+            return Ok(());
+        };
         let step = grid.step;
         let last = grid.last_due(time).ok_or_else(|| too_fine(step))?;
         let due = last - grid.next + 1;

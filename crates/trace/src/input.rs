@@ -123,6 +123,25 @@ impl Input {
         Ok(self.record(N)?.and_then(|r| r.first_chunk::<N>()))
     }
 
+    /// Up to `max` whole `N`-byte records in one slice (at least one unless the data ended),
+    /// marked as read: a batch decoder walks them without a bounds check per record. Errors
+    /// as [`Input::record`] does (a partial record at the end names its offset).
+    #[inline]
+    pub(crate) fn records<const N: usize>(&mut self, max: usize) -> Result<&[u8], TraceError> {
+        if self.end - self.pos < N {
+            // One record through the checked path: refills, and reports a truncated end.
+            if self.record(N)?.is_none() {
+                return Ok(&[]);
+            }
+            self.pos -= N;
+        }
+        let n = ((self.end - self.pos) / N).min(max.max(1));
+        let start = self.pos;
+        self.pos += n * N;
+        self.last_start = self.base + (self.pos - N) as u64;
+        Ok(&self.buf[start..start + n * N])
+    }
+
     /// The unread bytes, at least `want` of them (`want` at most a chunk) unless the data
     /// ends sooner. For readers that parse a line where it lies, terminator included, and then
     /// step past it with [`Input::advance_line`]; they can read whole words without running

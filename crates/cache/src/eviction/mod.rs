@@ -100,7 +100,9 @@ impl Evictor {
 }
 
 impl EvictionPolicy for Evictor {
-    #[inline]
+    // Always inlined: a hit is most requests, and as a call of its own the dispatch cost a
+    // third of an LRU hit.
+    #[inline(always)]
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
         dispatch!(self, p => p.on_hit(nodes, slot))
     }

@@ -86,11 +86,12 @@ impl ReplayProgress {
         }
     }
 
-    /// Counts one request; `size` is looked at only every [`EVERY`] requests.
+    /// Counts `n` requests (a batch); `size` is looked at at most once per [`EVERY`].
     #[inline]
-    pub fn request(&mut self, size: impl FnOnce() -> Option<(u64, u64)>) {
-        self.requests += 1;
-        if self.requests.is_multiple_of(EVERY) {
+    pub fn requests(&mut self, n: u64, size: impl FnOnce() -> Option<(u64, u64)>) {
+        let before = self.requests / EVERY;
+        self.requests += n;
+        if self.requests / EVERY != before {
             self.update(size());
         }
     }

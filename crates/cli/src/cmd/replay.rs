@@ -110,7 +110,7 @@ pub fn run(args: Args) -> Result<()> {
         true => args.policy.controller()?,
         false => None,
     };
-    let mut reader = trace::Batched::new(open()?);
+    let mut reader = open()?;
     let (tick, notice) = sim::ticks::resolve(
         args.tick,
         reader.has_timestamps(),
@@ -140,12 +140,10 @@ pub fn run(args: Args) -> Result<()> {
         Some(a) => Some(a as &mut dyn sim::Controller),
         None => controller.as_mut().map(|c| c as &mut dyn sim::Controller),
     };
-    let report = sim::replay(&config, controller, || {
-        let next = reader.next_request();
-        if let Ok(Some(_)) = next {
-            progress.request(|| reader.progress());
-        }
-        next
+    let report = sim::replay_batches(&config, controller, |batch| {
+        let filled = reader.next_batch(batch, sim::BATCH);
+        progress.requests(batch.len() as u64, || reader.progress());
+        filled
     })
     .map_err(|e| ticks::replay_error(e, path))?;
     progress.finish(reader.progress());

@@ -46,7 +46,91 @@ impl TraceReader for OracleGeneralReader {
         Ok(None)
     }
 
+    /// Decodes straight from the input buffer, a run of whole records at a time: no
+    /// per-record length check, refill test or `Option` (about a third of the per-request
+    /// instructions of the one-at-a-time path).
+    fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
+        out.reserve(max);
+        let mut want = max;
+        while want > 0 {
+            let records = self.input.records::<RECORD>(want)?;
+            if records.is_empty() {
+                break;
+            }
+            for rec in records.chunks_exact(RECORD) {
+                let req = decode(rec.try_into().expect("chunks of RECORD bytes"));
+                if req.size != 0 {
+                    out.push(req);
+                    want -= 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn progress(&self) -> Option<(u64, u64)> {
         Some(self.input.progress())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Format, ReadOptions, TraceReader};
+
+    fn record(time: u32, key: u64, size: u32) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&time.to_le_bytes());
+        r.extend_from_slice(&key.to_le_bytes());
+        r.extend_from_slice(&size.to_le_bytes());
+        r.extend_from_slice(&(-1i64).to_le_bytes());
+        r
+    }
+
+    /// Batches (of every size, across the input's chunk boundaries, skipping size-0
+    /// records) hand out exactly the requests of the one-at-a-time path, and a truncated
+    /// last record is the same error.
+    #[test]
+    fn batches_decode_like_single_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut data = Vec::new();
+        // More than one 256 KiB input chunk, which 24 does not divide.
+        for i in 0..30_000u64 {
+            let size = if i % 7 == 3 { 0 } else { (i % 100) as u32 + 1 };
+            data.extend(record(i as u32 / 10, i * 31 % 5_000, size));
+        }
+        let whole = dir.path().join("t.oracleGeneral.bin");
+        std::fs::write(&whole, &data).unwrap();
+        data.extend_from_slice(&[1, 2, 3]);
+        let cut = dir.path().join("cut.oracleGeneral.bin");
+        std::fs::write(&cut, &data).unwrap();
+        let open = |p: &std::path::Path| {
+            crate::open(p, Some(Format::OracleGeneral), &ReadOptions::default()).unwrap()
+        };
+        for path in [&whole, &cut] {
+            let mut one = open(path);
+            let mut single = Vec::new();
+            let single_end = loop {
+                match one.next_request() {
+                    Ok(Some(r)) => single.push(r),
+                    Ok(None) => break None,
+                    Err(e) => break Some(e.to_string()),
+                }
+            };
+            for max in [1, 5, 1024, 100_000] {
+                let mut batched = open(path);
+                let mut got = Vec::new();
+                let end = loop {
+                    let before = got.len();
+                    match batched.next_batch(&mut got, max) {
+                        Ok(()) if got.len() == before => break None,
+                        Ok(()) => assert!(got.len() - before <= max),
+                        Err(e) => break Some(e.to_string()),
+                    }
+                };
+                assert_eq!(got, single, "max {max}");
+                assert_eq!(end, single_end, "max {max}");
+            }
+            assert_eq!(single.len(), (0..30_000).filter(|i| i % 7 != 3).count());
+        }
     }
 }
