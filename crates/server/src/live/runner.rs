@@ -483,7 +483,10 @@ impl Runner {
                 return;
             }
         }
-        let message = format!("from {from} to {}: {}", to.candidate, to.reason);
+        let message = format!(
+            "at tick {}, from {from} to {}: {}",
+            self.tick, to.candidate, to.reason
+        );
         self.note("info", "switched", &to.version.to_string(), &message);
     }
 
