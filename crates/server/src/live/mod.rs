@@ -16,6 +16,7 @@ pub mod registry;
 pub mod reply;
 mod runner;
 pub mod sample;
+pub mod shadows;
 pub mod space;
 pub mod watchdog;
 

@@ -11,11 +11,12 @@ use super::journal::Journal;
 use super::registry::{self, Registry, VersionRecord, VersionRef};
 use super::reply::{Reply, Status, TickReport, VersionSummary};
 use super::sample::Sampler;
+use super::shadows::{ShadowHost, SwitchTo};
 use super::space::Space;
 use super::watchdog::TickWatch;
 use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS};
 use crate::db::{now_ms, Db};
-use crate::shadow::{ShadowHost, SwitchTo, DRAIN_INTERVAL};
+use crate::shadow::DRAIN_INTERVAL;
 use crate::stats::Stats;
 use cache::AccessLog;
 use policy::{

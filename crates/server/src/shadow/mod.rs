@@ -4,8 +4,9 @@
 //! figures and names the version to run, which the runner activates through the registry (so
 //! the log, rollback and a cluster's propagation apply). See docs/adaptive.md, "In the server".
 //!
-//! Two halves: [`feed`] on the request path (a sampled, bounded, allocation-free hand-off) and
-//! [`host`] on the policy thread (the shadows, the real cache's window, the switch).
+//! Two halves: [`feed`] here, on the request path (a sampled, bounded, allocation-free
+//! hand-off), and `live::shadows` on the policy thread (the shadows, the real cache's window,
+//! the switch). This module depends on no other of the server, so `db` can feed it.
 //!
 //! Bounds: at most [`MAX_SHADOWS`] shadows; each holds at most its `max_objects` entries
 //! (default [`DEFAULT_MAX_OBJECTS`]) and together at most [`MAX_TOTAL_OBJECTS`]; each policy
@@ -13,10 +14,8 @@
 //! the hand-off queue holds at most [`feed::MAX_PENDING`] accesses.
 
 pub mod feed;
-pub mod host;
 
 pub use feed::{Access, Served, ShadowFeed};
-pub use host::{ShadowHost, SwitchTo};
 
 use std::time::Duration;
 

@@ -1,13 +1,13 @@
-//! The policy thread's side of the shadows: the [`adapt::Shadow`]s themselves (replay's type,
-//! one implementation for both hosts), fed from [`super::ShadowFeed`], ticked with the live
+//! The policy thread's side of the shadows (see `shadow`): the [`adapt::Shadow`]s themselves
+//! (replay's type, one implementation for both hosts), fed from `shadow::ShadowFeed`, ticked with the live
 //! policy's ticks on the same clock, the real cache's window figures, and the optional switch
 //! policy whose choice the runner activates through the registry.
 
-use super::feed::{Access, Served, MAX_PENDING};
-use super::{DEFAULT_MAX_OBJECTS, DEFAULT_WINDOW, MAX_SHADOWS, MAX_TOTAL_OBJECTS};
+use super::registry::VersionRef;
 use crate::db::Db;
-use crate::live::registry::VersionRef;
 use crate::metrics::{CandidateFigures, ShadowReport, Stats};
+use crate::shadow::feed::{Access, Served, MAX_PENDING};
+use crate::shadow::{DEFAULT_MAX_OBJECTS, DEFAULT_WINDOW, MAX_SHADOWS, MAX_TOTAL_OBJECTS};
 use adapt::shadow::ShadowLimits;
 use adapt::window::{TickSample, Window};
 use adapt::{Shadow, ShadowSpec};
