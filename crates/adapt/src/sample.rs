@@ -32,8 +32,20 @@ impl Sampler {
     /// Whether `key` (a 64-bit id or a hash of a byte key) is in the sample.
     #[inline]
     pub fn admits(&self, key: u64) -> bool {
-        self.is_full() || mix(key) % MODULUS < self.threshold
+        self.is_full() || position(key) < self.threshold
     }
+
+    /// `T` of `hash(key) mod P < T`: a key is in every sample whose threshold is above its
+    /// [`position`], so a host feeding several samplers tests a key once, against the largest.
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+}
+
+/// Where `key` falls in `[0, P)`; [`Sampler::admits`] compares it with the threshold.
+#[inline]
+pub fn position(key: u64) -> u64 {
+    mix(key) % MODULUS
 }
 
 /// SplitMix64's finaliser: trace ids are often dense, so they are mixed before the modulus.
@@ -55,5 +67,18 @@ mod tests {
         assert!((19_000..21_000).contains(&n), "{n}");
         assert!(Sampler::new(1.0).admits(12345));
         assert_eq!(Sampler::new(0.0).rate(), 1.0 / MODULUS as f64);
+    }
+
+    #[test]
+    fn a_key_under_the_largest_threshold_is_all_a_union_of_samples_needs() {
+        let (small, large) = (Sampler::new(0.01), Sampler::new(0.2));
+        for key in 0..50_000u64 {
+            let in_any = small.admits(key) || large.admits(key);
+            assert_eq!(
+                in_any,
+                position(key) < large.threshold().max(small.threshold())
+            );
+        }
+        assert!(position(u64::MAX) < Sampler::new(1.0).threshold());
     }
 }

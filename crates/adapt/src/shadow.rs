@@ -98,11 +98,21 @@ pub struct Shadow {
     totals: ShadowTotals,
     sum_objects: f64,
     sum_bytes: f64,
+    last_error: Option<String>,
 }
 
 impl Shadow {
     pub fn new(spec: ShadowSpec, limits: &ShadowLimits) -> Result<Shadow, LoadError> {
-        let mut engine = PolicyEngine::new(limits.policy);
+        Shadow::with_interrupt(spec, limits, policy::Interrupt::default())
+    }
+
+    /// [`Shadow::new`] whose callbacks `interrupt` stops (a host shutting down).
+    pub fn with_interrupt(
+        spec: ShadowSpec,
+        limits: &ShadowLimits,
+        interrupt: policy::Interrupt,
+    ) -> Result<Shadow, LoadError> {
+        let mut engine = PolicyEngine::with_interrupt(limits.policy, interrupt);
         engine.load_version(
             policy::PolicyId::new(&spec.name, 1),
             &format!("@{}", spec.path.display()),
@@ -128,6 +138,7 @@ impl Shadow {
             totals: ShadowTotals::default(),
             sum_objects: 0.0,
             sum_bytes: 0.0,
+            last_error: None,
             spec,
         };
         shadow.apply_target();
@@ -201,6 +212,34 @@ impl Shadow {
                 self.cache.remove(req.key);
             }
         }
+        self.account();
+    }
+
+    /// A lookup that found nothing behind the cache (a host whose back end may lack the key,
+    /// as the server's store can): a miss that caches nothing, and drops the key if the
+    /// shadow held it (an expired key). Ignored when the key is not sampled.
+    #[inline]
+    pub fn observe_absent(&mut self, time: f64, key: u64) {
+        if self.first_time.is_none() {
+            self.first_time = Some(time);
+        }
+        if !self.sampler.admits(key) {
+            return;
+        }
+        let c = &mut self.c;
+        c.requests += 1;
+        c.lookups += 1;
+        c.misses += 1;
+        self.cache.remove(key);
+        if let Some(log) = &mut self.log {
+            log.record(time, key);
+        }
+        self.account();
+    }
+
+    /// Adds the cache's size after a served request to the tick's sample.
+    #[inline]
+    fn account(&mut self) {
         let (objects, bytes) = (self.cache.len() as f64, self.cache.bytes() as f64);
         let s = &mut self.current;
         s.requests += self.scale;
@@ -266,6 +305,9 @@ impl Shadow {
         let _ = self.engine.drain_logs();
         let rate = self.sampler.rate();
         let failed = outcome.error.is_some();
+        if let Some(error) = outcome.error {
+            self.last_error = Some(error.to_string());
+        }
         let mut decided = false;
         let mut capped = false;
         if !failed {
@@ -318,6 +360,11 @@ impl Shadow {
         self.at_tick = c;
         self.evictions_at_tick = evictions;
         self.last_tick_time = Some(now);
+    }
+
+    /// What the candidate's policy last failed with (a host's log shows it).
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
     }
 
     /// The figures of the last window.

@@ -32,19 +32,7 @@ impl ShadowSpec {
             }
             params.insert(k, v);
         }
-        let label = match params.remove("label") {
-            Some(Scalar::Str(s)) => Some(s),
-            Some(Scalar::Number(n)) => Some(n.to_string()),
-            Some(Scalar::Bool(b)) => Some(b.to_string()),
-            None => None,
-        };
-        let sample = match params.remove("sample") {
-            None => 1.0,
-            Some(Scalar::Number(r)) if r > 0.0 && r <= 1.0 => r,
-            Some(other) => {
-                return Err(format!("sample={other}: expected a share in (0, 1]"));
-            }
-        };
+        let (label, sample) = take_options(&mut params)?;
         let path = PathBuf::from(path);
         let source = std::fs::read_to_string(&path)
             .map_err(|e| format!("{}: cannot read policy: {e}", path.display()))?;
@@ -64,6 +52,54 @@ impl ShadowSpec {
             sample,
         })
     }
+}
+
+impl ShadowSpec {
+    /// A candidate whose source is at hand (the server's registry versions): `params` may
+    /// hold the shadow's own `sample` and `label`, taken out as [`ShadowSpec::parse`] does;
+    /// without a label it is named `default_name`, then `:k=v,...` for the other params.
+    /// `shown` is what its errors name it by (a path, or `name@N`).
+    pub fn from_source(
+        default_name: &str,
+        shown: &str,
+        source: String,
+        mut params: Params,
+    ) -> Result<ShadowSpec, String> {
+        let (label, sample) = take_options(&mut params)?;
+        let name = label.unwrap_or_else(|| {
+            let pairs: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if pairs.is_empty() {
+                default_name.to_string()
+            } else {
+                format!("{default_name}:{}", pairs.join(","))
+            }
+        });
+        Ok(ShadowSpec {
+            name,
+            path: PathBuf::from(shown),
+            source,
+            params,
+            sample,
+        })
+    }
+}
+
+/// Takes the shadow's own settings, `label` and `sample`, out of `params`.
+fn take_options(params: &mut Params) -> Result<(Option<String>, f64), String> {
+    let label = match params.remove("label") {
+        Some(Scalar::Str(s)) => Some(s),
+        Some(Scalar::Number(n)) => Some(n.to_string()),
+        Some(Scalar::Bool(b)) => Some(b.to_string()),
+        None => None,
+    };
+    let sample = match params.remove("sample") {
+        None => 1.0,
+        Some(Scalar::Number(r)) if r > 0.0 && r <= 1.0 => r,
+        Some(other) => {
+            return Err(format!("sample={other}: expected a share in (0, 1]"));
+        }
+    };
+    Ok((label, sample))
 }
 
 fn stem(path: &Path) -> String {
@@ -96,5 +132,24 @@ mod tests {
             .unwrap_err()
             .contains("/nonexistent.lua"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_source_at_hand_takes_the_same_options() {
+        let mut params = Params::new();
+        for kv in ["n=10", "sample=0.25"] {
+            let (k, v) = policy::parse_param(kv).unwrap();
+            params.insert(k, v);
+        }
+        let s =
+            ShadowSpec::from_source("fixed@2", "fixed@2", "x = 1".into(), params.clone()).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.sample, s.params.len()),
+            ("fixed@2:n=10", 0.25, 1)
+        );
+        params.insert("sample".into(), Scalar::Number(0.0));
+        assert!(ShadowSpec::from_source("f@1", "f@1", String::new(), params)
+            .unwrap_err()
+            .contains("sample=0"));
     }
 }

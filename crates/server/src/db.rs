@@ -15,7 +15,8 @@
 //!
 //! That is all `Db` decides. What it records on the way belongs to other modules: the
 //! counters and the store's read latency to [`crate::metrics`], each access to the warm-up
-//! monitor ([`crate::access_monitor`]) and the policy's series ([`crate::access_series`]),
+//! monitor ([`crate::access_monitor`]), the policy's series ([`crate::access_series`]) and,
+//! once served, to the shadows ([`crate::shadow`]),
 //! hint names to [`crate::hints`]. Policy decisions are applied by `live::actions` and the
 //! warm-up fill is run by `warmup::load`, through [`Db::evict`], [`Db::set_capacity`] and
 //! [`Db::fill_from_store`].
@@ -64,6 +65,8 @@ struct Shared {
     monitor: AccessMonitor,
     /// The accesses a live policy reads as `timeseries()`.
     series: crate::access_series::AccessSeries,
+    /// What requests hand to the shadows.
+    shadows: crate::shadow::ShadowFeed,
 }
 
 struct State {
@@ -113,6 +116,7 @@ impl Db {
                     crate::access_monitor::DEFAULT_PERIOD.as_secs(),
                 ),
                 series: crate::access_series::AccessSeries::default(),
+                shadows: crate::shadow::ShadowFeed::default(),
             }),
         }
     }
@@ -146,6 +150,27 @@ impl Db {
         &self.shared.series
     }
 
+    /// The shadows' hand-off (see `shadow::feed`).
+    pub fn shadow_feed(&self) -> &crate::shadow::ShadowFeed {
+        &self.shared.shadows
+    }
+
+    /// Hands a served request to the shadows when one samples the key: with none, one atomic
+    /// load. `value_len` makes the size the cache charges (see [`Db::charge`]).
+    #[inline]
+    fn shadow(&self, hash: u64, key: &[u8], value_len: usize, op: crate::shadow::Served) {
+        let shared = &self.shared;
+        if shared.shadows.wants(hash) {
+            let size = key.len() as u64 + value_len as u64 + shared.object_overhead;
+            shared.shadows.push(crate::shadow::Access {
+                time: shared.series.clock.now(),
+                key: hash,
+                size: size.min(u64::from(u32::MAX)) as u32,
+                op,
+            });
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.shared
             .state
@@ -167,10 +192,17 @@ impl Db {
         let hash = self.hash(key);
         self.shared.monitor.record(hash, key);
         self.shared.series.record(hash);
+        use crate::shadow::Served;
         if let Some(value) = self.lookup_cached(hash, key) {
+            self.shadow(hash, key, value.len(), Served::Get);
             return Ok(Some(value));
         }
-        self.read_through(hash, key).await
+        let result = self.read_through(hash, key).await;
+        match &result {
+            Ok(Some(value)) => self.shadow(hash, key, value.len(), Served::Get),
+            _ => self.shadow(hash, key, 0, Served::Absent),
+        }
+        result
     }
 
     fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Bytes> {
@@ -324,6 +356,13 @@ impl Db {
             }
             stripe.generation.fetch_add(1, Ordering::Release);
             drop(state);
+            match &result {
+                Ok(true) if record.is_live(now) => {
+                    self.shadow(hash, key, value.len(), crate::shadow::Served::Put)
+                }
+                Ok(false) => {}
+                _ => self.shadow(hash, key, 0, crate::shadow::Served::Delete),
+            }
             result.inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))?
         };
         Ok(written)
@@ -392,6 +431,12 @@ impl Db {
             self.bump_generations(&hashes);
             drop(state);
             drop(guards);
+            for ((key, value), &hash) in pairs.iter().zip(&hashes) {
+                match result {
+                    Ok(()) => self.shadow(hash, key, value.len(), crate::shadow::Served::Put),
+                    Err(_) => self.shadow(hash, key, 0, crate::shadow::Served::Delete),
+                }
+            }
             result.inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))
         }
     }
@@ -411,6 +456,9 @@ impl Db {
             self.bump_generations(&hashes);
             drop(state);
             drop(guards);
+            for (key, &hash) in keys.iter().zip(&hashes) {
+                self.shadow(hash, key, 0, crate::shadow::Served::Delete);
+            }
             result.inspect_err(|_| Stats::bump(&self.shared.metrics.stats.store_errors))?
         };
         Ok(removed)

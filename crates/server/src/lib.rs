@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod parse;
 pub mod server;
 pub mod server_cache;
+pub mod shadow;
 pub mod store;
 pub mod warmup;
 

@@ -1,4 +1,4 @@
-//! INFO [section ...]: the server, clients, stats, memory, keyspace, cache, policy and warmup sections, in
+//! INFO [section ...]: the server, clients, stats, memory, keyspace, cache, policy, shadows and warmup sections, in
 //! Redis's `name:value` line format so existing dashboards and scripts can read them.
 
 use crate::frame::Frame;
@@ -10,7 +10,8 @@ use bytes::Bytes;
 use std::fmt::Write;
 
 const SECTIONS: &[&str] = &[
-    "server", "clients", "stats", "memory", "keyspace", "cache", "classes", "policy", "warmup",
+    "server", "clients", "stats", "memory", "keyspace", "cache", "classes", "policy", "shadows",
+    "warmup",
 ];
 
 pub struct Info {
@@ -160,6 +161,7 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
             )
         }
         "warmup" => ("Warmup", warmup_fields(instance)),
+        "shadows" => ("Shadows", shadow_fields(&metrics.shadows.read())),
         "classes" => ("Classes", super::cache::class_lines(instance)),
         _ => (
             "Cache",
@@ -236,6 +238,55 @@ fn warmup_fields(instance: &Instance) -> Vec<(String, String)> {
         field("warmup_accesses", monitor.last_seq()),
         field("warmup_persisted_accesses", read(&p.persisted_seq)),
     ]
+}
+
+/// `shadow_count`, the switch's figures, then one line per candidate (the real cache's as
+/// `active`, each shadow's as `shadow_N`) in the `k=v,...` form of Redis's keyspace lines.
+fn shadow_fields(r: &crate::metrics::ShadowReport) -> Vec<(String, String)> {
+    let shadows = r.candidates.iter().filter(|c| c.role == "shadow").count();
+    let mut fields = vec![
+        field("shadow_count", shadows),
+        field("shadow_events_dropped", r.dropped),
+        field("switch_loaded", u8::from(!r.switch_policy.is_empty())),
+        field("switch_calls", r.switch_calls),
+        field("switch_errors", r.switch_errors),
+        field("switches", r.switches),
+        field("last_switch", &r.last_switch),
+    ];
+    let mut n = 0;
+    for c in &r.candidates {
+        let w = &c.window;
+        let name = if c.role == "active" {
+            "active".to_string()
+        } else {
+            n += 1;
+            format!("shadow_{}", n - 1)
+        };
+        fields.push(field(
+            &name,
+            format!(
+                "name={},policy={},sample={},active={},window_ticks={},hit_ratio={:.6},\
+                 misses={:.1},mean_objects={:.1},peak_objects={:.1},mean_bytes={:.1},\
+                 peak_bytes={:.1},decisions={},errors={},total_hits={:.1},total_misses={:.1}",
+                c.name.replace([',', '\r', '\n'], " "),
+                c.policy,
+                c.sample,
+                u8::from(c.active),
+                w.ticks,
+                w.hit_ratio,
+                w.misses,
+                w.mean_objects,
+                w.peak_objects,
+                w.mean_bytes,
+                w.peak_bytes,
+                w.decisions,
+                w.errors,
+                c.total_hits,
+                c.total_misses
+            ),
+        ));
+    }
+    fields
 }
 
 fn field(name: &str, value: impl std::fmt::Display) -> (String, String) {

@@ -8,6 +8,7 @@ use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::live::reply::{Status, TickReport, VersionSummary};
 use crate::live::{Op, Reply};
+use crate::metrics::{CandidateFigures, ShadowReport};
 use crate::parse::{Parse, ParseError};
 
 /// `POLICY LOG` without a count.
@@ -43,6 +44,73 @@ fn version(text: &str) -> Result<u32, ParseError> {
     text.trim_start_matches(['v', '@'])
         .parse()
         .map_err(|_| ParseError::Other(format!("invalid policy version '{text}'")))
+}
+
+/// The `k=v` words left in the command.
+fn options(parse: &mut Parse<'_>) -> Vec<String> {
+    parse
+        .rest()
+        .iter()
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect()
+}
+
+/// `POLICY SHADOW ADD name[@N] [k=v ...] | LIST | STATUS [name] | DROP name`.
+fn shadow(parse: &mut Parse<'_>) -> Result<Op, ParseError> {
+    let sub = parse.next_string()?.to_ascii_lowercase();
+    Ok(match sub.as_str() {
+        "add" => {
+            let spec = parse.next_string()?;
+            let (name, version) = match spec.split_once('@') {
+                Some((name, v)) => (name.to_string(), Some(version(v)?)),
+                None => (spec, None),
+            };
+            Op::ShadowAdd {
+                name,
+                version,
+                options: options(parse),
+            }
+        }
+        "list" => Op::ShadowList,
+        "status" => Op::ShadowStatus {
+            name: parse
+                .next_optional()
+                .map(|n| String::from_utf8_lossy(&n).into_owned()),
+        },
+        "drop" => Op::ShadowDrop {
+            name: parse.next_string()?,
+        },
+        other => {
+            return Err(ParseError::Other(format!(
+                "unknown POLICY SHADOW subcommand '{}'. Try ADD, LIST, STATUS or DROP.",
+                super::printable(other.as_bytes(), 64)
+            )))
+        }
+    })
+}
+
+/// `POLICY SWITCH LOAD [k=v ...] source | OFF | STATUS`: the source is the last word, so
+/// `redis-cli -x POLICY SWITCH LOAD dwell=3 < policies/switch.lua` works.
+fn switch(parse: &mut Parse<'_>) -> Result<Op, ParseError> {
+    let sub = parse.next_string()?.to_ascii_lowercase();
+    Ok(match sub.as_str() {
+        "load" => {
+            let mut words = options(parse);
+            let source = words.pop().ok_or(ParseError::Syntax)?;
+            Op::SwitchLoad {
+                source,
+                options: words,
+            }
+        }
+        "off" => Op::SwitchOff,
+        "status" => Op::SwitchStatus,
+        other => {
+            return Err(ParseError::Other(format!(
+                "unknown POLICY SWITCH subcommand '{}'. Try LOAD, OFF or STATUS.",
+                super::printable(other.as_bytes(), 64)
+            )))
+        }
+    })
 }
 
 impl PolicyCmd {
@@ -103,9 +171,11 @@ impl PolicyCmd {
                     None => DEFAULT_LOG_LINES,
                 },
             },
+            "shadow" => shadow(parse)?,
+            "switch" => switch(parse)?,
             other => {
                 return Err(ParseError::Other(format!(
-                    "unknown subcommand '{}'. Try POLICY LOAD, USE, LIST, SHOW, ROLLBACK, STATUS, PARAM, LOG, TICK or CLOCK.",
+                    "unknown subcommand '{}'. Try POLICY LOAD, USE, LIST, SHOW, ROLLBACK, STATUS, PARAM, LOG, TICK, CLOCK, SHADOW or SWITCH.",
                     super::printable(other.as_bytes(), 64)
                 )))
             }
@@ -150,6 +220,11 @@ pub fn reply_frame(reply: Result<Reply, String>) -> Frame {
             Frame::Array(events.iter().map(|e| Frame::bulk_str(&e.line())).collect())
         }
         Ok(Reply::Tick(report)) => tick_map(&report),
+        Ok(Reply::Name(name)) => Frame::bulk_str(&name),
+        Ok(Reply::Lines(lines)) => Frame::Array(lines.iter().map(|l| Frame::bulk_str(l)).collect()),
+        Ok(Reply::Candidates(all)) => Frame::Array(all.iter().map(candidate_map).collect()),
+        Ok(Reply::Candidate(one)) => candidate_map(&one),
+        Ok(Reply::Switch(report)) => switch_map(&report),
         Err(message) => Frame::err(message),
     }
 }
@@ -194,6 +269,61 @@ fn status_map(s: &Status) -> Frame {
         ("suspended", text(&s.suspended)),
         ("activated_at_us", int(s.activated_at_us)),
         ("params", text(&s.params)),
+    ])
+}
+
+/// A float as RESP2 clients read it: a bulk string.
+fn float(x: f64) -> Frame {
+    Frame::bulk_str(&x.to_string())
+}
+
+fn candidate_map(c: &CandidateFigures) -> Frame {
+    let w = &c.window;
+    map(vec![
+        ("name", Frame::bulk_str(&c.name)),
+        ("role", Frame::static_bulk(c.role)),
+        ("policy", Frame::bulk_str(&c.policy)),
+        ("params", Frame::bulk_str(&c.params)),
+        ("sample", float(c.sample)),
+        ("active", int(u64::from(c.active))),
+        ("window_ticks", int(w.ticks)),
+        ("hit_ratio", float(w.hit_ratio)),
+        ("miss_ratio", float(w.miss_ratio)),
+        ("lookups", float(w.lookups)),
+        ("hits", float(w.hits)),
+        ("misses", float(w.misses)),
+        ("mean_objects", float(w.mean_objects)),
+        ("peak_objects", float(w.peak_objects)),
+        ("mean_bytes", float(w.mean_bytes)),
+        ("peak_bytes", float(w.peak_bytes)),
+        ("evictions", float(w.evictions)),
+        ("decisions", int(w.decisions)),
+        ("errors", int(w.errors)),
+        ("total_lookups", float(c.total_lookups)),
+        ("total_hits", float(c.total_hits)),
+        ("total_misses", float(c.total_misses)),
+        ("ticks", int(c.ticks)),
+        ("total_decisions", int(c.decisions)),
+        ("total_errors", int(c.errors)),
+        ("capped_ticks", int(c.capped_ticks)),
+        ("objects", int(c.objects)),
+        ("max_objects", int(c.max_objects)),
+        ("metadata_bytes", int(c.metadata_bytes)),
+    ])
+}
+
+fn switch_map(r: &ShadowReport) -> Frame {
+    map(vec![
+        ("loaded", int(u64::from(!r.switch_policy.is_empty()))),
+        ("calls", int(r.switch_calls)),
+        ("errors", int(r.switch_errors)),
+        ("switches", int(r.switches)),
+        ("last_switch", Frame::bulk_str(&r.last_switch)),
+        (
+            "shadows",
+            int(r.candidates.iter().filter(|c| c.role == "shadow").count() as u64),
+        ),
+        ("events_dropped", int(r.dropped)),
     ])
 }
 

@@ -16,6 +16,7 @@ pub mod registry;
 pub mod reply;
 mod runner;
 pub mod sample;
+pub mod shadows;
 pub mod space;
 pub mod watchdog;
 
@@ -74,6 +75,27 @@ pub enum Op {
     /// A cluster's shared registry changed (or etcd came back): adopt its activation stack
     /// and parameters.
     Sync,
+    /// `POLICY SHADOW ADD name[@N] [k=v ...]` (see `shadow`): the latest version without N.
+    ShadowAdd {
+        name: String,
+        version: Option<u32>,
+        options: Vec<String>,
+    },
+    ShadowList,
+    /// `POLICY SHADOW STATUS [name]`.
+    ShadowStatus {
+        name: Option<String>,
+    },
+    ShadowDrop {
+        name: String,
+    },
+    /// `POLICY SWITCH LOAD [k=v ...] source`.
+    SwitchLoad {
+        source: String,
+        options: Vec<String>,
+    },
+    SwitchOff,
+    SwitchStatus,
 }
 
 enum Message {

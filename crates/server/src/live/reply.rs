@@ -4,6 +4,7 @@
 
 use super::journal::Event;
 use super::registry::VersionRef;
+use crate::metrics::{CandidateFigures, ShadowReport};
 
 /// The reply to one `POLICY` subcommand.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,16 @@ pub enum Reply {
     Log(Vec<Event>),
     /// TICK: what the tick did and the cache's figures after it.
     Tick(Box<TickReport>),
+    /// SHADOW ADD: the shadow's name.
+    Name(String),
+    /// SHADOW LIST: one line per shadow.
+    Lines(Vec<String>),
+    /// SHADOW STATUS: the real cache's figures, then every shadow's.
+    Candidates(Vec<CandidateFigures>),
+    /// SHADOW STATUS name.
+    Candidate(Box<CandidateFigures>),
+    /// SWITCH STATUS.
+    Switch(Box<ShadowReport>),
 }
 
 /// One line of `POLICY LIST`.

@@ -11,10 +11,12 @@ use super::journal::Journal;
 use super::registry::{self, Registry, VersionRecord, VersionRef};
 use super::reply::{Reply, Status, TickReport, VersionSummary};
 use super::sample::Sampler;
+use super::shadows::{ShadowHost, SwitchTo};
 use super::space::Space;
 use super::watchdog::TickWatch;
 use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS};
 use crate::db::{now_ms, Db};
+use crate::shadow::DRAIN_INTERVAL;
 use crate::stats::Stats;
 use cache::AccessLog;
 use policy::{
@@ -135,6 +137,8 @@ pub struct Runner {
     /// When the running version was last swapped in (µs since the Unix epoch): what the
     /// propagation bench reads from every node.
     activated_at_us: u64,
+    /// Candidate versions in shadow and the switch policy (see `shadow`).
+    shadows: ShadowHost,
 }
 
 impl Runner {
@@ -157,6 +161,7 @@ impl Runner {
         let history = registry.history().map_err(|e| e.to_string())?;
         db.series().clock.set_manual(settings.manual);
         let log = AccessLog::new(db.series().limit());
+        let shadows = ShadowHost::new(db.clone(), settings.limits, settings.interrupt.clone());
         let mut runner = Runner {
             db,
             engine,
@@ -177,6 +182,7 @@ impl Runner {
             started: Instant::now(),
             suspended: false,
             activated_at_us: 0,
+            shadows,
         };
         if !runner.registry.is_durable() {
             stderr_line(
@@ -284,12 +290,17 @@ impl Runner {
     pub fn run(&mut self, inbox: &mpsc::Receiver<Message>) {
         let mut next_tick = Instant::now() + self.settings.tick;
         loop {
-            let received = if self.settings.manual {
-                inbox
+            // With shadows, queued accesses are handed to them every DRAIN_INTERVAL too.
+            let drain = (!self.shadows.is_idle()).then_some(DRAIN_INTERVAL);
+            let received = match (self.settings.manual, drain) {
+                (true, None) => inbox
                     .recv()
-                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected)
-            } else {
-                inbox.recv_timeout(next_tick.saturating_duration_since(Instant::now()))
+                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                (true, Some(drain)) => inbox.recv_timeout(drain),
+                (false, drain) => {
+                    let to_tick = next_tick.saturating_duration_since(Instant::now());
+                    inbox.recv_timeout(drain.map_or(to_tick, |d| d.min(to_tick)))
+                }
             };
             match received {
                 Ok(Message::Request(op, reply)) => {
@@ -300,6 +311,11 @@ impl Runner {
                     self.settings.interrupt.clear();
                     self.persist_states();
                     return;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout)
+                    if self.settings.manual || Instant::now() < next_tick =>
+                {
+                    self.shadows.drain();
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let _ = self.run_tick();
@@ -328,6 +344,7 @@ impl Runner {
         };
         let metrics = self.sampler.sample(&self.db, at);
         series.drain_into(&mut self.log, &mut self.spare);
+        self.tick_shadows(now);
         let Some(running) = self.history.last().cloned() else {
             return (String::new(), None);
         };
@@ -430,6 +447,139 @@ impl Runner {
         (applied, error)
     }
 
+    /// Ticks the shadows (before the live policy, as replay does), logs what they report and
+    /// makes the switch policy's choice active.
+    fn tick_shadows(&mut self, now: f64) {
+        let running = self.running().cloned();
+        let result = self
+            .shadows
+            .tick(now, self.tick, running.as_ref(), &self.params);
+        for (level, message) in result.notes {
+            self.note(level, "shadow", "", &message);
+        }
+        if let Some(to) = result.switch_to {
+            self.switch_to(to);
+        }
+        self.publish_shadows();
+    }
+
+    /// Activates what the switch policy chose through the registry, as POLICY PARAM and
+    /// POLICY USE would (so the log, ROLLBACK and a cluster's propagation apply).
+    fn switch_to(&mut self, to: SwitchTo) {
+        let from = self.top_name();
+        for (key, value) in &to.overrides {
+            if self.params.get(key) == Some(value) {
+                continue;
+            }
+            if let Err(e) = self.registry.set_param(key, value) {
+                let message = format!("cannot switch to {}: {e}", to.candidate);
+                self.note("error", "error", &to.version.to_string(), &message);
+                return;
+            }
+            self.note("info", "param", "", &format!("{key}={value} (switch)"));
+            self.params.insert(key.clone(), value.clone());
+            self.shadows.set_param(key, value);
+        }
+        if self.running() != Some(&to.version) {
+            if let Err(e) = self.push_and_activate(to.version.clone()) {
+                let message = format!("cannot switch to {}: {e}", to.candidate);
+                self.note("error", "error", &to.version.to_string(), &message);
+                return;
+            }
+        }
+        let message = format!(
+            "at tick {}, from {from} to {}: {}",
+            self.tick, to.candidate, to.reason
+        );
+        self.note("info", "switched", &to.version.to_string(), &message);
+    }
+
+    fn publish_shadows(&self) {
+        let report = self.shadows.report(self.running(), &self.params);
+        self.db.metrics().shadows.publish(report);
+    }
+
+    fn op_shadow(&mut self, op: Op) -> Result<Reply, String> {
+        match op {
+            Op::ShadowAdd {
+                name,
+                version,
+                options,
+            } => {
+                let record = self
+                    .registry
+                    .version(&name, version)
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| no_such(&name, version))?;
+                let id = record.id();
+                let added = self
+                    .shadows
+                    .add(id.clone(), record.source, &options, &self.params)?;
+                self.note(
+                    "info",
+                    "shadow",
+                    &id.to_string(),
+                    &format!("shadow {added} added"),
+                );
+                Ok(Reply::Name(added))
+            }
+            Op::ShadowDrop { name } => {
+                self.shadows.remove(&name)?;
+                self.note("info", "shadow", "", &format!("shadow {name} dropped"));
+                Ok(Reply::Done)
+            }
+            Op::ShadowList => {
+                let report = self.shadows.report(self.running(), &self.params);
+                Ok(Reply::Lines(
+                    report
+                        .candidates
+                        .iter()
+                        .filter(|c| c.role == "shadow")
+                        .map(|c| {
+                            format!(
+                                "{} policy={} params={:?} sample={} max_objects={}{}",
+                                c.name,
+                                c.policy,
+                                c.params,
+                                c.sample,
+                                c.max_objects,
+                                if c.active { " active" } else { "" }
+                            )
+                        })
+                        .collect(),
+                ))
+            }
+            Op::ShadowStatus { name: None } => {
+                self.shadows.drain();
+                let report = self.shadows.report(self.running(), &self.params);
+                Ok(Reply::Candidates(report.candidates))
+            }
+            Op::ShadowStatus { name: Some(name) } => {
+                self.shadows.drain();
+                let running = self.running().cloned();
+                self.shadows
+                    .status_of(&name, running.as_ref(), &self.params)
+                    .map(|c| Reply::Candidate(Box::new(c)))
+            }
+            Op::SwitchLoad { source, options } => {
+                let params = self.shadows.load_switch(&source, &options)?;
+                let message = format!("switch policy loaded ({} bytes) {params}", source.len());
+                self.note("info", "switch", "", message.trim_end());
+                Ok(Reply::Done)
+            }
+            Op::SwitchOff => {
+                if self.shadows.unload_switch() {
+                    self.note("info", "switch", "", "switch policy unloaded");
+                }
+                Ok(Reply::Done)
+            }
+            Op::SwitchStatus => Ok(Reply::Switch(Box::new(
+                self.shadows.report(self.running(), &self.params),
+            ))),
+            _ => Err("not a shadow command".into()),
+        }
+    }
+
     /// `POLICY TICK [now]` (manual ticks only): sets the clock, runs one tick, and replies
     /// with what it did and the cache's figures after it.
     fn op_tick(&mut self, now: Option<f64>) -> Result<Reply, String> {
@@ -485,8 +635,16 @@ impl Runner {
                 .map(Reply::Log)
                 .map_err(|e| e.to_string()),
             Op::Sync => self.op_sync(),
+            op @ (Op::ShadowAdd { .. }
+            | Op::ShadowList
+            | Op::ShadowStatus { .. }
+            | Op::ShadowDrop { .. }
+            | Op::SwitchLoad { .. }
+            | Op::SwitchOff
+            | Op::SwitchStatus) => self.op_shadow(op),
         };
         self.update_gauges();
+        self.publish_shadows();
         result
     }
 
@@ -582,6 +740,9 @@ impl Runner {
     fn op_sync(&mut self) -> Result<Reply, String> {
         let (history, params) = self.registry.snapshot().map_err(|e| e.to_string())?;
         if params != self.params {
+            for (key, value) in &params {
+                self.shadows.set_param(key, value);
+            }
             self.params = params;
         }
         if history == self.history {
@@ -672,6 +833,7 @@ impl Runner {
             .set_param(&key, &scalar)
             .map_err(|e| e.to_string())?;
         self.note("info", "param", "", &format!("{key}={scalar}"));
+        self.shadows.set_param(&key, &scalar);
         self.params.insert(key, scalar);
         Ok(Reply::Done)
     }

@@ -253,6 +253,8 @@ impl Collector for ServerCollector {
         ConstGauge::new(PolicyGauges::read(&policy.active_version))
             .encode(metric.encode_family(&labels)?)?;
 
+        encode_shadows(&mut encoder, &self.metrics.shadows.read())?;
+
         let (buckets, sum, count) = self.metrics.store_read.buckets();
         let mut metric = encoder.encode_descriptor(
             "mantle_store_read_seconds",
@@ -262,6 +264,86 @@ impl Collector for ServerCollector {
         )?;
         metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
+}
+
+/// Every candidate's window figures, one series per candidate labelled by its name and role
+/// (`active`: the real cache under the running version; `shadow`), and the switch's counts.
+fn encode_shadows(
+    encoder: &mut DescriptorEncoder,
+    report: &super::ShadowReport,
+) -> Result<(), std::fmt::Error> {
+    type Read = fn(&super::CandidateFigures) -> f64;
+    let series: [(&str, &str, Read); 8] = [
+        (
+            "mantle_shadow_hit_ratio",
+            "Hit ratio over the last window of ticks.",
+            |c| c.window.hit_ratio,
+        ),
+        (
+            "mantle_shadow_misses",
+            "Misses (back-end reads) over the last window, scaled to the whole key space.",
+            |c| c.window.misses,
+        ),
+        (
+            "mantle_shadow_mean_objects",
+            "Request-weighted mean of the cached objects over the last window.",
+            |c| c.window.mean_objects,
+        ),
+        (
+            "mantle_shadow_peak_objects",
+            "Peak of the cached objects over the last window.",
+            |c| c.window.peak_objects,
+        ),
+        (
+            "mantle_shadow_mean_bytes",
+            "Request-weighted mean of the cached bytes over the last window.",
+            |c| c.window.mean_bytes,
+        ),
+        (
+            "mantle_shadow_decisions",
+            "Ticks of the last window whose decision acted on the cache (shadows).",
+            |c| c.window.decisions as f64,
+        ),
+        (
+            "mantle_shadow_errors",
+            "Ticks of the last window that failed (shadows).",
+            |c| c.window.errors as f64,
+        ),
+        (
+            "mantle_shadow_sample",
+            "Share of the key space the candidate sees.",
+            |c| c.sample,
+        ),
+    ];
+    if !report.candidates.is_empty() {
+        for (name, help, read) in series {
+            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for c in &report.candidates {
+                let labels = [("candidate", c.name.clone()), ("role", c.role.to_string())];
+                ConstGauge::new(read(c)).encode(metric.encode_family(&labels)?)?;
+            }
+        }
+    }
+    for (name, help, value) in [
+        (
+            "mantle_shadow_events_dropped",
+            "Accesses the request path could not hand to the shadows (queue full).",
+            report.dropped,
+        ),
+        (
+            "mantle_switches",
+            "Versions the switch policy activated.",
+            report.switches,
+        ),
+        (
+            "mantle_switch_errors",
+            "Switch policy calls that failed.",
+            report.switch_errors,
+        ),
+    ] {
+        one(encoder, name, help, MetricType::Counter, value)?;
+    }
+    Ok(())
 }
 
 /// The exposition text of `metrics`, with `readings` for the figures it does not keep.

@@ -11,10 +11,12 @@
 mod counters;
 pub mod exposition;
 mod histogram;
+mod shadows;
 
 pub use counters::{Guards, PolicyGauges, Stats, WarmupProgress};
 pub use exposition::{render, Readings, UpstreamFigures, CONTENT_TYPE};
 pub use histogram::{LatencyHistogram, READ_LATENCY_BOUNDS_US};
+pub use shadows::{CandidateFigures, ShadowBoard, ShadowReport};
 
 use std::sync::Arc;
 
@@ -28,6 +30,8 @@ pub struct Metrics {
     pub warmup: WarmupProgress,
     /// How long store reads take (cache misses and warm-up loads).
     pub store_read: LatencyHistogram,
+    /// Shadows' and the active version's window figures (see `shadow`).
+    pub shadows: ShadowBoard,
 }
 
 /// A snapshot of the cache for INFO, CACHE STATS and `/metrics` (the cache's own figures,
