@@ -23,7 +23,6 @@ pub struct Connection {
     input: BytesMut,
     output: BytesMut,
     decoder: Decoder,
-    args: Vec<Bytes>,
     /// Replies in `output`: a failed commit replaces each with the error (see `server::send`).
     queued: usize,
 }
@@ -35,7 +34,6 @@ impl Connection {
             input: BytesMut::with_capacity(CHUNK),
             output: BytesMut::with_capacity(CHUNK),
             decoder: Decoder::new(limits),
-            args: Vec::new(),
             queued: 0,
         }
     }
@@ -44,13 +42,11 @@ impl Connection {
         self.decoder.set_limits(limits);
     }
 
-    /// The next complete request already buffered, if any (its arguments, name first).
-    pub fn next_request(&mut self) -> Result<Option<&[Bytes]>, ProtocolError> {
-        if self.decoder.decode(&mut self.input, &mut self.args)? {
-            Ok(Some(&self.args))
-        } else {
-            Ok(None)
-        }
+    /// Decodes the next complete request already buffered, if any, into `args` (its
+    /// arguments, name first); `Ok(false)` when none is. The caller owns `args` (and reuses it),
+    /// so a request's arguments can outlive the next call on the connection.
+    pub fn next_request(&mut self, args: &mut Vec<Bytes>) -> Result<bool, ProtocolError> {
+        self.decoder.decode(&mut self.input, args)
     }
 
     /// Bytes buffered towards a request not yet complete.

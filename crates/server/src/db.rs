@@ -419,7 +419,25 @@ impl Db {
         {
             let guards = self.lock_stripes(&hashes).await;
             Stats::bump(&self.shared.metrics.stats.store_writes);
-            let result = self.shared.store.set_many(&records, now).await;
+            // Cached keys are in the store: the store need not read them to count new keys.
+            let known_live: Vec<bool> = {
+                let state = self.state();
+                pairs
+                    .iter()
+                    .zip(&hashes)
+                    .map(|((key, _), &hash)| {
+                        state
+                            .table
+                            .lookup(hash, key)
+                            .is_some_and(|(_, entry)| entry.is_live(now))
+                    })
+                    .collect()
+            };
+            let result = self
+                .shared
+                .store
+                .set_many_known(&records, &known_live, now)
+                .await;
             let mut state = self.state();
             for ((key, value), &hash) in pairs.iter().zip(&hashes) {
                 if result.is_ok() {

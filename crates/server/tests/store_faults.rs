@@ -376,22 +376,22 @@ fn clients_cannot_take_the_descriptors_the_store_needs() {
 
 const LOGGED_KEYS: usize = 3000;
 
-/// A data dir whose log holds `LOGGED_KEYS` writes (`k0`, `k1`, ... in order), closed cleanly
-/// (RocksDB keeps them in the log: nothing was flushed to a table file).
+/// A data dir whose log holds `LOGGED_KEYS` writes (`k0`, `k1`, ... in order), one log record
+/// each, closed cleanly (RocksDB keeps them in the log: nothing was flushed to a table file).
+/// One SET per round trip: a pipeline's SETs would share records (one batch per pipeline).
 fn logged_data_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let mut config = rocks_config(dir.path(), Fsync::No);
     config.warmup_track = 0;
     let server = TestServer::start(config);
     let mut client = server.client();
-    let mut pipe = redis::pipe();
     for i in 0..LOGGED_KEYS {
-        pipe.cmd("SET")
+        redis::cmd("SET")
             .arg(format!("k{i}"))
             .arg(vec![b'x'; 100])
-            .ignore();
+            .query::<()>(&mut client)
+            .unwrap();
     }
-    pipe.query::<()>(&mut client).unwrap();
     drop(client);
     server.shutdown().unwrap();
     dir

@@ -69,6 +69,17 @@ impl Set {
         Ok(set)
     }
 
+    /// The key and value of a plain `SET key value` (no condition, expiry or hint): the kind
+    /// the connection may write together with its neighbours in the pipeline (see
+    /// `server::WriteRun`); any other SET comes back unchanged.
+    pub fn into_plain(self) -> Result<(Bytes, Bytes), Set> {
+        if self.condition == Condition::Always && self.expires_at_ms == 0 && self.class.is_none() {
+            Ok((self.key, self.value))
+        } else {
+            Err(self)
+        }
+    }
+
     pub async fn apply(self, instance: &Instance) -> Frame {
         let result = instance
             .db
@@ -127,6 +138,16 @@ mod tests {
         assert_eq!(set.class.as_deref(), Some(&b"hot"[..]));
         let set = parse(&["k", "v", "EXAT", "2000000000"]).unwrap();
         assert_eq!(set.expires_at_ms, 2_000_000_000_000);
+    }
+
+    #[test]
+    fn only_option_free_sets_are_plain() {
+        let (key, value) = parse(&["k", "v"]).unwrap().into_plain().unwrap();
+        assert_eq!((&key[..], &value[..]), (&b"k"[..], &b"v"[..]));
+        for options in [&["NX"][..], &["XX"], &["EX", "5"], &["HINT", "hot"]] {
+            let words: Vec<&str> = ["k", "v"].iter().chain(options).copied().collect();
+            assert!(parse(&words).unwrap().into_plain().is_err(), "{options:?}");
+        }
     }
 
     #[test]

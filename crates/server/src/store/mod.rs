@@ -100,8 +100,18 @@ impl Store {
     }
 
     pub async fn set_many(&self, pairs: &[(Bytes, Record)], now_ms: u64) -> Result<(), StoreError> {
+        self.set_many_known(pairs, &[], now_ms).await
+    }
+
+    /// [`Store::set_many`] where `known_live[i]` says the caller knows pair i's key exists.
+    pub async fn set_many_known(
+        &self,
+        pairs: &[(Bytes, Record)],
+        known_live: &[bool],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
         match self {
-            Store::Rocks(store) => store.set_many(pairs),
+            Store::Rocks(store) => store.set_many(pairs, known_live),
             Store::Upstream(store) => store.set_many(pairs, now_ms).await,
         }
     }

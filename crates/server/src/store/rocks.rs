@@ -535,20 +535,36 @@ impl RocksStore {
         Ok(true)
     }
 
-    /// Writes all pairs in one atomic batch.
-    pub fn set_many(&self, pairs: &[(Bytes, Record)]) -> Result<(), StoreError> {
+    /// Writes all pairs in one atomic batch. `known_live[i]` says the caller knows pair i's
+    /// key exists (it is cached), which saves reading it to keep the key count exact.
+    pub fn set_many(
+        &self,
+        pairs: &[(Bytes, Record)],
+        known_live: &[bool],
+    ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         let mut created = 0;
-        let mut seen = std::collections::HashSet::with_capacity(pairs.len());
-        for (key, record) in pairs {
-            if seen.insert(key.clone())
+        // Keys read for presence, so a key named twice is counted once (no allocation while
+        // every key is known).
+        let mut seen = std::collections::HashSet::new();
+        for (i, (key, record)) in pairs.iter().enumerate() {
+            let known = known_live.get(i).copied().unwrap_or(false);
+            if !known
+                && seen.insert(&key[..])
                 && stored_key(key, |k| self.db.get_pinned(k))
                     .map_err(rocks_error)?
                     .is_none()
             {
                 created += 1;
             }
-            stored_key(key, |k| batch.put(k, record.encode()));
+            ENCODE_BUFFER.with(|buffer| {
+                let mut buffer = buffer.borrow_mut();
+                record.encode_into(&mut buffer);
+                stored_key(key, |k| batch.put(k, buffer.as_slice()));
+                if buffer.capacity() > 1 << 20 {
+                    *buffer = Vec::new();
+                }
+            });
         }
         self.guard.write(&self.db, |db| db.write(batch))?;
         self.keys.fetch_add(created, Ordering::Relaxed);
@@ -939,11 +955,14 @@ mod tests {
                 .set(b"b", &record("4", 0), Condition::IfPresent, 0, false)
                 .unwrap());
             store
-                .set_many(&[
-                    (Bytes::from_static(b"b"), record("5", 0)),
-                    (Bytes::from_static(b"b"), record("6", 0)),
-                    (Bytes::from_static(b"c"), record("7", 50)),
-                ])
+                .set_many(
+                    &[
+                        (Bytes::from_static(b"b"), record("5", 0)),
+                        (Bytes::from_static(b"b"), record("6", 0)),
+                        (Bytes::from_static(b"c"), record("7", 50)),
+                    ],
+                    &[],
+                )
                 .unwrap();
             assert_eq!(store.key_count(), 3);
             assert_eq!(store.get(b"b").unwrap().unwrap().value, "6");
