@@ -425,6 +425,27 @@ fn check_host_port(text: &str) -> Result<(), String> {
     }
 }
 
+/// Says in the log when this node's membership lapses, comes back, or is lost for good.
+fn log_membership(id: &NodeId, mut changes: tokio::sync::watch::Receiver<MembershipState>) {
+    let id = id.clone();
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let state = *changes.borrow_and_update();
+            match state {
+                MembershipState::Live => {
+                    crate::log::log_line!("mantle: cluster: {id} is a member again")
+                }
+                MembershipState::Rejoining => crate::log::log_line!(
+                    "mantle: cluster: {id}'s membership lapsed (stopped or cut off past its TTL); joining again"
+                ),
+                MembershipState::Lost => crate::log::log_line!(
+                    "mantle: cluster: another node took the id {id} while this one was away; not a member"
+                ),
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -490,25 +511,4 @@ mod tests {
         );
         assert_eq!(newest(None, Some(old)).unwrap().value.epoch, 1);
     }
-}
-
-/// Says in the log when this node's membership lapses, comes back, or is lost for good.
-fn log_membership(id: &NodeId, mut changes: tokio::sync::watch::Receiver<MembershipState>) {
-    let id = id.clone();
-    tokio::spawn(async move {
-        while changes.changed().await.is_ok() {
-            let state = *changes.borrow_and_update();
-            match state {
-                MembershipState::Live => {
-                    crate::log::log_line!("mantle: cluster: {id} is a member again")
-                }
-                MembershipState::Rejoining => crate::log::log_line!(
-                    "mantle: cluster: {id}'s membership lapsed (stopped or cut off past its TTL); joining again"
-                ),
-                MembershipState::Lost => crate::log::log_line!(
-                    "mantle: cluster: another node took the id {id} while this one was away; not a member"
-                ),
-            }
-        }
-    });
 }

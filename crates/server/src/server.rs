@@ -455,9 +455,7 @@ async fn serve_connection(
             let outcome = match connection.next_request(&mut args) {
                 Ok(true) => {
                     Stats::bump(&stats.commands_processed);
-                    match dispatch(instance, &mut session, &args, &mut revealing, &mut run)
-                        .await
-                    {
+                    match dispatch(instance, &mut session, &args, &mut revealing, &mut run).await {
                         Outcome::Forward(addr) => submit(instance, &session, &args, addr),
                         outcome => outcome,
                     }
