@@ -9,108 +9,38 @@
 
 mod common;
 
-use common::{json_of, mantle, repo};
+use common::{json_of, mantle, parity_trace, Serve};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 /// Objects the cache holds (`--cache-size` in replay, `--max-keys` in serve).
 const CACHE: &str = "150";
 
-/// A ParSplice-format trace: 4,000 requests 0.01 s apart over 40 s; keys come from a basin of
-/// 90 that moves by 60 every 8 s (so old keys go cold and fans form); a key's first request
-/// writes it, later ones read it, with one write in twenty.
-fn trace(dir: &Path) -> String {
-    let path = dir.join("parity.csv");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    writeln!(out, "timestamp_s,op,key").unwrap();
-    let mut seen = std::collections::HashSet::new();
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in 0..4_000u64 {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let r = state >> 33;
-        let key = (i / 800) * 60 + r % 90;
-        let op = if seen.insert(key) || r.is_multiple_of(20) {
-            "PUT"
-        } else {
-            "GET"
-        };
-        writeln!(out, "{:.2},{op},{key}", i as f64 * 0.01).unwrap();
+/// `mantle serve --tick manual` running `policy` with `params` (and `classes`).
+fn start(policy: &str, params: &[(&str, &str)], classes: Option<&Path>) -> Serve {
+    let mut args: Vec<std::ffi::OsString> = ["--threads", "2", "--tick", "manual"]
+        .iter()
+        .chain(&["--max-keys", CACHE, "--policy", policy])
+        .map(Into::into)
+        .collect();
+    if let Some(c) = classes {
+        args.push("--classes".into());
+        args.push(c.into());
     }
-    out.flush().unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-/// A `mantle serve --tick manual` child process, killed when dropped (even on failure).
-struct Serve {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
+    let serve = Serve::start(&args);
+    let mut c = serve.client();
+    for (k, v) in params {
+        let _: () = redis::cmd("POLICY")
+            .arg("PARAM")
+            .arg(k)
+            .arg(v)
+            .query(&mut c)
+            .unwrap();
+    }
+    serve
 }
 
 impl Serve {
-    fn start(policy: &str, params: &[(&str, &str)], classes: Option<&Path>) -> Serve {
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mantle"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--threads", "2"])
-            .args(["--tick", "manual", "--max-keys", CACHE, "--policy", policy])
-            .args(
-                classes
-                    .map(|c| vec!["--classes".into(), c.as_os_str().to_owned()])
-                    .unwrap_or_default(),
-            )
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .current_dir(repo())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mantle serve starts");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    if let Some(rest) = line.strip_prefix("mantle: serving on ") {
-                        break rest.split_whitespace().next().unwrap().to_string();
-                    }
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("mantle serve exited before listening");
-                }
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
-        let serve = Serve {
-            child,
-            addr,
-            _dir: dir,
-        };
-        let mut c = serve.client();
-        for (k, v) in params {
-            let _: () = redis::cmd("POLICY")
-                .arg("PARAM")
-                .arg(k)
-                .arg(v)
-                .query(&mut c)
-                .unwrap();
-        }
-        serve
-    }
-}
-
-impl Serve {
-    fn client(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://{}", self.addr))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
     /// CACHE STATS as numbers (the text ones left out).
     fn cache_stats(&self) -> std::collections::HashMap<String, i64> {
         let pairs: std::collections::HashMap<String, redis::Value> = redis::cmd("CACHE")
@@ -124,13 +54,6 @@ impl Serve {
                 _ => None,
             })
             .collect()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -187,7 +110,7 @@ fn check(policy: &str, params: &[(&str, &str)]) {
 
 fn check_with(policy: &str, params: &[(&str, &str)], classes: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
-    let trace = trace(dir.path());
+    let trace = parity_trace(dir.path(), "parity.csv");
     let class_file = dir.path().join("classes.csv");
     if let Some(text) = classes {
         std::fs::write(&class_file, text).unwrap();
@@ -221,7 +144,7 @@ fn check_with(policy: &str, params: &[(&str, &str)], classes: Option<&str>) {
     }
     let sim = json_of(&mantle(&args));
 
-    let serve = Serve::start(policy, params, class_file);
+    let serve = start(policy, params, class_file);
     let live = json_of(&mantle(&[
         "replay",
         "--trace",

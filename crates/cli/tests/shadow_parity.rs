@@ -6,39 +6,10 @@
 
 mod common;
 
-use common::{json_of, mantle, repo};
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use common::{json_of, mantle, parity_trace, repo, Serve};
 
 /// Objects the real cache holds (`--cache-size` in replay, `--max-keys` in serve).
 const CACHE: &str = "150";
-
-/// The trace of tests/parity.rs: 4,000 requests 0.01 s apart; keys from a basin of 90 that moves
-/// by 60 every 8 s; a key's first request writes it (so every GET finds it in the server's
-/// store, as replay's back end has everything), later ones read it, with one write in twenty.
-fn trace(dir: &Path) -> String {
-    let path = dir.join("shadow_parity.csv");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    writeln!(out, "timestamp_s,op,key").unwrap();
-    let mut seen = std::collections::HashSet::new();
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in 0..4_000u64 {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let r = state >> 33;
-        let key = (i / 800) * 60 + r % 90;
-        let op = if seen.insert(key) || r.is_multiple_of(20) {
-            "PUT"
-        } else {
-            "GET"
-        };
-        writeln!(out, "{:.2},{op},{key}", i as f64 * 0.01).unwrap();
-    }
-    out.flush().unwrap();
-    path.to_str().unwrap().to_string()
-}
 
 /// A policy that keeps the cache at `n` objects.
 fn keep(n: u64) -> String {
@@ -52,53 +23,8 @@ fn keep(n: u64) -> String {
 const CANDIDATES: [(&str, u64); 3] = [("small", 30), ("mid", 100), ("big", 145)];
 const SWITCH_PARAMS: [&str; 2] = ["dwell=3", "warm=2"];
 
-/// A `mantle serve --tick manual` child, killed when dropped (even on failure).
-struct Serve {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve() -> Serve {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--threads", "2"])
-        .args(["--tick", "manual", "--max-keys", CACHE])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .current_dir(repo())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mantle serve starts");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(rest) = line.strip_prefix("mantle: serving on ") {
-                    break rest.split_whitespace().next().unwrap().to_string();
-                }
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("mantle serve exited before listening");
-            }
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    Serve {
-        child,
-        addr,
-        _dir: dir,
-    }
+    Serve::start(&["--threads", "2", "--tick", "manual", "--max-keys", CACHE])
 }
 
 /// `(tick, candidate, reason)` of each switch.
@@ -107,7 +33,7 @@ type Switches = Vec<(u64, String, String)>;
 #[test]
 fn replay_and_serve_switch_to_the_same_candidates_at_the_same_ticks() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = trace(dir.path());
+    let trace = parity_trace(dir.path(), "shadow_parity.csv");
     let switch = repo().join("policies/switch.lua");
     let switch = switch.to_str().unwrap();
 
