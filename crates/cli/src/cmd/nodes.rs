@@ -83,8 +83,15 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
         Placement::Range => {
             let mut reader = trace::Batched::new(open()?);
             let mut keys = Vec::new();
+            let mut compact_at = 1 << 20;
             while let Some(r) = reader.next_request()? {
                 keys.push(r.key);
+                // Memory in distinct keys, not requests: a long trace repeats its keys.
+                if keys.len() >= compact_at {
+                    keys.sort_unstable();
+                    keys.dedup();
+                    compact_at = (keys.len() * 2).max(1 << 20);
+                }
             }
             Some(std::sync::Arc::new(KeyRanges::from_keys(keys)))
         }
