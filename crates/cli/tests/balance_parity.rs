@@ -4,7 +4,8 @@
 //! the same nodes at the same ticks. A mismatch names the first tick that differs.
 //!
 //! The trace sends all its load to keys in n1's slots, so Ceph's greedy spill (stateless,
-//! unmodified) sheds: n1 to its idle neighbour n2, then n2 to n3.
+//! unmodified) sheds: n1 to its idle neighbour n2, then n2 to n3; and the adaptable balancer,
+//! which keeps its back-off countdown with WRstate, sends n2 and n3 what each lacks.
 
 use cluster::testing::{free_port, Etcd};
 use serde_json::Value;
@@ -177,6 +178,19 @@ fn moves(report: &Value) -> Vec<(u64, u64, u64, String)> {
 
 #[test]
 fn the_simulator_and_a_live_cluster_make_the_same_moves() {
+    parity("greedyspill", &[("idle", "30")], 2);
+}
+
+/// A balancer with state between ticks (adaptable.lua's back-off, kept with WRstate): the
+/// live engines must carry it from tick to tick as the simulator's do.
+#[test]
+fn a_balancer_that_keeps_state_makes_the_same_moves_live() {
+    parity("adaptable", &[], 2);
+}
+
+/// Runs the trace through the simulator and a fresh live cluster under `policies/NAME.lua`
+/// with `params`; the moves (at least `min_moves`) must be the same.
+fn parity(name: &str, params: &[(&str, &str)], min_moves: usize) {
     let etcd = Etcd::start();
     let root = tempfile::tempdir().unwrap();
     let n1 = Node::start("n1", &etcd, root.path());
@@ -219,28 +233,35 @@ fn the_simulator_and_a_live_cluster_make_the_same_moves() {
             || node.owned() == [5462, 5461, 5461],
         );
     }
+    let file = format!("policies/{name}.lua");
     let source = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/greedyspill.lua"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(&file),
     )
     .unwrap();
-    let _: redis::Value = nodes[0]
-        .query(redis::cmd("POLICY").arg(&["LOAD", "greedyspill", &source, "AUTHOR", "test"][..]));
-    let _: redis::Value = nodes[0].query(redis::cmd("POLICY").arg(&["PARAM", "idle", "30"][..]));
+    let _: redis::Value =
+        nodes[0].query(redis::cmd("POLICY").arg(&["LOAD", name, &source, "AUTHOR", "test"][..]));
+    for &(k, v) in params {
+        let _: redis::Value = nodes[0].query(redis::cmd("POLICY").arg(&["PARAM", k, v][..]));
+    }
+    let active = format!("{name}@1");
     for node in &nodes {
         wait_until(
-            &format!("{} to run greedyspill", node.id),
+            &format!("{} to run {active}", node.id),
             Duration::from_secs(10),
             || {
                 let status: std::collections::BTreeMap<String, redis::Value> =
                     node.query(redis::cmd("POLICY").arg("STATUS"));
-                status.get("active") == Some(&redis::Value::Data(b"greedyspill@1".to_vec()))
+                status.get("active") == Some(&redis::Value::Data(active.as_bytes().to_vec()))
             },
         );
     }
 
     let trace = trace(root.path());
     let trace = trace.to_str().unwrap();
-    let sim = json(mantle().args([
+    let mut sim = mantle();
+    sim.args([
         "replay",
         "--trace",
         trace,
@@ -251,14 +272,16 @@ fn the_simulator_and_a_live_cluster_make_the_same_moves() {
         "--tick",
         "1s",
         "--policy",
-        "policies/greedyspill.lua",
-        "--param",
-        "idle=30",
+        &file,
         "--migration-rate",
         "unlimited",
         "--json",
         "--quiet",
-    ]));
+    ]);
+    for (k, v) in params {
+        sim.args(["--param", &format!("{k}={v}")]);
+    }
+    let sim = json(&mut sim);
     let live = json(mantle().args([
         "replay",
         "--trace",
@@ -278,8 +301,8 @@ fn the_simulator_and_a_live_cluster_make_the_same_moves() {
     assert_eq!(sim["ticks"], live["ticks"]);
     let (s, l) = (moves(&sim), moves(&live));
     assert!(
-        s.len() >= 2,
-        "greedy spill sheds n1 to n2 and n2 to n3 in the simulator: {s:?}"
+        s.len() >= min_moves,
+        "{name} sheds n1's load in the simulator: {s:?}"
     );
     if s != l {
         let first = s

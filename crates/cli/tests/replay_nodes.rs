@@ -102,8 +102,8 @@ fn bad_cluster_flags_fail_cleanly() {
         (vec!["--nodes", "0"], "--nodes must be between 1 and 256"),
         (vec!["--nodes", "300"], "--nodes must be between 1 and 256"),
         (
-            vec!["--nodes", "2", "--placement", "range"],
-            "unknown placement",
+            vec!["--nodes", "2", "--placement", "ranges"],
+            "unknown placement 'ranges': expected hash or range",
         ),
         (
             vec!["--nodes", "2", "--migration-rate", "0"],
@@ -122,7 +122,82 @@ fn bad_cluster_flags_fail_cleanly() {
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+    // A live cluster hashes keys: range placement is refused before connecting.
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        t,
+        "--nodes",
+        "2",
+        "--placement",
+        "range",
+        "--server",
+        "127.0.0.1:1",
+        "--tick",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--placement range is for the simulator only"),
+        "{stderr}"
+    );
     let out = mantle(&["gen", "hotspot", "--crowd-share", "2", "-o", "x.csv"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--crowd-share"));
+}
+
+/// `--placement range`: nodes own contiguous key ranges, so the hot low keys of a trace all
+/// land on node 0, which hashing spreads; the report names the placement, and `hash` (the
+/// default) gives the same report as no flag.
+#[test]
+fn range_placement_keeps_a_hot_key_range_on_one_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    let mut text = String::from("timestamp_s,op,key\n");
+    for i in 0..30_000u64 {
+        // Every third request to the 30 lowest of 3,000 keys.
+        let key = if i % 3 == 0 {
+            i % 30
+        } else {
+            (i * 7_919) % 3_000
+        };
+        text.push_str(&format!("{:.3},GET,{key}\n", i as f64 / 1_000.0));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let t = trace.to_str().unwrap();
+    let base = [
+        "replay",
+        "--trace",
+        t,
+        "--cache-size",
+        "100",
+        "--nodes",
+        "3",
+        "--json",
+        "--quiet",
+    ];
+    let report = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let mut json = json_of(&mantle(&args));
+        json.as_object_mut().unwrap().remove("wall_seconds");
+        json.as_object_mut().unwrap().remove("requests_per_second");
+        json
+    };
+    let default = report(&[]);
+    assert_eq!(default, report(&["--placement", "hash"]));
+    assert_eq!(default["placement"], "hash");
+    let ranged = report(&["--placement", "range"]);
+    assert_eq!(ranged["placement"], "range");
+    assert_eq!(ranged["requests"], 30_000);
+    let requests = |r: &serde_json::Value, i: usize| r["per_node"][i]["requests"].as_u64().unwrap();
+    // A third of the load in the lowest 1% of keys, plus a third of the rest: node 0 serves
+    // over half under range placement, about a third when keys are hashed.
+    assert!(requests(&ranged, 0) > 15_000, "{}", ranged["per_node"]);
+    assert!(requests(&default, 0) < 12_000, "{}", default["per_node"]);
+    assert!(
+        ranged["imbalance"]["mean"].as_f64().unwrap()
+            > default["imbalance"]["mean"].as_f64().unwrap()
+    );
 }

@@ -3,7 +3,7 @@
 //! request is served exactly once.
 
 use policy::{Limits, Params};
-use sim::nodes::{replay_nodes, Balancer, ClusterReport, NodesConfig};
+use sim::nodes::{replay_nodes, Balancer, ClusterReport, KeyRanges, NodesConfig, Placement};
 use sim::Tick;
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -263,4 +263,131 @@ fn a_balancers_params_change_what_it_does() {
     );
     let tolerant = run_with(&[("margin", "100")], "adaptable.lua");
     assert_eq!(tolerant.migrations.count, 0, "margin=100 still migrated");
+}
+
+#[test]
+fn range_placement_keeps_key_order_and_equal_keys_per_slot() {
+    // More keys than slots, given with repeats and out of order: slots follow key order and
+    // hold equal counts (to within one).
+    let keys: Vec<u64> = (0..100_000u64).map(|i| (i * 7_919) % 100_000 * 3).collect();
+    let mut with_repeats = keys.clone();
+    with_repeats.extend_from_slice(&keys[..500]);
+    let ranges = KeyRanges::from_keys(with_repeats);
+    assert_eq!(ranges.len(), 100_000);
+    let mut per_slot = vec![0u32; 16_384];
+    let mut last = 0u16;
+    for k in (0..100_000u64).map(|i| i * 3) {
+        let s = ranges.slot(k);
+        assert!(s >= last, "key {k} in slot {s} after slot {last}");
+        last = s;
+        per_slot[usize::from(s)] += 1;
+    }
+    assert_eq!(ranges.slot(0), 0);
+    assert_eq!(last, 16_383);
+    let (lo, hi) = (
+        per_slot.iter().min().unwrap(),
+        per_slot.iter().max().unwrap(),
+    );
+    assert!(hi - lo <= 1, "{lo}..{hi} keys per slot");
+    // A key between two known ones sits with its neighbours; beyond the last, in the last slot.
+    assert!(ranges.slot(4) >= ranges.slot(3) && ranges.slot(4) <= ranges.slot(6));
+    assert_eq!(ranges.slot(u64::MAX), 16_383);
+
+    // Fewer keys than slots: each has its own slot, spread over the whole slot space, so an
+    // even spread of slots over 3 nodes is an even spread of keys.
+    let few = KeyRanges::from_keys((0..300u64).map(|k| k * 1_000_000).collect());
+    let slots: Vec<u16> = (0..300u64).map(|k| few.slot(k * 1_000_000)).collect();
+    assert!(slots.windows(2).all(|w| w[0] < w[1]), "{slots:?}");
+    let on_node =
+        |range: std::ops::RangeInclusive<u16>| slots.iter().filter(|s| range.contains(s)).count();
+    for n in [
+        on_node(0..=5461),
+        on_node(5462..=10922),
+        on_node(10923..=16383),
+    ] {
+        assert!((99..=101).contains(&n), "{n} of 300 keys on one node");
+    }
+}
+
+/// 30,000 keys read uniformly, plus the 300 lowest keys taking 60% of the requests: a hot
+/// key range, as one tenant's or one time window's keys are.
+fn hot_range() -> Vec<trace::Request> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..120_000u64)
+        .map(|i| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let r = state >> 33;
+            let key = if r % 10 < 6 {
+                (r / 10) % 300
+            } else {
+                (r / 10) % 30_000
+            };
+            trace::Request {
+                time: i as f64 / 1_000.0,
+                key,
+                size: 10,
+                op: trace::Op::Get,
+                offset: 0,
+            }
+        })
+        .collect()
+}
+
+fn run_placed(placement: Placement, balancer: Option<&str>) -> ClusterReport {
+    let requests = hot_range();
+    let config = NodesConfig {
+        nodes: 3,
+        placement,
+        key_ranges: Some(std::sync::Arc::new(KeyRanges::from_keys(
+            requests.iter().map(|r| r.key).collect(),
+        ))),
+        tick: Tick::Seconds(1.0),
+        migration_rate: f64::INFINITY,
+        ..NodesConfig::default()
+    };
+    let mut balancer = balancer.map(|name| {
+        Balancer::from_file(&policy(name), 3, Params::new(), Limits::default()).unwrap()
+    });
+    let mut it = requests.into_iter();
+    replay_nodes(&config, balancer.as_mut(), || {
+        Ok::<_, Infallible>(it.next())
+    })
+    .unwrap()
+}
+
+#[test]
+fn range_placement_puts_a_hot_key_range_on_one_node_and_a_balancer_moves_key_ranges() {
+    let hashed = run_placed(Placement::Hash, None);
+    let ranged = run_placed(Placement::Range, None);
+    // Hashing scatters the hot range; range placement keeps it on the node owning the
+    // lowest keys (node 0): 60% + 40% / 3 of the load, 2.2 times the mean.
+    assert!(hashed.imbalance.mean < 1.15, "{:?}", hashed.imbalance);
+    assert!(ranged.imbalance.mean > 2.0, "{:?}", ranged.imbalance);
+    assert!(ranged.per_node[0].requests > 2 * ranged.per_node[1].requests);
+    assert_eq!(
+        ranged.per_node.iter().map(|n| n.requests).sum::<u64>(),
+        120_000
+    );
+
+    let balanced = run_placed(Placement::Range, Some("adaptable.lua"));
+    assert_eq!(balanced.policy.as_ref().unwrap().errors, 0);
+    assert!(balanced.migrations.count > 0);
+    assert!(
+        balanced.imbalance.settled < ranged.imbalance.settled,
+        "{:?} vs {:?}",
+        balanced.imbalance,
+        ranged.imbalance
+    );
+    // The hot range's slots are what moves, from node 0.
+    let hot_end = KeyRanges::from_keys(hot_range().iter().map(|r| r.key).collect()).slot(299);
+    let first = &balanced.migrations.list[0];
+    assert_eq!(first.from, 0, "{first:?}");
+    assert!(
+        first.ranges.iter().all(|r| r.end <= hot_end),
+        "{hot_end}: {first:?}"
+    );
+    let slots: u64 = balanced.per_node.iter().map(|n| n.final_slots).sum();
+    assert_eq!(slots, 16_384);
 }

@@ -3,7 +3,9 @@
 
 use super::replay::Args;
 use anyhow::{bail, Context, Result};
-use sim::nodes::{replay_nodes, Balancer, ClusterReport, NodesConfig, Placement, MAX_NODES};
+use sim::nodes::{
+    replay_nodes, Balancer, ClusterReport, KeyRanges, NodesConfig, Placement, MAX_NODES,
+};
 
 /// The flags of a simulated cluster.
 #[derive(clap::Args)]
@@ -17,8 +19,10 @@ pub struct NodesArgs {
         conflicts_with_all = ["classes", "restart_at", "warmup", "metrics_out", "report"]
     )]
     pub nodes: Option<usize>,
-    /// With --nodes: how keys map to slots (hash: CRC16 of the key text, as a live cluster).
-    #[arg(long, value_name = "hash", default_value = "hash", value_parser = parse_placement)]
+    /// With --nodes: how keys map to slots. hash: CRC16 of the key text, as a live cluster;
+    /// range: the trace's keys in numeric order cut into slots of equal key counts, so each
+    /// node owns contiguous key ranges (simulator only).
+    #[arg(long, value_name = "hash|range", default_value = "hash", value_parser = parse_placement)]
     pub placement: Placement,
     /// With --nodes: bytes per second of trace time a slot migration copies (with a unit:
     /// 100MiB; unlimited: a move is done in the tick that decides it).
@@ -32,7 +36,10 @@ pub struct NodesArgs {
 fn parse_placement(text: &str) -> Result<Placement, String> {
     match text {
         "hash" => Ok(Placement::Hash),
-        _ => Err(format!("unknown placement '{text}': expected hash")),
+        "range" => Ok(Placement::Range),
+        _ => Err(format!(
+            "unknown placement '{text}': expected hash or range"
+        )),
     }
 }
 
@@ -70,9 +77,29 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     if let (Some(notice), false) = (notice, args.quiet) {
         eprintln!("{notice}");
     }
+    // Range placement cuts the key order at the trace's own keys: one pass to read them.
+    let key_ranges = match args.cluster.placement {
+        Placement::Hash => None,
+        Placement::Range => {
+            let mut reader = trace::Batched::new(open()?);
+            let mut keys = Vec::new();
+            let mut compact_at = 1 << 20;
+            while let Some(r) = reader.next_request()? {
+                keys.push(r.key);
+                // Memory in distinct keys, not requests: a long trace repeats its keys.
+                if keys.len() >= compact_at {
+                    keys.sort_unstable();
+                    keys.dedup();
+                    compact_at = (keys.len() * 2).max(1 << 20);
+                }
+            }
+            Some(std::sync::Arc::new(KeyRanges::from_keys(keys)))
+        }
+    };
     let config = NodesConfig {
         nodes,
         placement: args.cluster.placement,
+        key_ranges,
         algorithm: args.eviction,
         capacity,
         tick,
@@ -104,6 +131,12 @@ fn run_live(args: &Args, server: &str, nodes: usize) -> Result<()> {
              --tick 1s) and start the nodes with --tick manual"
         );
     };
+    if args.cluster.placement != Placement::Hash {
+        bail!(
+            "--placement range is for the simulator only: a live cluster hashes keys to slots \
+             (drop --placement or --server)"
+        );
+    }
     if args.live.speed.is_some() || args.live.max_requests.is_some() {
         bail!("--speed and --max-requests do not apply to a lock-step cluster replay (--nodes)");
     }

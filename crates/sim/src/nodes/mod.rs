@@ -17,6 +17,9 @@
 //!   slots until the copy is done, then ownership flips, the source drops its cached copies
 //!   and the target starts cold for them.
 //! - Without timestamps, a tick counts as one second of trace time.
+//! - Keys map to slots by hash (the live cluster's rule) or, with [`Placement::Range`], by
+//!   their place in the trace's key order ([`KeyRanges`]): each node then owns contiguous
+//!   ranges of the key space and every unit a balancer moves is one.
 
 mod report;
 
@@ -44,6 +47,72 @@ pub enum Placement {
     /// CRC16 of the key's decimal text, as the live cluster hashes what `replay --server`
     /// sends.
     Hash,
+    /// The trace's distinct keys in numeric order, cut into 16,384 slots of equal key
+    /// counts ([`KeyRanges`], given in [`NodesConfig::key_ranges`]): a slot range is a
+    /// contiguous range of keys. Simulator only: a live cluster hashes.
+    Range,
+}
+
+/// Range placement's key order: the trace's distinct keys, sorted. The key of rank `r` (of
+/// `n`) is in slot `r * 16384 / n`, so slots hold equal numbers of keys (to within one) and
+/// keep key order; with fewer keys than slots, each key has a slot of its own, spread over
+/// the whole slot space so an even spread of slots is an even spread of keys. Cutting at key
+/// counts, not at values, is how range-partitioned stores split (by size), and it keeps
+/// traces whose keys cluster (small integers beside a few huge ones) from putting every key
+/// in one slot.
+#[derive(Debug, Clone, Default)]
+pub struct KeyRanges {
+    keys: Vec<u64>,
+}
+
+impl KeyRanges {
+    /// From every key of the trace (repeats are fine).
+    pub fn from_keys(mut keys: Vec<u64>) -> KeyRanges {
+        keys.sort_unstable();
+        keys.dedup();
+        keys.shrink_to_fit();
+        KeyRanges { keys }
+    }
+
+    /// Distinct keys known.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The slot of `key`: by its rank among the known keys (a key not among them takes the
+    /// rank it would have, so order is kept for every key).
+    pub fn slot(&self, key: u64) -> u16 {
+        let n = self.keys.len().max(1) as u64;
+        let rank = self.keys.partition_point(|&k| k < key) as u64;
+        (rank.min(n - 1) * u64::from(SLOTS) / n) as u16
+    }
+}
+
+/// How this replay maps keys to slots.
+enum Slotter {
+    Hash(itoa::Buffer),
+    Range(std::sync::Arc<KeyRanges>),
+}
+
+impl Slotter {
+    fn of(config: &NodesConfig) -> Slotter {
+        match (config.placement, &config.key_ranges) {
+            (Placement::Hash, _) => Slotter::Hash(itoa::Buffer::new()),
+            (Placement::Range, Some(ranges)) => Slotter::Range(ranges.clone()),
+            (Placement::Range, None) => Slotter::Range(Default::default()),
+        }
+    }
+
+    fn slot(&mut self, key: u64) -> u16 {
+        match self {
+            Slotter::Hash(digits) => key_slot(digits.format(key).as_bytes()),
+            Slotter::Range(ranges) => ranges.slot(key),
+        }
+    }
 }
 
 /// Everything a multi-node replay needs besides the requests and the policy.
@@ -51,6 +120,9 @@ pub enum Placement {
 pub struct NodesConfig {
     pub nodes: usize,
     pub placement: Placement,
+    /// With [`Placement::Range`]: the trace's keys (the caller reads them first; without
+    /// them every key is in slot 0).
+    pub key_ranges: Option<std::sync::Arc<KeyRanges>>,
     pub algorithm: Algorithm,
     /// Capacity of each node's cache.
     pub capacity: Capacity,
@@ -66,6 +138,7 @@ impl Default for NodesConfig {
         NodesConfig {
             nodes: 3,
             placement: Placement::Hash,
+            key_ranges: None,
             algorithm: Algorithm::Lru,
             capacity: Capacity::default(),
             tick: Tick::Seconds(1.0),
@@ -180,7 +253,7 @@ pub fn replay_nodes<E>(
     let mut migrations: Vec<MigrationRecord> = Vec::new();
     let mut rows: Vec<NodesTickRow> = Vec::new();
     let mut imbalances: Vec<f64> = Vec::new();
-    let mut digits = itoa::Buffer::new();
+    let mut slotter = Slotter::of(config);
 
     let mut tick_no: u64 = 0;
     let mut first_time: Option<f64> = None;
@@ -240,6 +313,7 @@ pub fn replay_nodes<E>(
                 &mut owner,
                 &mut nodes,
                 &mut migrations,
+                &mut slotter,
             );
 
             let metrics: Vec<Metrics> =
@@ -339,6 +413,7 @@ pub fn replay_nodes<E>(
                 &mut owner,
                 &mut nodes,
                 &mut migrations,
+                &mut slotter,
             );
 
             if config.record_ticks {
@@ -360,7 +435,7 @@ pub fn replay_nodes<E>(
         }
         last_time = r.time;
         requests += 1;
-        let slot = key_slot(digits.format(r.key).as_bytes());
+        let slot = slotter.slot(r.key);
         slot_requests[usize::from(slot)] += 1;
         if r.op != Op::Delete {
             let old = key_sizes.insert(r.key, r.size).unwrap_or(0);
@@ -434,8 +509,8 @@ fn finish_migrations(
     owner: &mut [u16],
     nodes: &mut [Node],
     migrations: &mut Vec<MigrationRecord>,
+    slotter: &mut Slotter,
 ) {
-    let mut digits = itoa::Buffer::new();
     in_flight.retain_mut(|m| {
         if m.done_at > now {
             return true;
@@ -449,7 +524,7 @@ fn finish_migrations(
             .cache
             .iter()
             .map(|(k, _)| k)
-            .filter(|&k| moved.contains(&key_slot(digits.format(k).as_bytes())))
+            .filter(|&k| moved.contains(&slotter.slot(k)))
             .collect();
         for k in stale {
             source.cache.remove(k);
