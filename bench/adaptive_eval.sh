@@ -2,8 +2,9 @@
 # Adaptive setup vs each candidate alone on the memory-miss plane (docs/adaptive.md).
 # Usage: bench/adaptive_eval.sh [MANTLE_BINARY]  (default: target/release/mantle)
 # Env: COSTS (memory weights, default "0.1 0.01 0"), REF (the memory unit, default 4000 objects,
-# the largest fixed size), SWITCH (default policies/switch.lua), FIXED_FIRST=1 (preference order
-# below), OUT (work dir), MANTLE_SHARED_TRACES (default ../shared/traces).
+# the largest fixed size), SWITCH (default policies/switch.lua), SWITCH_PARAMS (more K=V for the
+# switch, e.g. "back=1"), FIXED_FIRST=1 (preference order below), OUT (work dir),
+# MANTLE_SHARED_TRACES (default ../shared/traces).
 # The objective, for the switch (cost=C, ref=REF) and for the verdict alike:
 #   misses + C x lookups x mean objects / REF
 # Traces (generated into $OUT, deterministic): ParSplice-like runs whose regime changes, working
@@ -61,9 +62,11 @@ else
 fi
 for trace in "${traces[@]}"; do
   for cost in ${COSTS:-0.1 0.01 0}; do
-    echo "== $(basename "$trace"), switch cost=$cost"
+    echo "== $(basename "$trace"), switch cost=$cost ${SWITCH_PARAMS:-}"
+    extra=()
+    for kv in ${SWITCH_PARAMS:-}; do extra+=(--switch-param "$kv"); done
     "$M" compare --trace "$trace" --no-baseline --json \
-      $CANDIDATES --switch "$SWITCH" --switch-param cost="$cost" --switch-param ref="${REF:-4000}" \
+      $CANDIDATES --switch "$SWITCH" --switch-param cost="$cost" --switch-param ref="${REF:-4000}" "${extra[@]}" \
       >"$OUT/compare.json"
     python3 - "$OUT/compare.json" "$cost" "${REF:-4000}" <<'PY'
 import json, sys

@@ -26,7 +26,7 @@
 -- the real cache lacked when it switched; the next switch to that candidate (before its
 -- first, to any) is charged that rate times the objects the real cache lacks now. The first
 -- switch to a larger cache is free (it is how the rate is learned); a switch to a smaller
--- one is free (the real cache shrinks).
+-- one is free (the real cache shrinks) unless `back` charges it for the way back.
 -- A candidate that only ties with the active one never takes over: one that holds less but
 -- ties in a quiet window may miss when the traffic turns, and growing back costs a warm-up.
 --
@@ -41,6 +41,10 @@
 --   cost        weight of memory against misses (default 0.1)
 --   ref         objects that cost `cost` misses per lookup (default: the running maximum
 --               of the candidates' mean sizes)
+--   back        share of the way back a switch to a smaller cache is charged: `back` x the
+--               learned warm-up rate x the objects it drops (default 0: a switch down is
+--               free; 1 pays off at low `cost`, where a round trip costs more than a quiet
+--               stretch saves, and loses at high `cost`: docs/adaptive.md)
 -- The log line of a switch names its cause: "thrashing" when the real cache evicted at
 -- least half as many objects as it missed in the window, "no progress" when its miss ratio
 -- did not improve on the window before while the challenger misses less (seed 000 §VIII's
@@ -54,6 +58,7 @@ local tie = params.tie or 0.02
 local warm = params.warm or 3
 local cost = params.cost or 0.1
 local ref = params.ref -- nil: the running maximum below
+local back = params.back or 0
 
 -- Learned between calls (lost on a reload of the switch policy, which is harmless: the next
 -- switch to a larger cache learns it again).
@@ -78,9 +83,14 @@ local function lacking(c, current)
   return math.max(0, c.mean_objects - current.mean_objects)
 end
 
-local function charge(c, current)
-  local rate = rates[c.name] or last_rate or 0
-  return rate * lacking(c, current)
+-- The warm-up a switch to `c` is charged. Up: what growing to `c` costs now. Down: `back`
+-- times what coming back to the active candidate `mine` would cost for the objects the real
+-- cache drops (a switch down is half of a round trip).
+local function charge(c, current, mine)
+  local up = lacking(c, current)
+  if up > 0 then return (rates[c.name] or last_rate or 0) * up end
+  local dropped = math.max(0, current.mean_objects - c.mean_objects)
+  return back * (rates[mine.name] or last_rate or 0) * dropped
 end
 
 local function measure(candidates, current)
@@ -168,7 +178,7 @@ function switch(candidates, current)
   if mine_score - best_score - margin * mine_score <= noise then return nil end
   -- A lead that has saved k misses so far is expected to save about as many more: the
   -- switch goes ahead once that pays for its warm-up.
-  local price = charge(best, current)
+  local price = charge(best, current, mine)
   if gained[best.name] < price then return nil end
   return handover(best, best_score, mine_score, price, current, mine)
 end
