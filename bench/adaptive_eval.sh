@@ -4,7 +4,8 @@
 # Env: COSTS (memory weights, default "0.1 0.01 0"), REF (the memory unit, default 4000 objects,
 # the largest fixed size), SWITCH (default policies/switch.lua), SWITCH_PARAMS (more K=V for the
 # switch, e.g. "back=1"), FIXED_FIRST=1 (preference order below), OUT (work dir),
-# MANTLE_SHARED_TRACES (default ../shared/traces).
+# MANTLE_SHARED_TRACES (default ../shared/traces), CHARTS (a directory: each run's memory-miss
+# chart as TRACE-costC.svg).
 # The objective, for the switch (cost=C, ref=REF) and for the verdict alike:
 #   misses + C x lookups x mean objects / REF
 # Traces (generated into $OUT, deterministic): ParSplice-like runs whose regime changes, working
@@ -65,9 +66,15 @@ for trace in "${traces[@]}"; do
     echo "== $(basename "$trace"), switch cost=$cost ${SWITCH_PARAMS:-}"
     extra=()
     for kv in ${SWITCH_PARAMS:-}; do extra+=(--switch-param "$kv"); done
+    if [ -n "${CHARTS:-}" ]; then extra+=(--charts "$OUT/charts"); fi
     "$M" compare --trace "$trace" --no-baseline --json \
       $CANDIDATES --switch "$SWITCH" --switch-param cost="$cost" --switch-param ref="${REF:-4000}" "${extra[@]}" \
       >"$OUT/compare.json"
+    if [ -n "${CHARTS:-}" ]; then
+      mkdir -p "$CHARTS"
+      stem=$(basename "$trace"); stem=${stem%%[._]*}
+      cp "$OUT/charts/memory_vs_miss_ratio.svg" "$CHARTS/$stem-cost$cost.svg"
+    fi
     python3 - "$OUT/compare.json" "$cost" "${REF:-4000}" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]
