@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Adaptive setup vs each candidate alone on the memory-miss plane (docs/adaptive.md).
 # Usage: bench/adaptive_eval.sh [MANTLE_BINARY]  (default: target/release/mantle)
-# Env: COSTS (memory weights, default "0.1 0.01 0"), SWITCH (default policies/switch.lua),
-# FIXED_FIRST=1 (preference order below), OUT (work dir), MANTLE_SHARED_TRACES (default
-# ../shared/traces).
-# Traces: a generated ParSplice-like run whose regime changes twice (written to $OUT), and the
-# real ParSplice log from ../shared/traces when present (skipped with a message otherwise).
+# Env: COSTS (memory weights, default "0.1 0.01 0"), REF (the memory unit, default 4000 objects,
+# the largest fixed size), SWITCH (default policies/switch.lua), SWITCH_PARAMS (more K=V for the
+# switch, e.g. "back=1"), FIXED_FIRST=1 (preference order below), OUT (work dir),
+# MANTLE_SHARED_TRACES (default ../shared/traces), CHARTS (a directory: each run's memory-miss
+# chart as TRACE-costC.svg).
+# The objective, for the switch (cost=C, ref=REF) and for the verdict alike:
+#   misses + C x lookups x mean objects / REF
+# Traces (generated into $OUT, deterministic): ParSplice-like runs whose regime changes, working
+# sets that alternate (mantle gen phases), the two-regimes trace, and the real ParSplice log
+# from ../shared/traces when present (skipped with a message otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 M=${1:-target/release/mantle}
@@ -26,7 +31,21 @@ for i in range(60000):
     out.append(f"{i // 100},GET,{1000 * (i >= 30000) + (x >> 33) % rng}")
 open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PY
-traces=("$OUT/regimes.csv" "$OUT/two-regimes.csv")
+# Working sets that alternate, new keys each time for the large ones: a small hot set (a small
+# cache is enough; a large one holds dead keys) against a large working set (only a large cache
+# serves it) and against a scan.
+"$M" gen phases --seed 1 --rate 200 --repeat 5 --phase 120,50 --phase 120,3000,fresh \
+  -o "$OUT/hot-large.csv" >/dev/null
+"$M" gen phases --seed 2 --rate 200 --repeat 5 --phase 120,50,zipf=1 --phase 60,2500,scan,fresh \
+  -o "$OUT/hot-scan.csv" >/dev/null
+# ParSplice-like runs whose temperature alternates (1x, 8x) every 5 minutes.
+: >"$OUT/temps.csv"
+for i in 0 1 2 3; do
+  "$M" gen parsplice --seed $((10 + i)) --duration 5m --temperature $((i % 2 ? 8 : 1)) \
+    --start-time $((300 * i)) -o "$OUT/t$i.csv" >/dev/null
+  if [ $i = 0 ]; then cat "$OUT/t$i.csv"; else tail -n +2 "$OUT/t$i.csv"; fi >>"$OUT/temps.csv"
+done
+traces=("$OUT/regimes.csv" "$OUT/temps.csv" "$OUT/hot-large.csv" "$OUT/hot-scan.csv" "$OUT/two-regimes.csv")
 REAL=${MANTLE_SHARED_TRACES:-../shared/traces}/parsplice/scale-workers-1-71538_rank4_workmanager_getput.csv.zst
 if [ -f "$REAL" ]; then traces+=("$REAL"); else echo "skipping the ParSplice log: $REAL is absent"; fi
 P=policies
@@ -44,14 +63,22 @@ else
 fi
 for trace in "${traces[@]}"; do
   for cost in ${COSTS:-0.1 0.01 0}; do
-    echo "== $(basename "$trace"), switch cost=$cost"
+    echo "== $(basename "$trace"), switch cost=$cost ${SWITCH_PARAMS:-}"
+    extra=()
+    for kv in ${SWITCH_PARAMS:-}; do extra+=(--switch-param "$kv"); done
+    if [ -n "${CHARTS:-}" ]; then extra+=(--charts "$OUT/charts"); fi
     "$M" compare --trace "$trace" --no-baseline --json \
-      $CANDIDATES --switch "$SWITCH" --switch-param cost="$cost" \
+      $CANDIDATES --switch "$SWITCH" --switch-param cost="$cost" --switch-param ref="${REF:-4000}" "${extra[@]}" \
       >"$OUT/compare.json"
-    python3 - "$OUT/compare.json" "$cost" <<'PY'
+    if [ -n "${CHARTS:-}" ]; then
+      mkdir -p "$CHARTS"
+      stem=$(basename "$trace"); stem=${stem%%[._]*}
+      cp "$OUT/charts/memory_vs_miss_ratio.svg" "$CHARTS/$stem-cost$cost.svg"
+    fi
+    python3 - "$OUT/compare.json" "$cost" "${REF:-4000}" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]
-cost = float(sys.argv[2])
+cost, ref = float(sys.argv[2]), float(sys.argv[3])
 print(f"{'setup':<36} {'misses':>8} {'miss ratio':>11} {'mean objects':>13}")
 for r in runs:
     x = r["result"]
@@ -64,11 +91,10 @@ print("switches:", a["switches"], "| active:", ", ".join(f"{s['version']}@{s['fr
       "..." if len(a["timeline"]) > 8 else "")
 print("dominated by:", ", ".join(dom) if dom else "none")
 # "Beats": the switch's own objective on whole-run figures, misses + cost x lookups x mean
-# size / the largest setup's mean size (cost 0: fewest misses, then least memory).
-largest = max(r["result"]["mean_cache_objects"] for r in runs) or 1.0
+# size / ref (cost 0: fewest misses, then least memory).
 def score(r):
     x = r["result"]
-    return (x["misses"] + cost * (x["gets"] + x.get("accesses", 0)) * x["mean_cache_objects"] / largest,
+    return (x["misses"] + cost * (x["gets"] + x.get("accesses", 0)) * x["mean_cache_objects"] / ref,
             x["mean_cache_objects"])
 best = min(runs[:-1], key=score)
 s_ad, s_best = score(runs[-1]), score(best)

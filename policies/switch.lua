@@ -5,10 +5,13 @@
 -- active candidate); it returns the name to activate, or nil to keep the active one.
 --
 -- Scores are in misses over the window: a candidate's shadow's misses plus `cost` x its
--- lookups x its mean size relative to the largest candidate's, so memory is traded against
--- misses on the memory-miss plane (cost=0: fewest misses, then the least memory). Scores
--- within `tie` of the lowest tie; a tie goes to the candidate holding the least memory, then
--- to the earlier one.
+-- lookups x its mean size / `ref` objects, so memory is traded against misses on the
+-- memory-miss plane (cost=0: fewest misses, then the least memory). `ref` is a fixed unit,
+-- not a window's figure, so window scores add up to the whole run's objective (misses + cost
+-- x lookups x mean size / ref) that docs/adaptive.md evaluates; without it, the largest mean
+-- size any candidate has shown so far (a running maximum, which only grows). Scores within
+-- `tie` of the lowest tie; a tie goes to the candidate holding the least memory, then to the
+-- earlier one.
 --
 -- A shadow is always warm; the real cache is not after a switch to a candidate that keeps
 -- more than it holds, and it pays cold misses for every such switch. So the active
@@ -23,7 +26,7 @@
 -- the real cache lacked when it switched; the next switch to that candidate (before its
 -- first, to any) is charged that rate times the objects the real cache lacks now. The first
 -- switch to a larger cache is free (it is how the rate is learned); a switch to a smaller
--- one is free (the real cache shrinks).
+-- one is free (the real cache shrinks) unless `back` charges it for the way back.
 -- A candidate that only ties with the active one never takes over: one that holds less but
 -- ties in a quiet window may miss when the traffic turns, and growing back costs a warm-up.
 --
@@ -36,6 +39,12 @@
 --   tie         scores within this share of the lowest tie (default 0.02)
 --   warm        ticks of figures a shadow needs before it may be chosen (default 3)
 --   cost        weight of memory against misses (default 0.1)
+--   ref         objects that cost `cost` misses per lookup (default: the running maximum
+--               of the candidates' mean sizes)
+--   back        share of the way back a switch to a smaller cache is charged: `back` x the
+--               learned warm-up rate x the objects it drops (default 0: a switch down is
+--               free; 1 pays off at low `cost`, where a round trip costs more than a quiet
+--               stretch saves, and loses at high `cost`: docs/adaptive.md)
 -- The log line of a switch names its cause: "thrashing" when the real cache evicted at
 -- least half as many objects as it missed in the window, "no progress" when its miss ratio
 -- did not improve on the window before while the challenger misses less (seed 000 §VIII's
@@ -48,6 +57,8 @@ local confidence = params.confidence or 1
 local tie = params.tie or 0.02
 local warm = params.warm or 3
 local cost = params.cost or 0.1
+local ref = params.ref -- nil: the running maximum below
+local back = params.back or 0
 
 -- Learned between calls (lost on a reload of the switch policy, which is harmless: the next
 -- switch to a larger cache learns it again).
@@ -56,12 +67,14 @@ local rates = {}           -- name -> warm-up misses per lacking object, last me
 local last_rate = nil      -- the last rate measured for any candidate
 local pending = nil        -- {name, tick, lacking}: a switch to a larger cache to measure
 local gained = {}          -- name -> misses it would have saved since it drew ahead (CUSUM)
+local largest = 0          -- the running maximum of the candidates' mean sizes
 
 local function fmt(x) return string.format("%.4f", x) end
 
-local function score(c, largest)
+local function score(c)
+  local unit = ref or largest
   local size = 0
-  if largest > 0 then size = c.mean_objects / largest end
+  if unit > 0 then size = c.mean_objects / unit end
   return c.misses + cost * c.lookups * size
 end
 
@@ -70,9 +83,14 @@ local function lacking(c, current)
   return math.max(0, c.mean_objects - current.mean_objects)
 end
 
-local function charge(c, current)
-  local rate = rates[c.name] or last_rate or 0
-  return rate * lacking(c, current)
+-- The warm-up a switch to `c` is charged. Up: what growing to `c` costs now. Down: `back`
+-- times what coming back to the active candidate `mine` would cost for the objects the real
+-- cache drops (a switch down is half of a round trip).
+local function charge(c, current, mine)
+  local up = lacking(c, current)
+  if up > 0 then return (rates[c.name] or last_rate or 0) * up end
+  local dropped = math.max(0, current.mean_objects - c.mean_objects)
+  return back * (rates[mine.name] or last_rate or 0) * dropped
 end
 
 local function measure(candidates, current)
@@ -114,6 +132,7 @@ end
 function switch(candidates, current)
   for _, c in ipairs(candidates) do
     if c.ticks > window then window = c.ticks end
+    if c.mean_objects > largest then largest = c.mean_objects end
   end
   measure(candidates, current)
   local since = RDstate()
@@ -121,25 +140,21 @@ function switch(candidates, current)
   if tick - since < dwell then return nil end
   if pending ~= nil then return nil end -- a warm-up still to measure: stay a full window
 
-  local largest = 0
-  for _, c in ipairs(candidates) do
-    if c.mean_objects > largest then largest = c.mean_objects end
-  end
   local mine, low = nil, math.huge
   for _, c in ipairs(candidates) do
     if c.active then mine = c end
     if c.ticks >= warm and c.lookups > 0 then
-      local s = score(c, largest)
+      local s = score(c)
       if s < low then low = s end
     end
   end
   if mine == nil or low == math.huge then return nil end
   -- What each challenger would have saved per tick, beyond the hysteresis, accumulated
   -- while positive (a CUSUM: a quiet tick does not wipe out a long lead).
-  local mine_score = score(mine, largest)
+  local mine_score = score(mine)
   for _, c in ipairs(candidates) do
     if c.name ~= mine.name and c.ticks >= warm and c.lookups > 0 then
-      local step = (mine_score - score(c, largest) - margin * mine_score) / window
+      local step = (mine_score - score(c) - margin * mine_score) / window
       gained[c.name] = math.max(0, (gained[c.name] or 0) + step)
     end
   end
@@ -147,7 +162,7 @@ function switch(candidates, current)
   local best, best_score
   for _, c in ipairs(candidates) do
     if c.ticks >= warm and c.lookups > 0 then
-      local s = score(c, largest)
+      local s = score(c)
       if s <= low * (1 + tie)
           and (best == nil or c.mean_objects < best.mean_objects * (1 - tie)) then
         best, best_score = c, s
@@ -163,7 +178,7 @@ function switch(candidates, current)
   if mine_score - best_score - margin * mine_score <= noise then return nil end
   -- A lead that has saved k misses so far is expected to save about as many more: the
   -- switch goes ahead once that pays for its warm-up.
-  local price = charge(best, current)
+  local price = charge(best, current, mine)
   if gained[best.name] < price then return nil end
   return handover(best, best_score, mine_score, price, current, mine)
 end

@@ -518,3 +518,91 @@ fn a_switch_hands_the_real_cache_over_at_the_new_candidates_capacity() {
     assert!(r.misses < 3_000, "{}", r.misses);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn memory_is_weighed_in_a_fixed_unit_not_the_windows_largest() {
+    // a misses 50 holding 100 objects, b misses nothing holding 1000. Against a unit of
+    // 10,000 objects b's memory costs 0.1 x 1000 x 0.1 = 10 misses and a's 1: b wins (51 vs
+    // 10). Measured against the window's largest candidate (1000, as the switch once did), b's
+    // memory would cost 100 and a would stay, though the whole run's objective favours b.
+    let a = WindowFigures {
+        misses: 50.0,
+        miss_ratio: 0.05,
+        prev_miss_ratio: 0.05,
+        ..figures(0.0, 0.0, 100.0, 0.0)
+    };
+    let b = figures(0.0, 0.0, 1000.0, 0.0);
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.1), ("ref", 10_000.0)]);
+    assert_eq!(ask(&mut p, 5, &a, &b, true).as_deref(), Some("b"));
+    // Without `ref` the unit is the largest mean size seen so far (a running maximum): a
+    // candidate that once held 10,000 objects keeps the unit there after its window shrinks.
+    let mut p = shipped_switch(&[("dwell", 10.0), ("cost", 0.1)]);
+    let big_once = figures(1.0, 1.0, 10_000.0, 0.0);
+    let big_now = figures(1.0, 1.0, 500.0, 0.0);
+    fn three<'a>(
+        a: &'a WindowFigures,
+        b: &'a WindowFigures,
+        c: &'a WindowFigures,
+    ) -> [Candidate<'a>; 3] {
+        [("a", a, true), ("b", b, false), ("c", c, false)].map(|(name, f, active)| Candidate {
+            name,
+            active,
+            sample: 1.0,
+            figures: f,
+        })
+    }
+    let early = three(&a, &b, &big_once);
+    assert_eq!(p.choose(5.0, 5, &early, &early[0]).unwrap(), None, "dwell");
+    let later = three(&a, &b, &big_now);
+    assert_eq!(
+        p.choose(10.0, 10, &later, &later[0]).unwrap().as_deref(),
+        Some("b")
+    );
+}
+
+#[test]
+fn back_charges_a_switch_down_the_warm_up_of_coming_back() {
+    let learn = |p: &mut SwitchPolicy| {
+        // As in the warm-up test: a free first switch up from a (100 objects) to b (1100),
+        // then a window whose real cache misses 200 more than b's shadow for the 1000 objects
+        // it lacked: 0.2 misses per object.
+        let small_bad = figures(0.5, 0.5, 100.0, 0.0);
+        let big_good = figures(0.1, 0.1, 1100.0, 0.0);
+        assert_eq!(
+            ask_real(p, 5, (&small_bad, &big_good), true, &small_bad).as_deref(),
+            Some("b")
+        );
+        let small_good = figures(0.01, 0.01, 100.0, 0.0);
+        let warming = figures(0.3, 0.5, 700.0, 0.0);
+        for tick in 6..15 {
+            assert_eq!(
+                ask_real(p, tick, (&small_good, &big_good), false, &warming),
+                None
+            );
+        }
+        (small_good, big_good, warming)
+    };
+    // back=0 (the default): going down is free.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let (small_good, big_good, warming) = learn(&mut p);
+    assert_eq!(
+        ask_real(&mut p, 15, (&small_good, &big_good), false, &warming).as_deref(),
+        Some("a")
+    );
+    // back=1: dropping 600 objects (the real cache's 700 down to a's 100) is charged the way
+    // back, 0.2 x 600 = 120 misses. a leads by 100 - 10 - 10 (margin) = 80 a window, 8 a
+    // tick: it takes 15 ticks to save that much.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0), ("back", 1.0)]);
+    let (small_good, big_good, warming) = learn(&mut p);
+    let mut switched = None;
+    for tick in 15..40 {
+        if ask_real(&mut p, tick, (&small_good, &big_good), false, &warming).is_some() {
+            switched = Some(tick);
+            break;
+        }
+    }
+    assert!(matches!(switched, Some(28..=30)), "{switched:?}");
+    let (lines, _) = p.drain_logs();
+    let last = &lines.last().unwrap().message;
+    assert!(last.contains("warm-up charge 120.0000"), "{last}");
+}

@@ -159,3 +159,80 @@ fn bad_shadows_and_switch_policies_fail_with_one_line() {
     }
     let _ = std::fs::remove_dir_all(trace.parent().unwrap());
 }
+
+#[test]
+fn gen_phases_writes_a_regime_change_a_switch_can_follow() {
+    // A hot set of 20 keys for 60 s, then 1,500 new keys for 60 s, twice: the switch must
+    // take the large cache in the large stretches and leave it in the hot ones.
+    let dir = std::env::temp_dir().join(format!("mantle-gen-phases-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.csv"), dir.join("b.csv"));
+    for path in [&a, &b] {
+        let out = mantle(&[
+            "gen",
+            "phases",
+            "--seed",
+            "3",
+            "--rate",
+            "100",
+            "--repeat",
+            "2",
+            "--phase",
+            "60,20",
+            "--phase",
+            "60,1500,fresh",
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("wrote 24000 requests"));
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let (small, big) = (policy("fixed.lua:n=50"), policy("fixed.lua:n=2000"));
+    let switch = policy("switch.lua");
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        a.to_str().unwrap(),
+        "--cache-size",
+        "unlimited",
+        "--json",
+        "--shadow",
+        &small,
+        "--shadow",
+        &big,
+        "--switch",
+        &switch,
+        "--switch-param",
+        "cost=0.1",
+        "--switch-param",
+        "ref=2000",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let v = json_of(&out);
+    let versions: Vec<String> = v["adaptive"]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["version"].as_str().unwrap().to_string())
+        .collect();
+    assert!(versions.len() >= 3, "{versions:?}");
+    assert_eq!(versions[..3], ["fixed:n=50", "fixed:n=2000", "fixed:n=50"]);
+    // A malformed phase is one line naming it.
+    let out = mantle(&[
+        "gen",
+        "phases",
+        "--phase",
+        "10,many",
+        "-o",
+        a.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("phase '10,many'") && err.contains("KEYS"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,7 @@
 //! `mantle gen`: synthetic workloads. `mantle gen parsplice` writes a ParSplice-like trace;
 //! `mantle gen mixed` seed 004's small-files-plus-checkpoint block workload; `mantle gen
-//! hotspot` moving flash crowds for balancers.
+//! hotspot` moving flash crowds for balancers; `mantle gen phases` working sets that change
+//! (regime changes for adaptive setups).
 
 use std::path::PathBuf;
 
@@ -8,6 +9,7 @@ use anyhow::{Context, Result};
 use trace::gen::hotspot::{self, HotspotParams};
 use trace::gen::mixed::{self, MixedParams};
 use trace::gen::parsplice::{self, ParspliceParams};
+use trace::gen::phases::{self, Phase, PhasesParams};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -25,6 +27,30 @@ pub enum Generator {
     /// Zipf keys with moving flash crowds, each on a narrow window of cluster slots: a
     /// workload for balancers (`timestamp_s,op,key` CSV; zstd when FILE ends in .zst).
     Hotspot(HotspotArgs),
+    /// Working sets that change: phases played in order, repeated (`timestamp_s,op,key`
+    /// CSV, reads only; zstd when FILE ends in .zst).
+    Phases(PhasesArgs),
+}
+
+#[derive(clap::Args)]
+pub struct PhasesArgs {
+    /// Seed: the same seed and parameters give the same trace.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// A phase, SECONDS,KEYS[,fresh][,scan|zipf=S]: KEYS keys read for SECONDS seconds,
+    /// uniformly, as a cyclic scan or Zipf-popular; `fresh`: new keys each repetition.
+    /// Repeatable: the phases play in order.
+    #[arg(long = "phase", required = true, value_name = "PHASE")]
+    pub phases: Vec<Phase>,
+    /// Times the list of phases is played.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Requests per second.
+    #[arg(long, default_value_t = 100.0)]
+    pub rate: f64,
+    /// Output file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -116,6 +142,18 @@ pub struct ParspliceArgs {
 
 pub fn run(args: Args) -> Result<()> {
     match args.generator {
+        Generator::Phases(a) => {
+            let params = PhasesParams {
+                seed: a.seed,
+                phases: a.phases,
+                repeat: a.repeat,
+                rate: a.rate,
+            };
+            params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let n = phases::write_file(&params, &a.output)?;
+            println!("wrote {n} requests to {}", a.output.display());
+            Ok(())
+        }
         Generator::Hotspot(a) => {
             let params = HotspotParams {
                 seed: a.seed,

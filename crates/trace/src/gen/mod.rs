@@ -7,5 +7,6 @@
 pub mod hotspot;
 pub mod mixed;
 pub mod parsplice;
+pub mod phases;
 
 pub use parsplice::{ParspliceGen, ParspliceParams, ParspliceSummary};
