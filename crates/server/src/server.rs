@@ -430,7 +430,7 @@ async fn serve_connection(
     instance: &Instance,
     socket: TcpStream,
     peer: SocketAddr,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let stats = instance.db.stats();
     Stats::bump(&stats.connected_clients);
@@ -448,6 +448,11 @@ async fn serve_connection(
     let mut held = Held::default();
     let mut args = Vec::new();
     let mut run = WriteRun::default();
+    // One wait for shutdown for the connection's life: a fresh `changed()` per read would
+    // register with the channel and deregister again for every request.
+    let mut stop_wait = stop.clone();
+    let stopped = stop_wait.changed();
+    tokio::pin!(stopped);
     loop {
         // Run every complete request buffered, then write all their replies at once.
         loop {
@@ -544,7 +549,7 @@ async fn serve_connection(
                 Ok(true) => {}
                 Ok(false) | Err(_) => return,
             },
-            _ = stop.changed() => return,
+            _ = &mut stopped => return,
         }
     }
 }

@@ -28,6 +28,17 @@ impl Record {
     /// Encodes into `out`, replacing its contents (lets callers reuse one buffer).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.clear();
+        self.append_to(out);
+    }
+
+    /// Bytes of the encoding.
+    pub fn encoded_len(&self) -> usize {
+        let expiry = if self.expires_at_ms == 0 { 0 } else { 8 };
+        1 + expiry + self.value.len()
+    }
+
+    /// Encodes at the end of `out`.
+    pub fn append_to(&self, out: &mut Vec<u8>) {
         if self.expires_at_ms == 0 {
             out.push(TAG_PLAIN);
         } else {
@@ -62,6 +73,7 @@ mod tests {
                 expires_at_ms,
             };
             let raw = record.encode();
+            assert_eq!(raw.len(), record.encoded_len());
             assert_eq!(decode(&raw), Some((expires_at_ms, &b"\x00\x01value"[..])));
         }
     }

@@ -11,8 +11,8 @@
 //! `put` did, so what callers may assume and when they must commit (see `Store::commit`) is
 //! unchanged.
 
+use super::batch::Batch;
 use super::StoreError;
-use rocksdb::WriteBatch;
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::Notify;
 
@@ -22,7 +22,7 @@ pub(super) struct GroupCommit {
 }
 
 struct Open {
-    batch: WriteBatch,
+    batch: Batch,
     outcome: Arc<Outcome>,
     /// A leader has claimed the open batch (or is writing the previous one): arrivals follow.
     leading: bool,
@@ -47,7 +47,7 @@ impl Default for GroupCommit {
     fn default() -> GroupCommit {
         GroupCommit {
             state: Mutex::new(Open {
-                batch: WriteBatch::default(),
+                batch: Batch::default(),
                 outcome: Outcome::new(),
                 leading: false,
             }),
@@ -86,8 +86,8 @@ impl GroupCommit {
     /// written by `write`, with that batch's result.
     pub(super) async fn submit(
         &self,
-        add: impl FnOnce(&mut WriteBatch),
-        write: &(dyn Fn(WriteBatch) -> Result<(), StoreError> + Sync),
+        add: impl FnOnce(&mut Batch),
+        write: &(dyn Fn(Batch) -> Result<(), StoreError> + Sync),
     ) -> Result<(), StoreError> {
         let (outcome, lead) = {
             let mut open = self.lock();
@@ -126,7 +126,7 @@ impl GroupCommit {
 
     /// Called with `leading` claimed: lets the other ready writers join, writes the open batch
     /// and publishes its result, then wakes the next batch's writers so one of them leads it.
-    async fn lead(&self, write: &(dyn Fn(WriteBatch) -> Result<(), StoreError> + Sync)) {
+    async fn lead(&self, write: &(dyn Fn(Batch) -> Result<(), StoreError> + Sync)) {
         let mut claim = Claim {
             group: self,
             armed: true,
@@ -170,7 +170,7 @@ mod tests {
         for i in 0..200u32 {
             let (group, batches, written) = (group.clone(), batches.clone(), written.clone());
             tasks.push(tokio::spawn(async move {
-                let write = move |batch: WriteBatch| {
+                let write = move |batch: Batch| {
                     batches.fetch_add(1, Ordering::Relaxed);
                     written.lock().unwrap().push(batch.len());
                     Ok(())
@@ -202,7 +202,7 @@ mod tests {
         for i in 0..50u32 {
             let (group, calls) = (group.clone(), calls.clone());
             tasks.push(tokio::spawn(async move {
-                let write = move |_batch: WriteBatch| {
+                let write = move |_batch: Batch| {
                     if calls.fetch_add(1, Ordering::Relaxed) == 0 {
                         Err(StoreError("disk full".into()))
                     } else {
@@ -236,7 +236,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 for i in 0..200u32 {
                     let total = total.clone();
-                    let write = move |batch: WriteBatch| {
+                    let write = move |batch: Batch| {
                         total.fetch_add(batch.len(), Ordering::Relaxed);
                         Ok(())
                     };
