@@ -472,3 +472,124 @@ fn the_switch_policy_activates_the_better_candidate_through_the_registry() {
     assert_eq!(text(sw.get("loaded")), "0");
     server.shutdown().unwrap();
 }
+
+/// `INFO shadows` as `field -> value`.
+fn info_shadows(c: &mut redis::Connection) -> HashMap<String, String> {
+    let info: String = redis::cmd("INFO").arg("shadows").query(c).unwrap();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// One `k=v` of an `INFO shadows` candidate line.
+fn part<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+/// Polls `check` every 50 ms until it returns something, for at most `bound` (a safety bound,
+/// not a performance figure: a loaded machine only makes it take longer).
+fn within<T>(bound: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "not within {bound:?}: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn on_wall_ticks_shadows_fill_their_windows_and_the_switch_policy_switches_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), |c| {
+        c.max_keys = Some(1_000);
+        c.tick = Duration::from_millis(200);
+        c.policy_echo = false;
+    });
+    let mut c = server.client();
+    load(&mut c, "big", &keep(300));
+    load(&mut c, "small", &keep(15));
+    for p in ["small", "big"] {
+        ok(&mut c, &["SHADOW", "ADD", p]);
+    }
+    let switch = include_str!("../../../policies/switch.lua");
+    // cost=0: fewest misses wins. At full speed the window holds tens of thousands of lookups,
+    // and the default memory charge per lookup would rightly favour the small cache's figures.
+    ok(
+        &mut c,
+        &["SWITCH", "LOAD", "dwell=3", "warm=2", "cost=0", switch],
+    );
+    // Traffic from its own connection for as long as the test looks, at whatever rate the
+    // machine gives it: every wall tick sees some of it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let stop = stop.clone();
+        let mut c = server.client();
+        std::thread::spawn(move || {
+            let mut stream = Stream::new(400);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                stream.send(&mut c, 100);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let bound = Duration::from_secs(60);
+    // The shadows' windows fill on the server's own clock: no POLICY TICK is ever sent.
+    within(bound, "both shadows report a full window", || {
+        let info = info_shadows(&mut c);
+        let full = |k: &str| {
+            info.get(k)
+                .is_some_and(|l| part(l, "window_ticks").parse::<u64>().unwrap() >= 2)
+        };
+        (info.get("shadow_count").map(String::as_str) == Some("2")
+            && full("shadow_0")
+            && full("shadow_1"))
+        .then_some(())
+    });
+    let big = status(&mut c, "big@1");
+    assert!(num(&big, "ticks") >= 2.0, "{big:?}");
+    assert!(num(&big, "total_hits") > 0.0, "{big:?}");
+    // The switch policy moves the server from small to big through the registry.
+    let deadline = Instant::now() + bound;
+    loop {
+        let s: HashMap<String, Value> = redis::cmd("POLICY").arg("STATUS").query(&mut c).unwrap();
+        if text(s.get("active")) == "big@1" {
+            break;
+        }
+        if Instant::now() > deadline {
+            let lines = log(&mut c);
+            panic!(
+                "big@1 not active within {bound:?}: {s:?}\n{:#?}\n{lines:#?}",
+                info_shadows(&mut c)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    traffic.join().unwrap();
+    let s: HashMap<String, Value> = redis::cmd("POLICY").arg("STATUS").query(&mut c).unwrap();
+    assert_eq!(text(s.get("previous")), "small@1", "{s:?}");
+    let lines = log(&mut c);
+    let line = lines
+        .iter()
+        .find(|l| l.contains("switched"))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(line.contains("from small@1 to big@1"), "{line}");
+    assert!(
+        line.contains("switch to big@1 (score"),
+        "the reason: {line}"
+    );
+    let info = info_shadows(&mut c);
+    assert!(info["switches"].parse::<u64>().unwrap() >= 1, "{info:?}");
+    assert!(
+        info["switch_calls"].parse::<u64>().unwrap() >= 3,
+        "{info:?}"
+    );
+    assert!(info["last_switch"].ends_with(": big@1"), "{info:?}");
+    assert_eq!(part(&info["active"], "name"), "big@1", "{info:?}");
+    server.shutdown().unwrap();
+}

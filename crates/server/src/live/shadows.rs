@@ -97,6 +97,12 @@ impl ShadowHost {
     }
 
     fn counters(&self) -> Counters {
+        self.counters_at(&self.db.cache_snapshot())
+    }
+
+    /// The counters with the evictions of `snapshot` (each snapshot takes the lock requests
+    /// take, so a drain takes one).
+    fn counters_at(&self, snapshot: &crate::metrics::CacheSnapshot) -> Counters {
         let stats = self.db.stats();
         let hits = Stats::read(&stats.cache_hits);
         let misses = Stats::read(&stats.cache_misses);
@@ -105,7 +111,7 @@ impl ShadowHost {
             hits,
             misses,
             writes: Stats::read(&stats.store_writes),
-            evictions: self.db.cache_snapshot().evictions,
+            evictions: snapshot.evictions,
         }
     }
 
@@ -136,13 +142,13 @@ impl ShadowHost {
         }
         // The real cache's request-weighted size, sampled at each drain: the requests served
         // since the last one count at the size it has now.
-        let now = self.counters();
+        let snapshot = self.db.cache_snapshot();
+        let now = self.counters_at(&snapshot);
         let requests = (now.lookups + now.writes)
             .saturating_sub(self.at_drain.lookups + self.at_drain.writes)
             as f64;
         self.at_drain = now;
         if requests > 0.0 {
-            let snapshot = self.db.cache_snapshot();
             let (objects, bytes) = (snapshot.objects as f64, snapshot.bytes as f64);
             let s = &mut self.real_sample;
             s.requests += requests;
