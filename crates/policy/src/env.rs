@@ -1,722 +1,354 @@
-//! The per-tick environment (`whoami`, `now`, `tick`, `servers`/`server`/`mds`, `nservers`,
-//! `params`) and the *driver* that runs a tick's callbacks in one protected call. It runs at
-//! every tick, so a tick of a trivial policy must cost a small fraction of a microsecond for
-//! replay to tick every second of trace time at full speed.
+//! Sets the per-tick environment (`whoami`, `now`, `tick`, `servers`/`server`/`mds`,
+//! `nservers`, `params`). It runs at every tick, so a tick of a trivial policy must cost well
+//! under a microsecond for replay to tick every second of trace time at full speed.
 //!
-//! What a policy sees at each tick:
+//! The tables live across ticks: they are created once, with a small Lua *writer* function
+//! that holds them as upvalues, and each tick calls the writer with the new values, which it
+//! stores in place. A store to an existing field is one VM instruction with a pre-interned
+//! key; the C API would need a key push and a `lua_rawset` per field, and fresh tables each
+//! tick would also feed the garbage collector. What a policy sees at each tick:
 //!
 //! * every global above holds the engine's value again, even if the policy reassigned it;
-//! * `servers[i]` is the engine's metric table again and every documented field reads the
-//!   host's current value (an optional one the host does not report reads `nil`), whatever
-//!   the policy stored into it before;
+//! * `servers[i]` is the engine's metric table again, with every documented field rewritten
+//!   (an optional one the host stopped reporting is removed);
 //! * `params` holds every `--param` with its given value again.
 //!
-//! Fields a policy adds to these tables itself stay until it removes them.
-//!
-//! The metric and parameter tables are *lazy*: they hold none of the documented fields. A
-//! read falls through to `__index`, a C function reading the host's metrics in place (or,
-//! for `params`, the table of the given values), so a tick writes nothing per field and
-//! costs what the policy reads. The first time a policy stores a documented field into one
-//! (or removes one), the table turns into an ordinary table holding every field's current
-//! value, so the rest of the tick sees exactly what a plain table would show; the next tick
-//! finds it changed (it has raw fields, or not its lazy metatable) and empties it again.
-//! `pairs` lists every field (`__pairs`); `next` and `rawget` see only what the policy
-//! stored. The tables carry a protected metatable (`getmetatable` gives `false`,
-//! `setmetatable` fails).
-//!
-//! The driver stores the globals and calls `load`, `when` and `howmuch` itself, so a tick is
-//! one `lua_pcall`. The engine's own part runs without the instruction-count hook (Lua 5.4
-//! runs `luaG_traceexec` at every VM instruction while any count hook is set): it arms the
-//! hook, with a full budget, just before each callback and lifts it just after, through
-//! two C functions. When the policy gave `_G` a metatable, storing a global could run policy
-//! code, so the whole call then runs under the hook. Everything is rebuilt when the number
-//! of servers or the parameters change.
+//! Fields a policy adds to these tables itself stay until it removes them. The engine's tables
+//! carry a protected metatable (`getmetatable` gives `false`, `setmetatable` fails), so no
+//! policy code can run while the writer stores into them; the writer then runs without the
+//! instruction-count hook unless the policy gave `_G` a metatable. Everything is rebuilt when
+//! the number of servers or the parameters change.
 
-use std::cell::{Cell, RefCell, UnsafeCell};
-use std::ffi::{c_int, c_void};
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::ffi::c_int;
 
-use mlua::{ffi, Lua, RegistryKey, Value};
+use mlua::{ffi, Lua, Value};
 
 use crate::metrics::Metrics;
 use crate::program::TickInput;
-use crate::sandbox::Budget;
 use crate::value::{Params, Scalar};
 
-/// Called once per build with the tables and the engine's C functions; returns the driver.
-const DRIVER: &str = r#"
-local G, S, M, N, P, ALL, restore, arm, disarm, own_load = ...
-return function(whoami, tick, now, dirty, LOAD, WHEN, HOWMUCH)
-  if dirty then restore(ALL) end
-  for i = 0, N - 1 do S[i] = M[i] end
-  G.servers = S
-  G.server = S
-  G.mds = S
-  G.params = P
-  G.whoami = whoami
-  G.nservers = N
-  G.tick = tick
-  G.now = now
-  if LOAD then
-    arm(1)
-    local v = LOAD()
-    disarm()
-    if not own_load(v, M[whoami]) then return 0, v end
+/// Called once per build with the tables; returns the writer and the `load()` updater.
+const WRITER: &str = r#"
+local G, S, P, M, PK, PV = ...
+local NP = #PK
+local function write(i, whoami, nservers, tick, now, optional, cpu, mem,
+    cachesize, cachebytes, capacity, hits, misses, gets, puts, reqrate, getrate, putrate,
+    missrate, hitrate, backend_rate, backend_queue, evictions, load)
+  if i >= 0 then
+    local m = M[i]
+    S[i] = m
+    m.cachesize = cachesize
+    m.cachebytes = cachebytes
+    m.capacity = capacity
+    m.hits = hits
+    m.misses = misses
+    m.gets = gets
+    m.puts = puts
+    m.reqrate = reqrate
+    m.getrate = getrate
+    m.putrate = putrate
+    m.missrate = missrate
+    m.hitrate = hitrate
+    m.backend_rate = backend_rate
+    m.backend_queue = backend_queue
+    m.evictions = evictions
+    m.load = load
+    m["auth.meta_load"] = load
+    m["all.meta_load"] = load
+    m.req_rate = reqrate
+    m.queue_len = backend_queue
+    if optional then
+      m.cpu = cpu
+      m.cpu_load_avg = cpu
+      m.mem = mem
+    end
   end
-  if WHEN then
-    arm(2)
-    local w = WHEN()
-    disarm()
-    if w ~= true then return 1, w end
+  if i <= 0 then
+    local s = S
+    G.servers = s
+    G.server = s
+    G.mds = s
+    G.params = P
+    G.whoami = whoami
+    G.nservers = nservers
+    G.tick = tick
+    G.now = now
+    if NP > 0 then
+      local p, pk, pv = P, PK, PV
+      for j = 1, NP do
+        p[pk[j]] = pv[j]
+      end
+    end
   end
-  if HOWMUCH then
-    arm(3)
-    local h = HOWMUCH()
-    disarm()
-    return 2, h
-  end
-  return 2
 end
+local function own_load(i, load)
+  local m = S[i]
+  m.load = load
+  m["auth.meta_load"] = load
+  m["all.meta_load"] = load
+end
+return write, own_load
 "#;
 
-/// The documented metric fields, in the order `pairs` lists them.
-const FIELDS: [&str; 23] = [
-    "cachesize",
-    "cachebytes",
-    "capacity",
-    "hits",
-    "misses",
-    "gets",
-    "puts",
-    "reqrate",
-    "getrate",
-    "putrate",
-    "missrate",
-    "hitrate",
-    "backend_rate",
-    "backend_queue",
-    "evictions",
-    "load",
-    "auth.meta_load",
-    "all.meta_load",
-    "req_rate",
-    "queue_len",
-    "cpu",
-    "cpu_load_avg",
-    "mem",
-];
+/// Arguments of the writer, and stack slots a tick needs.
+const WRITER_ARGS: c_int = 24;
 
-/// How a metric is pushed: `Integral` values as integers when whole (so `100` prints as
-/// `100`), `Float` always as floats (`cpu`, and a `load()` result, as the host gives them).
-enum Field {
-    Integral(f64),
-    Float(f64),
-}
-
-/// The value of metric `key` of `m`, `None` for an unknown or unreported one. `own_load`:
-/// the policy's `load()` result replaced `load` (it reads as a float).
-fn field(m: &Metrics, key: &[u8], own_load: bool) -> Option<Field> {
-    use Field::{Float, Integral};
-    let load = |v: f64| if own_load { Float(v) } else { Integral(v) };
-    Some(match key {
-        b"cachesize" => Integral(m.cachesize),
-        b"cachebytes" => Integral(m.cachebytes),
-        b"capacity" => Integral(m.capacity),
-        b"hits" => Integral(m.hits),
-        b"misses" => Integral(m.misses),
-        b"gets" => Integral(m.gets),
-        b"puts" => Integral(m.puts),
-        b"reqrate" | b"req_rate" => Integral(m.reqrate),
-        b"getrate" => Integral(m.getrate),
-        b"putrate" => Integral(m.putrate),
-        b"missrate" => Integral(m.missrate),
-        b"hitrate" => Integral(m.hitrate),
-        b"backend_rate" => Integral(m.backend_rate),
-        b"backend_queue" | b"queue_len" => Integral(m.backend_queue),
-        b"evictions" => Integral(m.evictions),
-        b"load" | b"auth.meta_load" | b"all.meta_load" => load(m.load),
-        b"cpu" | b"cpu_load_avg" => Float(m.cpu?),
-        b"mem" => Integral(m.mem?),
-        _ => return None,
-    })
-}
-
-/// What the engine's C functions share with the host. Boxed, so its address (held by the
-/// Lua state as a light userdata) stays put; written by the host only while no Lua runs.
-struct Shared {
-    /// The metrics the lazy tables read, by server.
-    servers: UnsafeCell<Vec<Metrics>>,
-    whoami: Cell<usize>,
-    /// Set once `load()` returned this tick: `servers[whoami].load` is its result.
-    own_load: Cell<bool>,
-    /// The callback running (see [`Stage`]), for errors.
-    stage: Cell<u8>,
-    /// The whole call runs under the hook (`_G` has a metatable): `arm`/`disarm` leave it.
-    hooked: Cell<bool>,
-    hook: Cell<Option<ffi::lua_Hook>>,
-    mask: Cell<c_int>,
-    count: Cell<c_int>,
-    budget: Arc<Budget>,
-}
-
-/// The stage a driver call was at, by the number `arm` was given.
-pub(crate) const STAGES: [&str; 4] = ["tick", "load", "when", "howmuch"];
-
-/// What one driver call returned, when it did not fail.
-pub(crate) enum Driven {
-    /// `load()` returned something that is not a finite number.
-    BadLoad(Value),
-    /// `when()` returned something other than `true`.
-    WhenNot(Value),
-    /// Every callback ran; `howmuch()`'s result (nil without one).
-    Done(Value),
-}
-
-/// The callbacks a driver call runs, as registry slots.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Callbacks<'a> {
-    pub load: Option<&'a RegistryKey>,
-    pub when: Option<&'a RegistryKey>,
-    pub howmuch: Option<&'a RegistryKey>,
-}
-
-/// The driver of one Lua state, and what it was built for.
+/// The writer of one Lua state, and what it was built for.
 struct Built {
-    /// Registry references of the driver and of the table listing every lazy table with
-    /// its lazy metatable (`{t1, mt1, t2, mt2, ...}`).
-    driver: c_int,
-    all: c_int,
+    /// Registry references of the writer and the `load()` updater.
+    writer: c_int,
+    own_load: c_int,
     servers: usize,
     params: Params,
+    /// Per server: whether its table may hold `cpu`, `cpu_load_avg` or `mem`.
+    optional: Vec<bool>,
 }
 
 /// The tick environment of one Lua state.
+#[derive(Default)]
 pub(crate) struct TickEnv {
     built: RefCell<Option<Built>>,
-    shared: Box<Shared>,
 }
 
 impl TickEnv {
-    pub(crate) fn new(budget: Arc<Budget>) -> TickEnv {
-        TickEnv {
-            built: RefCell::new(None),
-            shared: Box::new(Shared {
-                servers: UnsafeCell::new(Vec::new()),
-                whoami: Cell::new(0),
-                own_load: Cell::new(false),
-                stage: Cell::new(0),
-                hooked: Cell::new(false),
-                hook: Cell::new(None),
-                mask: Cell::new(0),
-                count: Cell::new(0),
-                budget,
-            }),
-        }
-    }
-
-    /// The stage the last driver call reached (an index into [`STAGES`]).
-    pub(crate) fn stage(&self) -> usize {
-        usize::from(self.shared.stage.get()).min(STAGES.len() - 1)
-    }
-
-    /// The `load()` result of this tick, if it ran.
-    pub(crate) fn own_load(&self) -> Option<f64> {
-        let s = &self.shared;
-        if !s.own_load.get() {
-            return None;
-        }
-        // SAFETY: no Lua code runs while the host reads.
-        unsafe { (&*s.servers.get()).get(s.whoami.get()).map(|m| m.load) }
-    }
-
-    /// Sets the environment for `input` and runs `callbacks` in order, in one protected
-    /// call. The caller refills the budget first: the call may run under the count hook.
-    /// On error, [`TickEnv::stage`] names the callback that failed.
-    pub(crate) fn drive(
-        &self,
-        lua: &Lua,
-        input: &TickInput,
-        callbacks: Callbacks,
-    ) -> mlua::Result<Driven> {
-        let s = &self.shared;
-        // SAFETY: no Lua code runs while the host writes; the C functions only read.
-        unsafe {
-            let servers = &mut *s.servers.get();
-            servers.clear();
-            servers.extend_from_slice(input.servers);
-        }
-        s.whoami.set(input.whoami);
-        s.own_load.set(false);
-        s.stage.set(0);
+    /// Sets the per-tick globals and tables for `input`. The caller refills the instruction
+    /// budget first: the writer may run under the count hook.
+    pub(crate) fn set(&self, lua: &Lua, input: &TickInput) -> mlua::Result<()> {
         let mut built = self.built.borrow_mut();
         let reusable = built
             .as_ref()
             .is_some_and(|b| b.servers == input.servers.len() && b.params == *input.params);
         if !reusable {
             let old = built.take();
-            *built = Some(build(lua, old, s, input.servers.len(), input.params)?);
+            *built = Some(build(lua, old, input.servers.len(), input.params)?);
         }
-        let Some(b) = built.as_ref() else {
-            return Ok(Driven::Done(Value::Nil));
+        let Some(b) = built.as_mut() else {
+            return Ok(());
         };
-        let result = drive(lua, b, s, input, callbacks);
-        if result.is_err() && s.stage.get() == 0 {
-            // The environment may have been left half written; start afresh next time.
+        let result = write(lua, b, input);
+        for (optional, m) in b.optional.iter_mut().zip(input.servers) {
+            *optional = m.cpu.is_some() || m.mem.is_some();
+        }
+        if result.is_err() {
+            // The writer may have stopped half way; start afresh next time.
             if let Some(old) = built.take() {
                 forget(lua, old);
             }
         }
         result
     }
+
+    /// Writes the `load()` result into `servers[whoami]` (with its Ceph aliases), so later
+    /// callbacks of the same tick see it.
+    pub(crate) fn set_own_load(&self, lua: &Lua, whoami: usize, load: f64) -> mlua::Result<()> {
+        let built = self.built.borrow();
+        let Some(own_load) = built.as_ref().map(|b| b.own_load) else {
+            return Ok(());
+        };
+        lua.exec_raw_lua(|raw| {
+            let l = raw.state();
+            // SAFETY: two pushes within the space checked for, a protected call that pops
+            // them, and the stack restored on every path.
+            unsafe {
+                if ffi::lua_checkstack(l, 3) == 0 {
+                    return Err(mlua::Error::runtime("Lua stack exhausted"));
+                }
+                let top = ffi::lua_gettop(l);
+                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, own_load.into());
+                ffi::lua_pushinteger(l, whoami as ffi::lua_Integer);
+                ffi::lua_pushnumber(l, load);
+                let result = match ffi::lua_pcall(l, 2, 0, 0) {
+                    ffi::LUA_OK => Ok(()),
+                    _ => Err(error_from(raw.pop_value())),
+                };
+                ffi::lua_settop(l, top);
+                result
+            }
+        })
+    }
 }
 
-/// Compiles the driver over fresh tables for `servers` servers and `params`, dropping the
+/// Compiles the writer over fresh tables for `servers` servers and `params`, dropping the
 /// registry references of `old`.
-fn build(
-    lua: &Lua,
-    old: Option<Built>,
-    shared: &Shared,
-    servers: usize,
-    params: &Params,
-) -> mlua::Result<Built> {
+fn build(lua: &Lua, old: Option<Built>, servers: usize, params: &Params) -> mlua::Result<Built> {
     if let Some(old) = old {
         forget(lua, old);
     }
     let mut refs = [ffi::LUA_NOREF; 2];
     let refs_out: *mut [c_int; 2] = &mut refs;
-    let shared_ptr = shared as *const Shared as *mut c_void;
     // SAFETY: balanced pushes inside `exec_raw`, which runs the closure in protected mode
     // (an allocation failure becomes an `Err`) and restores the stack. Nothing with a
-    // destructor lives in the closure, which a Lua error would jump over. The light
-    // userdata outlives the state: `Program` drops its Lua state before its `TickEnv`.
+    // destructor lives in the closure, which a Lua error would jump over.
     unsafe {
         lua.exec_raw::<()>((), |l| {
             let loaded = ffi::luaL_loadbufferx(
                 l,
-                DRIVER.as_ptr().cast(),
-                DRIVER.len(),
+                WRITER.as_ptr().cast(),
+                WRITER.len(),
                 c"=environment".as_ptr(),
                 c"t".as_ptr(),
             );
             if loaded != ffi::LUA_OK {
                 ffi::lua_error(l);
             }
-            push_tables(l, shared_ptr, servers, params);
-            ffi::lua_call(l, 10, 1);
-            let driver = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
-            let all = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
-            refs_out.write_volatile([driver, all]);
+            push_tables(l, servers, params);
+            ffi::lua_call(l, 6, 2);
+            let own_load = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+            let writer = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+            refs_out.write_volatile([writer, own_load]);
         })?;
     }
-    let [driver, all] = refs;
+    let [writer, own_load] = refs;
     Ok(Built {
-        driver,
-        all,
+        writer,
+        own_load,
         servers,
         params: params.clone(),
+        optional: vec![false; servers],
     })
 }
 
-/// Pushes `ALL` (kept by the caller), then the driver chunk's arguments: `_G`, `servers`,
-/// the metric tables by server number, the server count, `params`, `ALL` and the engine's C
-/// functions.
-unsafe fn push_tables(
-    l: *mut ffi::lua_State,
-    shared: *mut c_void,
-    servers: usize,
-    params: &Params,
-) {
-    // Below the chunk: ALL, for the caller's reference. The chunk sits on top of it.
-    let chunk = ffi::lua_gettop(l);
-    ffi::lua_createtable(l, 2 * (servers as c_int + 1), 0); // chunk ALL
-    ffi::lua_insert(l, chunk); // ALL chunk
-    let all = chunk;
+/// Pushes the writer's upvalues: `_G`, `servers`, `params`, the metric tables by server
+/// number, and the parameter names and values.
+unsafe fn push_tables(l: *mut ffi::lua_State, servers: usize, params: &Params) {
     ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, ffi::LUA_RIDX_GLOBALS); // G
     ffi::lua_createtable(l, 0, 1); // G lock
     let lock = ffi::lua_gettop(l);
     ffi::lua_pushboolean(l, 0);
     ffi::lua_setfield(l, lock, c"__metatable".as_ptr());
-    ffi::lua_createtable(l, 0, servers as c_int); // G lock S
-    ffi::lua_pushvalue(l, lock);
-    ffi::lua_setmetatable(l, -2);
-    // The metric tables, and the names their `pairs` and materialisation walk.
-    ffi::lua_createtable(l, 0, servers as c_int); // G lock S M
-    let m = ffi::lua_gettop(l);
-    ffi::lua_createtable(l, FIELDS.len() as c_int, 0); // ... M names
-    ffi::lua_createtable(l, 0, FIELDS.len() as c_int); // ... M names pos
-    let (names, pos) = (m + 1, m + 2);
-    for (j, name) in (1..).zip(FIELDS) {
-        push_str(l, name);
-        ffi::lua_pushvalue(l, -1);
-        ffi::lua_rawseti(l, names, j);
-        ffi::lua_pushinteger(l, j);
-        ffi::lua_rawset(l, pos);
-    }
-    let mut slot = 1;
+    let locked_table = |narr: usize, nrec: usize| {
+        ffi::lua_createtable(l, narr as c_int, nrec as c_int);
+        ffi::lua_pushvalue(l, lock);
+        ffi::lua_setmetatable(l, -2);
+    };
+    locked_table(0, servers); // G lock S
+    locked_table(0, params.len()); // G lock S P
+    ffi::lua_createtable(l, 0, servers as c_int); // G lock S P M
+    let fields = 23;
     for i in 0..servers {
-        ffi::lua_pushlightuserdata(l, shared);
-        ffi::lua_pushinteger(l, i as ffi::lua_Integer);
-        ffi::lua_pushcclosure(l, metric_index, 2);
-        push_lazy(l, all, &mut slot, names, pos); // ... M names pos proxy
-        ffi::lua_rawseti(l, m, i as ffi::lua_Integer);
+        locked_table(0, fields);
+        ffi::lua_rawseti(l, -2, i as ffi::lua_Integer);
     }
-    ffi::lua_settop(l, m); // G lock S M
-    ffi::lua_pushinteger(l, servers as ffi::lua_Integer); // G lock S M N
-                                                          // `params`: its values, names and positions.
-    ffi::lua_createtable(l, 0, params.len() as c_int); // ... N values
-    let values = ffi::lua_gettop(l);
-    ffi::lua_createtable(l, params.len() as c_int, 0); // ... N values names
-    ffi::lua_createtable(l, 0, params.len() as c_int); // ... N values names pos
+    ffi::lua_createtable(l, params.len() as c_int, 0); // G lock S P M PK
+    ffi::lua_createtable(l, params.len() as c_int, 0); // G lock S P M PK PV
     for (j, (key, value)) in (1..).zip(params) {
         push_str(l, key);
+        ffi::lua_rawseti(l, -3, j);
         push_scalar(l, value);
-        ffi::lua_rawset(l, values);
-        push_str(l, key);
-        ffi::lua_rawseti(l, values + 1, j);
-        push_str(l, key);
-        ffi::lua_pushinteger(l, j);
-        ffi::lua_rawset(l, values + 2);
+        ffi::lua_rawseti(l, -2, j);
     }
-    ffi::lua_pushvalue(l, values); // ... N values names pos __index
-    push_lazy(l, all, &mut slot, values + 1, values + 2); // ... N values names pos P
-    ffi::lua_replace(l, values); // ... N P names pos
-    ffi::lua_settop(l, values); // G lock S M N P
-    ffi::lua_pushvalue(l, all); // ... P ALL
-    ffi::lua_pushcclosure(l, restore_all, 0);
-    ffi::lua_pushlightuserdata(l, shared);
-    ffi::lua_pushcclosure(l, arm, 1);
-    ffi::lua_pushlightuserdata(l, shared);
-    ffi::lua_pushcclosure(l, disarm, 1);
-    ffi::lua_pushlightuserdata(l, shared);
-    ffi::lua_pushcclosure(l, own_load, 1); // G lock S M N P ALL restore arm disarm own_load
-    ffi::lua_remove(l, lock); // G S M N P ALL restore arm disarm own_load
+    ffi::lua_remove(l, lock); // G S P M PK PV
 }
 
-/// Pops an `__index` (function or table) and pushes an empty lazy table reading through it,
-/// with `names`/`pos` (stack indices) for `pairs` and materialisation; records the table and
-/// its metatable in `ALL` from `*slot` on.
-unsafe fn push_lazy(
-    l: *mut ffi::lua_State,
-    all: c_int,
-    slot: &mut ffi::lua_Integer,
-    names: c_int,
-    pos: c_int,
-) {
-    let index = ffi::lua_gettop(l);
-    ffi::lua_createtable(l, 0, 8); // index lazy
-    let lazy = index + 1;
-    ffi::lua_pushboolean(l, 0);
-    ffi::lua_setfield(l, lazy, c"__metatable".as_ptr());
-    ffi::lua_pushvalue(l, index);
-    ffi::lua_setfield(l, lazy, c"__index".as_ptr());
-    ffi::lua_pushcclosure(l, lazy_newindex, 0);
-    ffi::lua_setfield(l, lazy, c"__newindex".as_ptr());
-    ffi::lua_pushcclosure(l, lazy_pairs, 0);
-    ffi::lua_setfield(l, lazy, c"__pairs".as_ptr());
-    ffi::lua_pushvalue(l, names);
-    ffi::lua_setfield(l, lazy, c"__names".as_ptr());
-    ffi::lua_pushvalue(l, pos);
-    ffi::lua_setfield(l, lazy, c"__pos".as_ptr());
-    // The metatable of the table once materialised: locked, no metamethods, and the way back.
-    ffi::lua_createtable(l, 0, 2); // index lazy mat
-    ffi::lua_pushboolean(l, 0);
-    ffi::lua_setfield(l, -2, c"__metatable".as_ptr());
-    ffi::lua_pushvalue(l, lazy);
-    ffi::lua_setfield(l, -2, c"__lazy".as_ptr());
-    ffi::lua_setfield(l, lazy, c"__mat".as_ptr()); // index lazy
-    ffi::lua_createtable(l, 0, 0); // index lazy t
-    ffi::lua_pushvalue(l, lazy);
-    ffi::lua_setmetatable(l, -2);
-    ffi::lua_pushvalue(l, -1);
-    ffi::lua_rawseti(l, all, *slot);
-    ffi::lua_pushvalue(l, lazy);
-    ffi::lua_rawseti(l, all, *slot + 1);
-    *slot += 2;
-    ffi::lua_replace(l, index); // t lazy
-    ffi::lua_settop(l, index); // t
-}
-
-/// Drops the registry references of a driver.
+/// Drops the registry references of a writer.
 fn forget(lua: &Lua, built: Built) {
     lua.exec_raw_lua(|raw| {
         // SAFETY: `luaL_unref` only stores into the registry's existing slots.
         unsafe {
-            for r in [built.driver, built.all] {
+            for r in [built.writer, built.own_load] {
                 ffi::luaL_unref(raw.state(), ffi::LUA_REGISTRYINDEX, r);
             }
         }
     });
 }
 
-/// Whether any lazy table was changed by the policy: it holds fields of its own (added ones
-/// stay, but documented ones must go), or it was materialised (its metatable is not the
-/// lazy one). Neither allocates nor runs policy code.
-unsafe fn any_changed(l: *mut ffi::lua_State, all: c_int) -> bool {
-    let top = ffi::lua_gettop(l);
-    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, all.into());
-    let list = top + 1;
-    let mut j = 1;
-    let mut changed = false;
-    while ffi::lua_rawgeti(l, list, j) == ffi::LUA_TTABLE {
-        ffi::lua_rawgeti(l, list, j + 1);
-        let t = top + 2;
-        ffi::lua_pushnil(l);
-        if ffi::lua_next(l, t) != 0 {
-            changed = true;
-        } else if ffi::lua_getmetatable(l, t) == 0 || ffi::lua_rawequal(l, -1, t + 1) == 0 {
-            changed = true;
-        }
-        ffi::lua_settop(l, list);
-        if changed {
-            break;
-        }
-        j += 2;
-    }
-    ffi::lua_settop(l, top);
-    changed
-}
-
-/// Calls the driver for `input`, the hook lifted unless `_G` has a metatable.
-fn drive(
-    lua: &Lua,
-    built: &Built,
-    shared: &Shared,
-    input: &TickInput,
-    callbacks: Callbacks,
-) -> mlua::Result<Driven> {
+/// Calls the writer once per server (once with `i = -1` for none).
+fn write(lua: &Lua, built: &Built, input: &TickInput) -> mlua::Result<()> {
     lua.exec_raw_lua(|raw| {
         let l = raw.state();
-        // SAFETY: the pushes fit in the space checked for and are popped by the protected
-        // call, which catches every Lua error; the stack and the hook are restored on every
-        // path. The hook is lifted only while no policy code can run (see the module
-        // documentation): `arm` sets it again before each callback.
+        // SAFETY: each call's pushes fit in the space checked for and are popped by the
+        // protected call, which catches every Lua error; the stack and the hook are restored
+        // on every path. The hook is lifted only when no policy code can run: the writer
+        // stores into the engine's tables, whose metatables are locked without metamethods,
+        // and into `_G`, checked to have no metatable.
         unsafe {
-            if ffi::lua_checkstack(l, 12) == 0 {
+            if ffi::lua_checkstack(l, WRITER_ARGS + 2) == 0 {
                 return Err(mlua::Error::runtime("Lua stack exhausted"));
             }
             let top = ffi::lua_gettop(l);
             ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, ffi::LUA_RIDX_GLOBALS);
             let plain_globals = ffi::lua_getmetatable(l, -1) == 0;
             ffi::lua_settop(l, top);
-            let dirty = any_changed(l, built.all);
-            let saved = SavedHook {
-                hook: ffi::lua_gethook(l),
-                mask: ffi::lua_gethookmask(l),
-                count: ffi::lua_gethookcount(l),
-            };
-            shared.hook.set(saved.hook);
-            shared.mask.set(saved.mask);
-            shared.count.set(saved.count);
-            shared.hooked.set(!plain_globals);
-            if plain_globals && saved.mask != 0 {
-                ffi::lua_sethook(l, None, 0, 0);
-            }
-            ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, built.driver.into());
-            ffi::lua_pushinteger(l, input.whoami as ffi::lua_Integer);
-            ffi::lua_pushinteger(l, input.tick as ffi::lua_Integer);
-            ffi::lua_pushnumber(l, input.now);
-            ffi::lua_pushboolean(l, c_int::from(dirty));
-            for key in [callbacks.load, callbacks.when, callbacks.howmuch] {
-                match key {
-                    Some(key) => {
-                        ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, key.id().into());
-                    }
-                    None => ffi::lua_pushnil(l),
+            let hook = plain_globals.then(|| lift_hook(l));
+            let mut result = Ok(());
+            for i in 0..input.servers.len().max(1) {
+                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, built.writer.into());
+                push_writer_args(l, input, i, built.optional.get(i).copied());
+                if ffi::lua_pcall(l, WRITER_ARGS, 0, 0) != ffi::LUA_OK {
+                    result = Err(error_from(raw.pop_value()));
+                    break;
                 }
             }
-            let result = match ffi::lua_pcall(l, 7, 2, 0) {
-                ffi::LUA_OK => {
-                    let value = raw.pop_value();
-                    let code = ffi::lua_tointegerx(l, -1, std::ptr::null_mut());
-                    Ok(match code {
-                        0 => Driven::BadLoad(value),
-                        1 => Driven::WhenNot(value),
-                        _ => Driven::Done(value),
-                    })
-                }
-                _ => Err(error_from(raw.pop_value())),
-            };
             ffi::lua_settop(l, top);
-            saved.restore(l);
+            if let Some(hook) = hook {
+                hook.restore(l);
+            }
             result
         }
     })
 }
 
-unsafe fn shared<'a>(l: *mut ffi::lua_State) -> &'a Shared {
-    &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const Shared)
-}
-
-/// `arm(stage)`: a full budget for the next callback, and the count hook set.
-unsafe extern "C-unwind" fn arm(l: *mut ffi::lua_State) -> c_int {
-    let s = shared(l);
-    s.stage
-        .set(ffi::lua_tointegerx(l, 1, std::ptr::null_mut()) as u8);
-    s.budget.refill();
-    if !s.hooked.get() && s.mask.get() != 0 {
-        ffi::lua_sethook(l, s.hook.get(), s.mask.get(), s.count.get());
-    }
-    0
-}
-
-/// `disarm()`: the count hook lifted again after a callback returned.
-unsafe extern "C-unwind" fn disarm(l: *mut ffi::lua_State) -> c_int {
-    let s = shared(l);
-    if !s.hooked.get() && s.mask.get() != 0 {
-        ffi::lua_sethook(l, None, 0, 0);
-    }
-    0
-}
-
-/// `own_load(v, t)`: when `v` is a finite number, makes it `servers[whoami].load` (and its
-/// Ceph names) for the later callbacks, also in `t` if the policy materialised it, and
-/// returns true; else false (the host reports the error).
-unsafe extern "C-unwind" fn own_load(l: *mut ffi::lua_State) -> c_int {
-    let s = shared(l);
-    let mut isnum = 0;
-    let v = ffi::lua_tonumberx(l, 1, &mut isnum);
-    if ffi::lua_type(l, 1) != ffi::LUA_TNUMBER || isnum == 0 || !v.is_finite() {
-        ffi::lua_pushboolean(l, 0);
-        return 1;
-    }
-    let servers = &mut *s.servers.get();
-    if let Some(m) = servers.get_mut(s.whoami.get()) {
-        m.load = v;
-    }
-    s.own_load.set(true);
-    if ffi::lua_type(l, 2) == ffi::LUA_TTABLE && ffi::lua_getmetatable(l, 2) != 0 {
-        if ffi::lua_getfield(l, -1, c"__lazy".as_ptr()) != ffi::LUA_TNIL {
-            for name in [c"load", c"auth.meta_load", c"all.meta_load"] {
-                ffi::lua_pushnumber(l, v);
-                ffi::lua_setfield(l, 2, name.as_ptr());
-            }
+/// Pushes the writer's arguments for server `i` (no server's metrics when there is none).
+/// `had_optional` says whether the server's table may hold optional fields from before.
+unsafe fn push_writer_args(
+    l: *mut ffi::lua_State,
+    input: &TickInput,
+    i: usize,
+    had_optional: Option<bool>,
+) {
+    let Some(m) = input.servers.get(i) else {
+        ffi::lua_pushinteger(l, -1);
+        push_globals(l, input);
+        for _ in 0..WRITER_ARGS - 5 {
+            ffi::lua_pushnil(l);
         }
-    }
-    ffi::lua_pushboolean(l, 1);
-    1
-}
-
-/// `__index` of `servers[i]`: the host's current value of a documented metric.
-unsafe extern "C-unwind" fn metric_index(l: *mut ffi::lua_State) -> c_int {
-    let s = shared(l);
-    if ffi::lua_type(l, 2) != ffi::LUA_TSTRING {
-        ffi::lua_pushnil(l);
-        return 1;
-    }
-    let i = ffi::lua_tointegerx(l, ffi::lua_upvalueindex(2), std::ptr::null_mut()) as usize;
-    let mut len = 0;
-    let p = ffi::lua_tolstring(l, 2, &mut len);
-    let key = std::slice::from_raw_parts(p.cast::<u8>(), len);
-    let servers = &*s.servers.get();
-    let own = s.own_load.get() && i == s.whoami.get();
-    match servers.get(i).and_then(|m| field(m, key, own)) {
-        Some(Field::Integral(v)) => push_number(l, v),
-        Some(Field::Float(v)) => ffi::lua_pushnumber(l, v),
+        return;
+    };
+    ffi::lua_pushinteger(l, i as ffi::lua_Integer);
+    push_globals(l, input);
+    let optional = m.cpu.is_some() || m.mem.is_some() || had_optional.unwrap_or(false);
+    ffi::lua_pushboolean(l, c_int::from(optional));
+    match m.cpu {
+        Some(cpu) => ffi::lua_pushnumber(l, cpu),
         None => ffi::lua_pushnil(l),
     }
-    1
-}
-
-/// `__newindex` of a lazy table: a key that is not a documented field is stored as in a
-/// plain table; storing (or removing) a documented one first materialises the table.
-unsafe extern "C-unwind" fn lazy_newindex(l: *mut ffi::lua_State) -> c_int {
-    ffi::lua_settop(l, 3); // t k v
-    if ffi::lua_getmetatable(l, 1) != 0 {
-        // t k v mt
-        ffi::lua_getfield(l, 4, c"__pos".as_ptr()); // t k v mt pos
-        ffi::lua_pushvalue(l, 2);
-        if ffi::lua_rawget(l, 5) != ffi::LUA_TNIL {
-            ffi::lua_getfield(l, 4, c"__names".as_ptr()); // t k v mt pos found names
-            let names = 7;
-            let n = ffi::lua_rawlen(l, names) as ffi::lua_Integer;
-            for j in 1..=n {
-                ffi::lua_rawgeti(l, names, j); // ... name
-                ffi::lua_pushvalue(l, -1);
-                ffi::lua_gettable(l, 1); // ... name value (read through __index)
-                ffi::lua_rawset(l, 1);
-            }
-            ffi::lua_getfield(l, 4, c"__mat".as_ptr());
-            ffi::lua_setmetatable(l, 1);
-        }
-        ffi::lua_settop(l, 3);
+    match m.mem {
+        Some(mem) => push_number(l, mem),
+        None => ffi::lua_pushnil(l),
     }
-    ffi::lua_rawset(l, 1);
-    0
-}
-
-/// `__pairs` of a lazy table.
-unsafe extern "C-unwind" fn lazy_pairs(l: *mut ffi::lua_State) -> c_int {
-    ffi::lua_pushcclosure(l, lazy_next, 0);
-    ffi::lua_pushvalue(l, 1);
-    ffi::lua_pushnil(l);
-    3
-}
-
-/// The iterator of [`lazy_pairs`]: the documented fields that are not nil, then the
-/// table's own fields.
-unsafe extern "C-unwind" fn lazy_next(l: *mut ffi::lua_State) -> c_int {
-    ffi::lua_settop(l, 2); // t k
-    let mut start = 1;
-    if ffi::lua_getmetatable(l, 1) != 0
-        && ffi::lua_getfield(l, 3, c"__names".as_ptr()) == ffi::LUA_TTABLE
-    {
-        // t k mt names
-        let mut own_key = false;
-        if ffi::lua_type(l, 2) != ffi::LUA_TNIL {
-            ffi::lua_getfield(l, 3, c"__pos".as_ptr()); // t k mt names pos
-            ffi::lua_pushvalue(l, 2);
-            ffi::lua_rawget(l, 5);
-            let mut isnum = 0;
-            let j = ffi::lua_tointegerx(l, -1, &mut isnum);
-            if isnum != 0 {
-                start = j + 1;
-            } else {
-                own_key = true;
-            }
-            ffi::lua_settop(l, 4);
-        }
-        if !own_key {
-            let n = ffi::lua_rawlen(l, 4) as ffi::lua_Integer;
-            for j in start..=n {
-                ffi::lua_rawgeti(l, 4, j); // t k mt names name
-                ffi::lua_pushvalue(l, -1);
-                if ffi::lua_gettable(l, 1) != ffi::LUA_TNIL {
-                    return 2;
-                }
-                ffi::lua_settop(l, 4);
-            }
-            ffi::lua_pushnil(l);
-            ffi::lua_replace(l, 2);
-        }
-    }
-    ffi::lua_settop(l, 2);
-    if ffi::lua_next(l, 1) != 0 {
-        2
-    } else {
-        ffi::lua_pushnil(l);
-        1
+    for v in metric_values(m) {
+        push_number(l, v);
     }
 }
 
-/// `restore(ALL)`: every lazy table emptied of documented fields and lazy again.
-unsafe extern "C-unwind" fn restore_all(l: *mut ffi::lua_State) -> c_int {
-    ffi::lua_settop(l, 1);
-    let mut j = 1;
-    while ffi::lua_rawgeti(l, 1, j) == ffi::LUA_TTABLE {
-        ffi::lua_rawgeti(l, 1, j + 1); // ALL t lazy
-        ffi::lua_getfield(l, 3, c"__names".as_ptr()); // ALL t lazy names
-        let n = ffi::lua_rawlen(l, 4) as ffi::lua_Integer;
-        for k in 1..=n {
-            ffi::lua_rawgeti(l, 4, k);
-            ffi::lua_pushnil(l);
-            ffi::lua_rawset(l, 2);
-        }
-        ffi::lua_pushvalue(l, 3);
-        ffi::lua_setmetatable(l, 2);
-        ffi::lua_settop(l, 1);
-        j += 2;
-    }
-    0
+unsafe fn push_globals(l: *mut ffi::lua_State, input: &TickInput) {
+    ffi::lua_pushinteger(l, input.whoami as ffi::lua_Integer);
+    ffi::lua_pushinteger(l, input.servers.len() as ffi::lua_Integer);
+    ffi::lua_pushinteger(l, input.tick as ffi::lua_Integer);
+    ffi::lua_pushnumber(l, input.now);
+}
+
+/// The metrics in the order of the writer's parameters.
+fn metric_values(m: &Metrics) -> [f64; 16] {
+    [
+        m.cachesize,
+        m.cachebytes,
+        m.capacity,
+        m.hits,
+        m.misses,
+        m.gets,
+        m.puts,
+        m.reqrate,
+        m.getrate,
+        m.putrate,
+        m.missrate,
+        m.hitrate,
+        m.backend_rate,
+        m.backend_queue,
+        m.evictions,
+        m.load,
+    ]
 }
 
 /// The error a failed `lua_pcall` left: the host's own error when a host function (such as
@@ -736,7 +368,7 @@ pub(crate) fn error_from(value: Value) -> mlua::Error {
     }
 }
 
-/// The count hook as it was before a driver call lifted it.
+/// The count hook as it was before [`lift_hook`].
 struct SavedHook {
     hook: Option<ffi::lua_Hook>,
     mask: c_int,
@@ -749,6 +381,20 @@ impl SavedHook {
             ffi::lua_sethook(l, self.hook, self.mask, self.count);
         }
     }
+}
+
+/// Removes the hook (the instruction budget's count hook), which would otherwise be
+/// consulted at every VM instruction.
+unsafe fn lift_hook(l: *mut ffi::lua_State) -> SavedHook {
+    let saved = SavedHook {
+        hook: ffi::lua_gethook(l),
+        mask: ffi::lua_gethookmask(l),
+        count: ffi::lua_gethookcount(l),
+    };
+    if saved.mask != 0 {
+        ffi::lua_sethook(l, None, 0, 0);
+    }
+    saved
 }
 
 /// Pushes `v` as an integer when integral (so `100` prints as `100`), else as a float.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use mlua::{ffi, ChunkMode, Function, Lua, RegistryKey, Value};
 
 use crate::decision::{self, Action, Decision};
-use crate::env::{error_from, Callbacks, Driven, TickEnv, STAGES};
+use crate::env::{error_from, TickEnv};
 use crate::error::PolicyId;
 use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError, PolicyError};
 use crate::host::{HostShared, LogLevel};
@@ -107,11 +107,10 @@ impl Program {
             params: &Params::new(),
             timeseries: &NoSeries,
         };
-        let env = TickEnv::new(Arc::clone(&budget));
+        let env = TickEnv::default();
         let returned = {
             let _series = slot.publish(probe.timeseries);
-            env.drive(&lua, &probe, Callbacks::default())
-                .map_err(setup)?;
+            env.set(&lua, &probe).map_err(setup)?;
             budget.refill();
             let run = chunk.call::<Value>(());
             // What the top level wrote is the policy's state, even if the run then failed.
@@ -239,80 +238,61 @@ impl Program {
             ));
         };
         let _series = self.slot.publish(input.timeseries);
-        // The driver may run under the count hook; the last callback may have spent the
-        // budget.
+        // The environment may run under the count hook; the last callback may have spent
+        // the budget.
         self.budget.refill();
+        self.env
+            .set(&self.lua, input)
+            .map_err(|e| fail("tick", ErrorKind::Runtime, root_message(&e)))?;
         let mut decision = Decision {
             load: own.load,
             ..Decision::default()
         };
-        let kind_of = |e: &mlua::Error| {
-            if let Some(reason) = self.budget.reason() {
-                match reason {
-                    StopReason::Instructions => ErrorKind::InstructionBudget,
-                    StopReason::Time => ErrorKind::TimeLimit,
-                    StopReason::Interrupted => ErrorKind::Interrupted,
-                }
-            } else if is_memory_error(e) {
-                ErrorKind::Memory
-            } else {
-                ErrorKind::Runtime
-            }
-        };
         let call = |name: &str, f: &RegistryKey| -> Result<Value, PolicyError> {
             self.budget.refill();
-            call_registered(&self.lua, f)
-                .map_err(|e| fail(name, kind_of(&e), describe(&e, &self.budget, &self.limits)))
+            call_registered(&self.lua, f).map_err(|e| {
+                let kind = if let Some(reason) = self.budget.reason() {
+                    match reason {
+                        StopReason::Instructions => ErrorKind::InstructionBudget,
+                        StopReason::Time => ErrorKind::TimeLimit,
+                        StopReason::Interrupted => ErrorKind::Interrupted,
+                    }
+                } else if is_memory_error(&e) {
+                    ErrorKind::Memory
+                } else {
+                    ErrorKind::Runtime
+                };
+                fail(name, kind, describe(&e, &self.budget, &self.limits))
+            })
         };
         let bad = |name: &str, message: String| fail(name, ErrorKind::BadResult, message);
-        let callbacks = match &self.dialect {
+
+        match &self.dialect {
             Dialect::Callbacks {
                 load,
                 when,
                 howmuch,
-                ..
-            } => Callbacks {
-                load: load.as_ref(),
-                when: when.as_ref(),
-                howmuch: howmuch.as_ref(),
-            },
-            Dialect::Ceph { .. } => Callbacks::default(),
-        };
-        // The environment, `load`, `when` and `howmuch` in one protected call.
-        let driven = self.env.drive(&self.lua, input, callbacks).map_err(|e| {
-            let stage = STAGES[self.env.stage()];
-            if stage == "tick" && self.budget.reason().is_none() {
-                fail("tick", ErrorKind::Runtime, root_message(&e))
-            } else {
-                fail(stage, kind_of(&e), describe(&e, &self.budget, &self.limits))
-            }
-        })?;
-        if let Some(load) = self.env.own_load() {
-            decision.load = load;
-        }
-
-        match &self.dialect {
-            Dialect::Callbacks { when, where_, .. } => {
-                let howmuch = match driven {
-                    Driven::BadLoad(value) => {
-                        let message = decision::parse_load(&value)
-                            .err()
-                            .unwrap_or_else(|| "load() must return a finite number".into());
-                        return Err(bad("load", message));
-                    }
-                    Driven::WhenNot(value) => {
-                        let act = decision::parse_when(&value).map_err(|m| bad("when", m))?;
-                        decision.when = Some(act);
+                where_,
+            } => {
+                if let Some(f) = load {
+                    let value = call("load", f)?;
+                    decision.load = decision::parse_load(&value).map_err(|m| bad("load", m))?;
+                    self.env
+                        .set_own_load(&self.lua, input.whoami, decision.load)
+                        .map_err(|e| fail("load", ErrorKind::Runtime, root_message(&e)))?;
+                }
+                if let Some(f) = when {
+                    let value = call("when", f)?;
+                    let act = decision::parse_when(&value).map_err(|m| bad("when", m))?;
+                    decision.when = Some(act);
+                    if !act {
                         return Ok(decision);
                     }
-                    Driven::Done(value) => value,
-                };
-                if when.is_some() {
-                    decision.when = Some(true);
                 }
-                if callbacks.howmuch.is_some() {
+                if let Some(f) = howmuch {
+                    let value = call("howmuch", f)?;
                     (decision.action, decision.units) =
-                        decision::parse_howmuch_units(&howmuch).map_err(|m| bad("howmuch", m))?;
+                        decision::parse_howmuch_units(&value).map_err(|m| bad("howmuch", m))?;
                 }
                 if let Some(f) = where_ {
                     let value = call("where", f)?;
