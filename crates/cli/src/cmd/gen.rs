@@ -183,8 +183,7 @@ pub fn run(args: Args) -> Result<()> {
                 ..MixedParams::default()
             };
             params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let summary = mixed::write_file(&params, &a.output)
-                .with_context(|| format!("writing {}", a.output.display()))?;
+            let summary = mixed::write_file(&params, &a.output)?;
             println!(
                 "wrote {} I/Os ({} reads, {} writes, {} checkpoint I/Os, {} bytes addressable) to {}",
                 summary.requests,

@@ -6,7 +6,7 @@
 //! Written in the ParSplice CSV form (`timestamp_s,op,key`, seconds with millisecond
 //! resolution), which every command reads without a `--format`.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 
 use cluster::{key_slot, SLOTS};
@@ -194,31 +194,13 @@ impl Iterator for HotspotGen {
 
 /// Writes the trace as CSV and returns the number of requests.
 pub fn write_csv<W: Write>(params: &HotspotParams, out: W) -> io::Result<u64> {
-    let mut out = BufWriter::new(out);
-    writeln!(out, "timestamp_s,op,key")?;
-    let mut n = 0;
-    for r in HotspotGen::new(params.clone()) {
-        let op = if r.op == Op::Put { "PUT" } else { "GET" };
-        writeln!(out, "{:.3},{op},{}", r.time, r.key)?;
-        n += 1;
-    }
-    out.flush()?;
-    Ok(n)
+    super::write_requests(HotspotGen::new(params.clone()), out)
 }
 
 /// Writes the trace to `path`, zstd-compressed when the name ends in `.zst`. Errors name
 /// the file.
 pub fn write_file(params: &HotspotParams, path: &Path) -> io::Result<u64> {
-    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let file = std::fs::File::create(path).map_err(with_path)?;
-    if path.extension().is_some_and(|ext| ext == "zst") {
-        let mut encoder = zstd::Encoder::new(file, 3).map_err(with_path)?;
-        let n = write_csv(params, &mut encoder).map_err(with_path)?;
-        encoder.finish().map_err(with_path)?;
-        Ok(n)
-    } else {
-        write_csv(params, file).map_err(with_path)
-    }
+    super::to_file(path, |out| write_csv(params, out))
 }
 
 #[cfg(test)]

@@ -313,17 +313,9 @@ pub fn write_csv<W: Write>(params: &MixedParams, out: W) -> io::Result<MixedSumm
     Ok(summary)
 }
 
-/// Writes the trace to `path` (zstd-compressed when it ends in `.zst`).
+/// Writes the trace to `path` (zstd-compressed when it ends in `.zst`). Errors name the file.
 pub fn write_file(params: &MixedParams, path: &Path) -> io::Result<MixedSummary> {
-    let file = std::fs::File::create(path)?;
-    if path.extension().is_some_and(|e| e == "zst") {
-        let mut encoder = zstd::Encoder::new(file, 3)?;
-        let summary = write_csv(params, &mut encoder)?;
-        encoder.finish()?;
-        Ok(summary)
-    } else {
-        write_csv(params, file)
-    }
+    super::to_file(path, |out| write_csv(params, out))
 }
 
 #[cfg(test)]

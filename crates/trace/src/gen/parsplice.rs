@@ -394,17 +394,7 @@ pub fn write_csv<W: Write>(params: &ParspliceParams, out: W) -> io::Result<Parsp
 /// Writes a generated run to `path`, zstd-compressed when the name ends in `.zst`.
 /// Errors name the file.
 pub fn write_file(params: &ParspliceParams, path: &Path) -> io::Result<ParspliceSummary> {
-    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let file = std::fs::File::create(path).map_err(with_path)?;
-    let compressed = path.extension().is_some_and(|ext| ext == "zst");
-    if compressed {
-        let mut encoder = zstd::Encoder::new(file, 3).map_err(with_path)?;
-        let summary = write_csv(params, &mut encoder).map_err(with_path)?;
-        encoder.finish().map_err(with_path)?;
-        Ok(summary)
-    } else {
-        write_csv(params, file).map_err(with_path)
-    }
+    super::to_file(path, |out| write_csv(params, out))
 }
 
 #[cfg(test)]

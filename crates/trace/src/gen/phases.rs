@@ -9,7 +9,7 @@
 //! case each repetition reads new keys (so what a cache kept from the last time is dead
 //! weight). Written in the ParSplice CSV form (`timestamp_s,op,key`), reads only.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::str::FromStr;
 
@@ -208,30 +208,13 @@ impl Iterator for PhasesGen {
 
 /// Writes the trace as CSV and returns the number of requests.
 pub fn write_csv<W: Write>(params: &PhasesParams, out: W) -> io::Result<u64> {
-    let mut out = BufWriter::new(out);
-    writeln!(out, "timestamp_s,op,key")?;
-    let mut n = 0;
-    for r in PhasesGen::new(params.clone()) {
-        writeln!(out, "{:.3},GET,{}", r.time, r.key)?;
-        n += 1;
-    }
-    out.flush()?;
-    Ok(n)
+    super::write_requests(PhasesGen::new(params.clone()), out)
 }
 
 /// Writes the trace to `path`, zstd-compressed when the name ends in `.zst`. Errors name
 /// the file.
 pub fn write_file(params: &PhasesParams, path: &Path) -> io::Result<u64> {
-    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let file = std::fs::File::create(path).map_err(with_path)?;
-    if path.extension().is_some_and(|ext| ext == "zst") {
-        let mut encoder = zstd::Encoder::new(file, 3).map_err(with_path)?;
-        let n = write_csv(params, &mut encoder).map_err(with_path)?;
-        encoder.finish().map_err(with_path)?;
-        Ok(n)
-    } else {
-        write_csv(params, file).map_err(with_path)
-    }
+    super::to_file(path, |out| write_csv(params, out))
 }
 
 #[cfg(test)]
