@@ -328,8 +328,12 @@ impl RocksStore {
         });
         options.set_max_background_jobs(2);
         options.set_keep_log_file_num(4);
-        // RocksDB's own log: warnings only (at debug level it writes a line per WAL flush).
-        options.set_log_level(LogLevel::Warn);
+        // RocksDB's own log file (LOG in the data dir) keeps only its header: version and
+        // options. Anything more is written again after the disk has filled, and the
+        // distribution's librocksdb (built with assertions) aborts the process when a file
+        // writer that has failed is written again. The errors that matter reach the server
+        // as statuses and are logged by it with their cause.
+        options.set_log_level(LogLevel::Header);
         options.set_max_log_file_size(16 << 20);
         // The WAL is written to the OS when the server is about to acknowledge writes (see
         // `flush_wal`), so a pipelined batch of writes costs one write system call, not one each.
