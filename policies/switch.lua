@@ -28,8 +28,10 @@
 -- cache's misses beyond the new candidate's shadow's are that switch's warm-up, per object
 -- the real cache lacked when it switched; the next switch to that candidate (before its
 -- first, to any) is charged that rate times the objects the real cache lacks now. The first
--- switch to a larger cache is free (it is how the rate is learned); a switch to a smaller
--- one is free (the real cache shrinks) unless `back` charges it for the way back.
+-- switch to a larger cache is free (it is how the rate is learned). A switch to a smaller
+-- one is charged `back` x the way back, should the regime return and the active candidate
+-- be needed again, unless the challenger's shadow has missed no more than the active one's
+-- over the whole run so far (nothing says the real cache would have to come back then).
 -- A candidate that only ties with the active one never takes over (unless `settle` says
 -- so): one that holds less but ties in a quiet window may miss when the traffic turns, and
 -- growing back costs a warm-up.
@@ -46,9 +48,8 @@
 --   ref         objects that cost `cost` misses per lookup (default: the running maximum
 --               of the candidates' mean sizes)
 --   back        share of the way back a switch to a smaller cache is charged: `back` x the
---               learned warm-up rate x the objects it drops (default 0: a switch down is
---               free; 1 pays off at low `cost`, where a round trip costs more than a quiet
---               stretch saves, and loses at high `cost`: docs/adaptive.md)
+--               learned warm-up rate of the active candidate x the objects it drops
+--               (default 1; 0: a switch down is free, the switch before 2026-11-24)
 --   size        "last" (default): memory is weighed at the newest tick's size; "mean": at
 --               the window's mean (the switch before 2026-11-24)
 --   settle      ticks a challenger must tie the active one on misses (within `tie`) while
@@ -67,7 +68,7 @@ local tie = params.tie or 0.02
 local warm = params.warm or 3
 local cost = params.cost or 0.1
 local ref = params.ref -- nil: the running maximum below
-local back = params.back or 0
+local back = params.back or 1
 local now_size = (params.size or "last") == "last"
 local settle = params.settle or 0
 
@@ -79,6 +80,7 @@ local last_rate = nil      -- the last rate measured for any candidate
 local pending = nil        -- {name, tick, lacking}: a switch to a larger cache to measure
 local gained = {}          -- name -> misses it would have saved since it drew ahead (CUSUM)
 local largest = 0          -- the running maximum of the candidates' mean sizes
+local seen = {}            -- name -> about the misses its shadow has had so far
 local streak = {}          -- name -> ticks in a row it tied the active's misses, holding less
 
 local function fmt(x) return string.format("%.4f", x) end
@@ -102,10 +104,13 @@ end
 
 -- The warm-up a switch to `c` is charged. Up: what growing to `c` costs now. Down: `back`
 -- times what coming back to the active candidate `mine` would cost for the objects the real
--- cache drops (a switch down is half of a round trip).
+-- cache drops (a switch down is half of a round trip), unless `c` has missed no more than
+-- `mine` so far: a candidate that held less and did as well gives no reason to expect the
+-- way back (on hot-large, fixed 4000 after dscache).
 local function charge(c, current, mine)
   local up = lacking(c, current)
   if up > 0 then return (rates[c.name] or last_rate or 0) * up end
+  if (seen[c.name] or 0) <= (seen[mine.name] or 0) then return 0 end
   local dropped = math.max(0, current.mean_objects - c.mean_objects)
   return back * (rates[mine.name] or last_rate or 0) * dropped
 end
@@ -178,6 +183,8 @@ function switch(candidates, current)
     if c.ticks > window then window = c.ticks end
     if c.mean_objects > largest then largest = c.mean_objects end
     if c.active then mine = c end
+    -- A window's misses over its length, summed tick by tick: each miss counts about once.
+    seen[c.name] = (seen[c.name] or 0) + c.misses / math.max(1, c.ticks)
   end
   measure(candidates, current)
   if mine ~= nil then count_ties(candidates, mine) end

@@ -564,11 +564,25 @@ fn memory_is_weighed_in_a_fixed_unit_not_the_windows_largest() {
 
 #[test]
 fn back_charges_a_switch_down_the_warm_up_of_coming_back() {
-    let learn = |p: &mut SwitchPolicy| {
+    // `history`: a first missed 2,000 objects in ticks 1-4, while b's shadow was still cold
+    // (one tick of figures, below `warm`), so a has missed more than b over the run.
+    let learn = |p: &mut SwitchPolicy, history: bool| {
+        let small_bad = figures(0.5, 0.5, 100.0, 0.0);
+        if history {
+            let cold = WindowFigures {
+                ticks: 1,
+                ..figures(0.0, 0.0, 1100.0, 0.0)
+            };
+            for tick in 1..5 {
+                assert_eq!(
+                    ask_real(p, tick, (&small_bad, &cold), true, &small_bad),
+                    None
+                );
+            }
+        }
         // As in the warm-up test: a free first switch up from a (100 objects) to b (1100),
         // then a window whose real cache misses 200 more than b's shadow for the 1000 objects
         // it lacked: 0.2 misses per object.
-        let small_bad = figures(0.5, 0.5, 100.0, 0.0);
         let big_good = figures(0.1, 0.1, 1100.0, 0.0);
         assert_eq!(
             ask_real(p, 5, (&small_bad, &big_good), true, &small_bad).as_deref(),
@@ -584,18 +598,19 @@ fn back_charges_a_switch_down_the_warm_up_of_coming_back() {
         }
         (small_good, big_good, warming)
     };
-    // back=0 (the default): going down is free.
-    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
-    let (small_good, big_good, warming) = learn(&mut p);
+    // back=0: going down is free.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0), ("back", 0.0)]);
+    let (small_good, big_good, warming) = learn(&mut p, true);
     assert_eq!(
         ask_real(&mut p, 15, (&small_good, &big_good), false, &warming).as_deref(),
         Some("a")
     );
-    // back=1: dropping 600 objects (the real cache's 700 down to a's 100) is charged the way
-    // back, 0.2 x 600 = 120 misses. a leads by 100 - 10 - 10 (margin) = 80 a window, 8 a
-    // tick: it takes 15 ticks to save that much.
-    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0), ("back", 1.0)]);
-    let (small_good, big_good, warming) = learn(&mut p);
+    // back=1 (the default), a having missed more than b so far: dropping 600 objects (the
+    // real cache's 700 down to a's 100) is charged the way back, 0.2 x 600 = 120 misses. a
+    // leads by 100 - 10 - 10 (margin) = 80 a window, 8 a tick: it takes 15 ticks to save
+    // that much.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let (small_good, big_good, warming) = learn(&mut p, true);
     let mut switched = None;
     for tick in 15..40 {
         if ask_real(&mut p, tick, (&small_good, &big_good), false, &warming).is_some() {
@@ -607,6 +622,17 @@ fn back_charges_a_switch_down_the_warm_up_of_coming_back() {
     let (lines, _) = p.drain_logs();
     let last = &lines.last().unwrap().message;
     assert!(last.contains("warm-up charge 120.0000"), "{last}");
+    // Without that history a has missed less than b so far (about 60 against 110): nothing
+    // says the real cache would have to come back, and the switch down is free.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let (small_good, big_good, warming) = learn(&mut p, false);
+    assert_eq!(
+        ask_real(&mut p, 15, (&small_good, &big_good), false, &warming).as_deref(),
+        Some("a")
+    );
+    let (lines, _) = p.drain_logs();
+    let last = &lines.last().unwrap().message;
+    assert!(last.contains("warm-up charge 0.0000"), "{last}");
 }
 
 /// The shipped switch with numeric `params` and `size=SIZE`.
