@@ -82,7 +82,7 @@ cost, ref = float(sys.argv[2]), float(sys.argv[3])
 print(f"{'setup':<36} {'misses':>8} {'miss ratio':>11} {'mean objects':>13}")
 for r in runs:
     x = r["result"]
-    print(f"{r['label']:<36} {x['misses']:>8} {x['miss_ratio']:>11.6f} {x['mean_cache_objects']:>13.1f}")
+    print(f"{r['label']:<36} {x['misses']:>8} {x['miss_ratio']:>11.6f} {x['mean_cache_objects']:>13.2f}")
 ad = runs[-1]["result"]
 dom = [r["label"] for r in runs[:-1]
        if r["result"]["mean_cache_objects"] < ad["mean_cache_objects"] and r["result"]["misses"] <= ad["misses"]]
@@ -99,7 +99,7 @@ def score(r):
 best = min(runs[:-1], key=score)
 s_ad, s_best = score(runs[-1]), score(best)
 verdict = "beats it" if s_ad < s_best else ("ties" if s_ad == s_best else "does not beat it")
-print(f"objective at cost {cost}: adaptive {s_ad[0]:.1f}, best single {best['label']} {s_best[0]:.1f}: {verdict}")
+print(f"objective at cost {cost}: adaptive {s_ad[0]:.2f}, best single {best['label']} {s_best[0]:.2f}: {verdict}")
 PY
   done
 done

@@ -81,6 +81,10 @@ impl Window {
             f.mean_objects = sum_objects / requests;
             f.mean_bytes = sum_bytes / requests;
         }
+        f.last_objects = match self.samples.back() {
+            Some(s) if s.requests > 0.0 => s.sum_objects / s.requests,
+            _ => f.mean_objects,
+        };
         f.prev_miss_ratio = f.miss_ratio;
         if n > self.len {
             let (mut lookups, mut misses) = (0.0, 0.0);
@@ -128,7 +132,12 @@ mod tests {
         assert_eq!(f.miss_ratio, 0.3);
         assert_eq!(f.prev_miss_ratio, 0.5);
         assert_eq!(f.mean_objects, 4.0);
+        assert_eq!(f.last_objects, 5.0);
         assert_eq!(f.peak_objects, 5.0);
         assert!(w.samples.len() <= 4);
+        // A newest tick that served nothing says nothing about the size: the window's mean.
+        w.push(TickSample::default());
+        let f = w.figures();
+        assert_eq!(f.last_objects, f.mean_objects);
     }
 }

@@ -179,6 +179,8 @@ fn figures(miss_ratio: f64, prev: f64, mean_objects: f64, evictions: f64) -> Win
         hit_ratio: 1.0 - miss_ratio,
         prev_miss_ratio: prev,
         mean_objects,
+        // A window at a steady size: the newest tick holds the window's mean.
+        last_objects: mean_objects,
         evictions,
         ..WindowFigures::default()
     }
@@ -562,11 +564,25 @@ fn memory_is_weighed_in_a_fixed_unit_not_the_windows_largest() {
 
 #[test]
 fn back_charges_a_switch_down_the_warm_up_of_coming_back() {
-    let learn = |p: &mut SwitchPolicy| {
+    // `history`: a first missed 2,000 objects in ticks 1-4, while b's shadow was still cold
+    // (one tick of figures, below `warm`), so a has missed more than b over the run.
+    let learn = |p: &mut SwitchPolicy, history: bool| {
+        let small_bad = figures(0.5, 0.5, 100.0, 0.0);
+        if history {
+            let cold = WindowFigures {
+                ticks: 1,
+                ..figures(0.0, 0.0, 1100.0, 0.0)
+            };
+            for tick in 1..5 {
+                assert_eq!(
+                    ask_real(p, tick, (&small_bad, &cold), true, &small_bad),
+                    None
+                );
+            }
+        }
         // As in the warm-up test: a free first switch up from a (100 objects) to b (1100),
         // then a window whose real cache misses 200 more than b's shadow for the 1000 objects
         // it lacked: 0.2 misses per object.
-        let small_bad = figures(0.5, 0.5, 100.0, 0.0);
         let big_good = figures(0.1, 0.1, 1100.0, 0.0);
         assert_eq!(
             ask_real(p, 5, (&small_bad, &big_good), true, &small_bad).as_deref(),
@@ -582,18 +598,19 @@ fn back_charges_a_switch_down_the_warm_up_of_coming_back() {
         }
         (small_good, big_good, warming)
     };
-    // back=0 (the default): going down is free.
-    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
-    let (small_good, big_good, warming) = learn(&mut p);
+    // back=0: going down is free.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0), ("back", 0.0)]);
+    let (small_good, big_good, warming) = learn(&mut p, true);
     assert_eq!(
         ask_real(&mut p, 15, (&small_good, &big_good), false, &warming).as_deref(),
         Some("a")
     );
-    // back=1: dropping 600 objects (the real cache's 700 down to a's 100) is charged the way
-    // back, 0.2 x 600 = 120 misses. a leads by 100 - 10 - 10 (margin) = 80 a window, 8 a
-    // tick: it takes 15 ticks to save that much.
-    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0), ("back", 1.0)]);
-    let (small_good, big_good, warming) = learn(&mut p);
+    // back=1 (the default), a having missed more than b so far: dropping 600 objects (the
+    // real cache's 700 down to a's 100) is charged the way back, 0.2 x 600 = 120 misses. a
+    // leads by 100 - 10 - 10 (margin) = 80 a window, 8 a tick: it takes 15 ticks to save
+    // that much.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let (small_good, big_good, warming) = learn(&mut p, true);
     let mut switched = None;
     for tick in 15..40 {
         if ask_real(&mut p, tick, (&small_good, &big_good), false, &warming).is_some() {
@@ -605,4 +622,88 @@ fn back_charges_a_switch_down_the_warm_up_of_coming_back() {
     let (lines, _) = p.drain_logs();
     let last = &lines.last().unwrap().message;
     assert!(last.contains("warm-up charge 120.0000"), "{last}");
+    // Without that history a has missed less than b so far (about 60 against 110): nothing
+    // says the real cache would have to come back, and the switch down is free.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    let (small_good, big_good, warming) = learn(&mut p, false);
+    assert_eq!(
+        ask_real(&mut p, 15, (&small_good, &big_good), false, &warming).as_deref(),
+        Some("a")
+    );
+    let (lines, _) = p.drain_logs();
+    let last = &lines.last().unwrap().message;
+    assert!(last.contains("warm-up charge 0.0000"), "{last}");
+}
+
+/// The shipped switch with numeric `params` and `size=SIZE`.
+fn shipped_switch_sized(params: &[(&str, f64)], size: &str) -> SwitchPolicy {
+    let mut all: Params = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), policy::Scalar::Number(*v)))
+        .collect();
+    all.insert("size".to_string(), policy::Scalar::Str(size.to_string()));
+    SwitchPolicy::load_file(
+        std::path::Path::new(&policy("switch.lua")),
+        &all,
+        Limits::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn memory_is_weighed_at_what_a_candidate_holds_now_not_its_window_mean() {
+    // Both miss nothing. a has held 100 objects all window; b's window mean is 300 (it held
+    // 500 until it shrank) but it holds 20 now, which is what the real cache would hold after
+    // a switch. Weighed at the newest tick (the default) b takes over; weighed at the
+    // window's mean (size=mean, the switch before) a stays, and a candidate whose cache
+    // shrank keeps being charged for what it no longer holds for a whole window.
+    let a = WindowFigures {
+        last_objects: 100.0,
+        ..figures(0.0, 0.0, 100.0, 0.0)
+    };
+    let b = WindowFigures {
+        last_objects: 20.0,
+        ..figures(0.0, 0.0, 300.0, 0.0)
+    };
+    let params = [("dwell", 1.0), ("cost", 0.1), ("ref", 1000.0)];
+    let mut p = shipped_switch(&params);
+    assert_eq!(ask(&mut p, 5, &a, &b, true).as_deref(), Some("b"));
+    let (lines, _) = p.drain_logs();
+    assert!(lines[0].message.contains("less memory"), "{lines:?}");
+    let mut p = shipped_switch_sized(&params, "mean");
+    assert_eq!(ask(&mut p, 5, &a, &b, true), None);
+}
+
+#[test]
+fn a_sustained_tie_moves_to_the_smaller_candidate_and_a_short_one_does_not() {
+    // cost=0: a and b miss as much, b holds half as much.
+    let a = figures(0.005, 0.005, 100.0, 0.0);
+    let b = figures(0.005, 0.005, 50.0, 0.0);
+    let worse = figures(0.008, 0.008, 50.0, 0.0);
+    // By default a tie is no reason to move, however long it lasts.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0)]);
+    for tick in 5..100 {
+        assert_eq!(ask(&mut p, tick, &a, &b, true), None, "tick {tick}");
+    }
+    // settle=3: a tie that lasts 3 ticks moves the real cache to the smaller candidate; a
+    // tick where b misses more starts the count again.
+    let mut p = shipped_switch(&[("dwell", 1.0), ("cost", 0.0), ("settle", 3.0)]);
+    assert_eq!(ask(&mut p, 5, &a, &b, true), None);
+    assert_eq!(ask(&mut p, 6, &a, &b, true), None);
+    assert_eq!(ask(&mut p, 7, &a, &worse, true), None, "b missed more");
+    assert_eq!(ask(&mut p, 8, &a, &b, true), None);
+    assert_eq!(ask(&mut p, 9, &a, &b, true), None);
+    assert_eq!(ask(&mut p, 10, &a, &b, true).as_deref(), Some("b"));
+    let (lines, _) = p.drain_logs();
+    assert!(
+        lines[0]
+            .message
+            .contains("less memory for as few misses for 3 ticks"),
+        "{lines:?}"
+    );
+    // The dwell still holds after such a switch, and the count starts again from the new
+    // active candidate: a tie with a larger one never moves back.
+    for tick in 11..30 {
+        assert_eq!(ask(&mut p, tick, &a, &b, false), None, "tick {tick}");
+    }
 }

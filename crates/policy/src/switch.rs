@@ -38,6 +38,10 @@ pub struct WindowFigures {
     /// Request-weighted mean and the peak of the cached objects and bytes.
     pub mean_objects: f64,
     pub peak_objects: f64,
+    /// The request-weighted mean of the cached objects over the newest tick alone (the
+    /// window's mean when that tick served nothing): what the cache holds now, which a switch
+    /// would hand the real cache, where the window's mean still carries the older ticks.
+    pub last_objects: f64,
     pub mean_bytes: f64,
     pub peak_bytes: f64,
     /// Objects evicted in the window (by capacity or by the policy).
@@ -233,7 +237,7 @@ impl SwitchPolicy {
 
     fn candidate_table(&self, c: &Candidate<'_>) -> mlua::Result<mlua::Table> {
         let f = c.figures;
-        let t = self.lua.create_table_with_capacity(0, 20)?;
+        let t = self.lua.create_table_with_capacity(0, 21)?;
         t.raw_set("name", c.name)?;
         t.raw_set("active", c.active)?;
         t.raw_set("sample", c.sample)?;
@@ -247,6 +251,7 @@ impl SwitchPolicy {
             ("prev_miss_ratio", f.prev_miss_ratio),
             ("mean_objects", f.mean_objects),
             ("peak_objects", f.peak_objects),
+            ("last_objects", f.last_objects),
             ("mean_bytes", f.mean_bytes),
             ("peak_bytes", f.peak_bytes),
             ("evictions", f.evictions),
