@@ -274,6 +274,45 @@ fn disk_full_is_an_error_reply_not_a_crash_and_no_acknowledged_write_is_lost() {
     }
 }
 
+/// A full disk at start is one clear error naming the data dir and the free space, never an
+/// abort: RocksDB writes its own log while opening, and the distribution's librocksdb aborts
+/// when that log is written again after a failed write. Space back, the same store opens with
+/// its data.
+#[test]
+fn a_full_disk_at_start_is_a_clear_error_and_the_store_opens_once_space_returns() {
+    let Some(tmpfs) = Tmpfs::mount(
+        "8m",
+        "a_full_disk_at_start_is_a_clear_error_and_the_store_opens_once_space_returns",
+    ) else {
+        return;
+    };
+    let data = tmpfs.dir.join("data");
+    let server = TestServer::start(rocks_config(&data, Fsync::Always));
+    let mut client = server.raw();
+    assert_eq!(say(&mut client, "SET kept before"), "+OK\r\n");
+    drop(client);
+    server.shutdown().unwrap();
+
+    for leave in [0, 64 << 10] {
+        let filler = tmpfs.fill(leave);
+        let error = start_error(rocks_config(&data, Fsync::Always))
+            .unwrap_or_else(|| panic!("started with {leave} bytes free"));
+        assert!(
+            error.contains(&format!("refusing to open the store in {}", data.display()))
+                && error.contains("bytes free")
+                && error.contains("free some space"),
+            "{error}"
+        );
+        std::fs::remove_file(filler).unwrap();
+    }
+
+    let server = TestServer::start(rocks_config(&data, Fsync::Always));
+    let mut client = server.raw();
+    assert_eq!(say(&mut client, "GET kept"), "$6\r\nbefore\r\n");
+    drop(client);
+    server.shutdown().unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Descriptor exhaustion
 

@@ -81,6 +81,10 @@ thread_local! {
 const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 /// Key of the probe write (in the policy family, outside every prefix the registry scans).
 const PROBE_KEY: &[u8] = b"store/probe";
+/// Free space below which the store does not open. Opening writes RocksDB's log header, a
+/// manifest, an options file and a new WAL; if the disk fills while RocksDB writes its own log,
+/// the distribution's librocksdb (built with assertions) aborts instead of returning an error.
+const MIN_FREE_TO_OPEN: u64 = 1 << 20;
 
 /// How to open the store, beyond `--fsync`.
 #[derive(Clone, Copy, Debug)]
@@ -301,6 +305,7 @@ impl RocksStore {
     pub fn open(dir: &Path, fsync: Fsync, open: OpenOptions) -> Result<RocksStore, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError(format!("cannot create data dir {}: {e}", dir.display())))?;
+        check_free_space(dir)?;
         let scan = wal_scan::scan(dir).map_err(|e| {
             StoreError(format!(
                 "cannot read the write-ahead log in {}: {e}",
@@ -888,6 +893,40 @@ fn check_layout(db: &DB, dir: &Path) -> Result<(), StoreError> {
             db.flush_wal(true).map_err(rocks_error)
         }
     }
+}
+
+/// Refuses to open on a (nearly) full filesystem with a message saying so: see
+/// [`MIN_FREE_TO_OPEN`].
+fn check_free_space(dir: &Path) -> Result<(), StoreError> {
+    let free = free_bytes(dir).map_err(|e| {
+        StoreError(format!(
+            "cannot read the free space of data dir {}: {e}",
+            dir.display()
+        ))
+    })?;
+    if free < MIN_FREE_TO_OPEN {
+        return Err(StoreError(format!(
+            "refusing to open the store in {}: its filesystem has {free} bytes free, and \
+             RocksDB needs at least {MIN_FREE_TO_OPEN} to start (its log, manifest, options \
+             file and a new write-ahead log). Nothing was changed; free some space and start \
+             again",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes an unprivileged writer may still use on `dir`'s filesystem (what `df` shows).
+fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs reads the NUL-terminated path and writes only into `stat`.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 fn count_keys(db: &DB) -> Result<u64, StoreError> {
