@@ -7,6 +7,7 @@ interrupt is raised."""
 
 import _thread
 import os
+import signal
 import threading
 
 import pytest
@@ -29,6 +30,16 @@ def feed(path, sent):
         pass
 
 
+@pytest.fixture
+def ctrl_c_handler():
+    """Python's own SIGINT handler for the test. A process a shell without job control starts
+    in the background inherits SIGINT ignored; Python then installs no handler and
+    interrupt_main() does nothing, whatever the package does."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize(
     "run",
     [
@@ -38,7 +49,7 @@ def feed(path, sent):
     ],
     ids=["replay", "process_trace", "analyze"],
 )
-def test_ctrl_c_stops_a_run_reading_a_trace(tmp_path, run):
+def test_ctrl_c_stops_a_run_reading_a_trace(tmp_path, run, ctrl_c_handler):
     pipe = tmp_path / "trace.txt"
     os.mkfifo(pipe)
     sent = [0]
