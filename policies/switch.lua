@@ -49,9 +49,9 @@
 --               of the candidates' mean sizes)
 --   back        share of the way back a switch to a smaller cache is charged: `back` x the
 --               learned warm-up rate of the active candidate x the objects it drops
---               (default 1; 0: a switch down is free, the switch before 2026-11-24)
+--               (default 1; 0: a switch down is free, the earlier default)
 --   size        "last" (default): memory is weighed at the newest tick's size; "mean": at
---               the window's mean (the switch before 2026-11-24)
+--               the window's mean (the earlier default)
 --   settle      ticks a challenger must tie the active one on misses (within `tie`) while
 --               holding less before the real cache moves to it (default 0: never; the
 --               smallest such challenger wins; docs/adaptive.md measures 30, 100 and 300)
