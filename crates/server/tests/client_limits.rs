@@ -379,7 +379,11 @@ fn capacities_out_of_range_and_duplicate_parameters_are_refused() {
         .arg(&huge)
         .query::<i64>(&mut c)
         .unwrap_err();
-    assert!(err.to_string().contains("above the largest supported capacity"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("above the largest supported capacity"),
+        "{err}"
+    );
     for name in ["maxmemory", "max-keys"] {
         let err = redis::cmd("CONFIG")
             .arg("SET")
@@ -387,7 +391,10 @@ fn capacities_out_of_range_and_duplicate_parameters_are_refused() {
             .arg(&huge)
             .query::<()>(&mut c)
             .unwrap_err();
-        assert!(err.to_string().contains("9007199254740992"), "{name}: {err}");
+        assert!(
+            err.to_string().contains("9007199254740992"),
+            "{name}: {err}"
+        );
     }
     let err = redis::cmd("CONFIG")
         .arg("SET")
@@ -399,17 +406,31 @@ fn capacities_out_of_range_and_duplicate_parameters_are_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("duplicate parameter"), "{err}");
     // Nothing of a refused CONFIG SET applies; the largest capacity reads back as itself.
-    let keys: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("max-keys").query(&mut c).unwrap();
+    let keys: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("max-keys")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(keys[1], "100");
     let top = (1u64 << 53).to_string();
-    let _: i64 = redis::cmd("CACHE").arg("RESIZE").arg(&top).query(&mut c).unwrap();
+    let _: i64 = redis::cmd("CACHE")
+        .arg("RESIZE")
+        .arg(&top)
+        .query(&mut c)
+        .unwrap();
     let info: String = redis::cmd("INFO").arg("cache").query(&mut c).unwrap();
-    assert!(info.contains(&format!("cache_capacity_objects:{top}")), "{info}");
+    assert!(
+        info.contains(&format!("cache_capacity_objects:{top}")),
+        "{info}"
+    );
     let mut bad = server::Config::new(server::Backend::RocksDb {
         data_dir: std::path::PathBuf::from("/nonexistent"),
         fsync: server::Fsync::No,
     });
     bad.maxmemory = Some(u64::MAX);
     let err = bad.validate().unwrap_err();
-    assert!(err.contains("--maxmemory 18446744073709551615 is above"), "{err}");
+    assert!(
+        err.contains("--maxmemory 18446744073709551615 is above"),
+        "{err}"
+    );
 }
