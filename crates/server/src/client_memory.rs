@@ -19,8 +19,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// `--maxmemory-clients` when not given.
-pub const DEFAULT_LIMIT: u64 = 1024 * 1024 * 1024;
+/// `--maxmemory-clients` when not given: room for one request of the largest size
+/// (`--proto-max-bulk-len`, 512 MiB by default, in an input buffer that grows by doubling, so
+/// up to 1 GiB) beside everyone else's buffers.
+pub const DEFAULT_LIMIT: u64 = 2 * 1024 * 1024 * 1024;
 /// Replies smaller than this are built without asking the shared bound first.
 pub const SMALL_REPLY: u64 = 64 * 1024;
 

@@ -354,7 +354,7 @@ fn maxmemory_clients_is_read_and_set_by_config() {
         .arg("maxmemory-clients")
         .query(&mut c)
         .unwrap();
-    assert_eq!(got, ["maxmemory-clients", "1073741824"]);
+    assert_eq!(got, ["maxmemory-clients", "2147483648"]);
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory-clients")

@@ -53,7 +53,7 @@ pub struct Args {
     pub client_output_limit: u64,
     /// Most memory all clients' request buffers and replies may hold together, e.g. 1GiB
     /// (0: unlimited); the client that would pass it is refused or disconnected.
-    #[arg(long, default_value = "1GiB", value_parser = units::parse_bytes)]
+    #[arg(long, default_value = "2GiB", value_parser = units::parse_bytes)]
     pub maxmemory_clients: u64,
     /// Longest wait for a connection to --upstream, e.g. 1s or 500ms.
     #[arg(long, default_value = "1s", value_parser = server::parse_period)]
