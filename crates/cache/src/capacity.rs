@@ -1,5 +1,21 @@
 //! The cache's limits: bytes, objects, or both.
 
+/// Largest limit, in objects or bytes, a cache accepts (2^53): every figure derived from it
+/// is exact as a Lua number and fits a signed 64-bit integer in reports (INFO, CACHE STATS,
+/// RESP integers), so no report shows a wrapped or rounded capacity.
+pub const MAX_LIMIT: u64 = 1 << 53;
+
+/// One limit as a user writes it (`--maxmemory`, `CONFIG SET max-keys`, `CACHE RESIZE`):
+/// 0 means unlimited; above [`MAX_LIMIT`] is an error naming `what`.
+pub fn limit(n: u64, what: &str) -> Result<Option<u64>, String> {
+    if n > MAX_LIMIT {
+        return Err(format!(
+            "{what} {n} is above the largest supported capacity, {MAX_LIMIT} (0: unlimited)"
+        ));
+    }
+    Ok((n > 0).then_some(n))
+}
+
 /// Limits of the cache. `None` means unlimited in that dimension; both may be set, and then
 /// the cache stays within both.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,5 +72,16 @@ mod tests {
         assert!(Capacity::bytes(10).can_hold(10));
         assert!(!Capacity::bytes(10).can_hold(11));
         assert!(!Capacity::objects(0).can_hold(1));
+    }
+
+    #[test]
+    fn a_limit_is_zero_for_unlimited_and_at_most_two_to_the_53() {
+        assert_eq!(limit(0, "x"), Ok(None));
+        assert_eq!(limit(MAX_LIMIT, "x"), Ok(Some(MAX_LIMIT)));
+        let err = limit(u64::MAX, "max-keys").unwrap_err();
+        assert!(
+            err.contains("max-keys 18446744073709551615 is above"),
+            "{err}"
+        );
     }
 }

@@ -28,7 +28,7 @@ mod access_log;
 mod algorithm;
 mod any;
 mod cache;
-mod capacity;
+pub mod capacity;
 mod classed;
 mod eviction;
 mod layer;

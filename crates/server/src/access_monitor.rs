@@ -10,6 +10,11 @@
 //!   shards. A shard that outgrows its share drops its least recently used half, so the
 //!   monitor forgets the coldest keys first. Memory: about 100 bytes of table and entry per
 //!   key plus the key itself, so the default 100,000 keys with 20-byte keys cost about 12 MB.
+//! - Keys longer than [`MAX_TRACKED_KEY_LEN`] bytes are not tracked (counted in
+//!   [`AccessMonitor::too_long`]): clients choose key lengths (up to `--proto-max-bulk-len`),
+//!   and a GET of a missing key costs the client nothing, so without this cap 300 GETs of
+//!   missing 4 MB keys made the monitor (and its persisted record) 1.2 GB. With it the monitor
+//!   holds at most `track` × (100 + 256) bytes, 36 MB by default.
 //! - Recording never waits: a shard busy with another connection (or with a snapshot) skips
 //!   the access and counts it in [`AccessMonitor::skipped`]. The monitor is a statistic, and
 //!   a client request must not queue behind it.
@@ -29,6 +34,8 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 pub const SHARDS: usize = 16;
 /// Keys tracked when `--warmup-track` is not given.
 pub const DEFAULT_TRACK: usize = 100_000;
+/// Longest key the monitor tracks (a warm-up of keys longer than this is not offered).
+pub const MAX_TRACKED_KEY_LEN: usize = 256;
 /// First-K's look-back when the spec does not give one (Bonfire's 24 hours).
 pub const DEFAULT_PERIOD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
@@ -73,6 +80,7 @@ pub struct AccessMonitor {
     seq: AtomicU64,
     clock_s: AtomicU64,
     skipped: AtomicU64,
+    too_long: AtomicU64,
     trims: AtomicU64,
 }
 
@@ -86,6 +94,7 @@ impl AccessMonitor {
             seq: AtomicU64::new(0),
             clock_s: AtomicU64::new(unix_seconds()),
             skipped: AtomicU64::new(0),
+            too_long: AtomicU64::new(0),
             trims: AtomicU64::new(0),
         };
         monitor.set_track(track);
@@ -125,6 +134,10 @@ impl AccessMonitor {
     pub fn record(&self, hash: u64, key: &[u8]) {
         let limit = self.per_shard.load(Ordering::Relaxed);
         if limit == 0 {
+            return;
+        }
+        if key.len() > MAX_TRACKED_KEY_LEN {
+            self.too_long.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let mut units = match self.shards[shard_of(hash)].try_lock() {
@@ -173,6 +186,11 @@ impl AccessMonitor {
         self.skipped.load(Ordering::Relaxed)
     }
 
+    /// Accesses not recorded because the key is longer than [`MAX_TRACKED_KEY_LEN`].
+    pub fn too_long(&self) -> u64 {
+        self.too_long.load(Ordering::Relaxed)
+    }
+
     /// Times a full shard dropped its colder half.
     pub fn trims(&self) -> u64 {
         self.trims.load(Ordering::Relaxed)
@@ -201,6 +219,9 @@ impl AccessMonitor {
         }
         let mut top = 0;
         for unit in units {
+            if unit.payload.len() > MAX_TRACKED_KEY_LEN {
+                continue;
+            }
             top = top.max(unit.record.last_seq).max(unit.record.run_seq);
             let h = hash(&unit.payload);
             let mut shard = lock(&self.shards[shard_of(h)]);
@@ -325,6 +346,12 @@ mod tests {
         let off = AccessMonitor::new(0, 1000);
         off.record(hash(b"x"), b"x");
         assert!(off.is_empty());
+
+        let long = vec![b'k'; MAX_TRACKED_KEY_LEN + 1];
+        let capped = AccessMonitor::new(1000, 1000);
+        capped.record(hash(&long), &long);
+        capped.record(hash(&long[1..]), &long[1..]);
+        assert_eq!((capped.len(), capped.too_long()), (1, 1));
 
         let m = monitor_at(&[(1, "x"), (2, "y")], 1000);
         let mut saved = Vec::new();

@@ -138,6 +138,9 @@ pub struct Config {
     pub threads: usize,
     /// Largest reply to one command, in bytes; 0: unlimited (`--client-output-limit`).
     pub client_output_limit: u64,
+    /// Most bytes all clients' buffers and replies may hold together; 0: unlimited
+    /// (`--maxmemory-clients`, see `client_memory`).
+    pub maxmemory_clients: u64,
     /// Bound on connecting to the upstream (`--upstream-connect-timeout`).
     pub upstream_connect_timeout: Duration,
     /// Bound on one upstream operation, connecting included (`--upstream-timeout`).
@@ -189,6 +192,7 @@ impl Config {
             requirepass: None,
             threads: 0,
             client_output_limit: DEFAULT_CLIENT_OUTPUT_LIMIT,
+            maxmemory_clients: crate::client_memory::DEFAULT_LIMIT,
             upstream_connect_timeout: DEFAULT_UPSTREAM_CONNECT_TIMEOUT,
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             policy: None,
@@ -216,6 +220,12 @@ impl Config {
                 "--threads {} is above the most supported, {MAX_THREADS} (0: one per core)",
                 self.threads
             ));
+        }
+        if let Some(n) = self.max_keys {
+            cache::capacity::limit(n, "--max-keys")?;
+        }
+        if let Some(n) = self.maxmemory {
+            cache::capacity::limit(n, "--maxmemory")?;
         }
         Ok(())
     }

@@ -2,11 +2,16 @@
 //! output buffer replies are encoded into. Replies to pipelined requests are batched: the
 //! output is written when no complete request is left in the input (or it grew large), so
 //! `-P 16` costs one write, not sixteen. Both buffers are reused for the connection's life.
+//! Their capacity is counted in the server-wide client memory (`client_memory`): before a read
+//! may grow the input, and after a reply is queued.
 
+use crate::client_memory::{Account, ClientMemory, Exceeded};
 use crate::decoder::{Decoder, Limits, ProtocolError};
 use crate::frame::{Frame, Protocol};
 use bytes::{Bytes, BytesMut};
 use std::io;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -25,17 +30,59 @@ pub struct Connection {
     decoder: Decoder,
     /// Replies in `output`: a failed commit replaces each with the error (see `server::send`).
     queued: usize,
+    /// This connection's share of the server-wide client memory.
+    account: Account,
 }
 
+/// How long a connection closed for the client memory limit tries to deliver its error: the
+/// client may not be reading at all.
+const FAREWELL_TIMEOUT: Duration = Duration::from_secs(1);
+
 impl Connection {
-    pub fn new(stream: TcpStream, limits: Limits) -> Connection {
-        Connection {
+    pub fn new(stream: TcpStream, limits: Limits, memory: Arc<ClientMemory>) -> Connection {
+        let mut connection = Connection {
             stream,
             input: BytesMut::with_capacity(CHUNK),
             output: BytesMut::with_capacity(CHUNK),
             decoder: Decoder::new(limits),
             queued: 0,
-        }
+            account: Account::new(memory),
+        };
+        // The first buffers are not refused: a connection needs them to be told why.
+        let _ = connection.count_buffers();
+        connection
+    }
+
+    fn footprint(&self) -> u64 {
+        (self.input.capacity() + self.output.capacity()) as u64
+    }
+
+    /// Counts what the buffers hold now in the server-wide client memory; an error when that
+    /// grew past its bound (the caller closes the connection).
+    #[inline]
+    pub fn count_buffers(&mut self) -> Result<(), Exceeded> {
+        self.account.hold(self.footprint())
+    }
+
+    /// Counts, before [`Connection::read_more`], what its read may grow the input to (a full
+    /// buffer doubles), so no client's growth passes the server-wide bound.
+    pub fn count_next_read(&mut self) -> Result<(), Exceeded> {
+        let (len, capacity) = (self.input.len(), self.input.capacity());
+        let input = if capacity - len < CHUNK {
+            (2 * capacity).max(len + CHUNK)
+        } else {
+            capacity
+        };
+        self.account.hold((input + self.output.capacity()) as u64)
+    }
+
+    /// Drops what is queued, sends `error` as the last reply (giving up after a second: the
+    /// client may not be reading) and gives back the buffers.
+    pub async fn close_with(&mut self, error: &Frame, protocol: Protocol) {
+        self.discard_queued();
+        self.input = BytesMut::new();
+        self.queue(error, protocol);
+        let _ = tokio::time::timeout(FAREWELL_TIMEOUT, self.flush()).await;
     }
 
     pub fn set_limits(&mut self, limits: Limits) {
@@ -91,6 +138,7 @@ impl Connection {
             // Do not keep a huge reply's buffer for the rest of the connection.
             if self.output.capacity() > 4 * FLUSH_AT {
                 self.output = BytesMut::with_capacity(CHUNK);
+                let _ = self.count_buffers();
             }
         }
         Ok(())

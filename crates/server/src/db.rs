@@ -103,8 +103,10 @@ impl Db {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     table: KeyTable::default(),
+                    hints: HintNames::with_reserved(
+                        classes.iter().flat_map(|classes| classes.hint_names()),
+                    ),
                     cache: ServerCache::new(algorithm, capacity, classes),
-                    hints: HintNames::default(),
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
@@ -324,7 +326,7 @@ impl Db {
         class: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
         let class = match class {
-            Some(name) => self.state().hints.intern(name).map_err(StoreError)?,
+            Some(name) => self.state().hints.intern(name),
             None => 0,
         };
         let hash = self.hash(key);
@@ -627,6 +629,11 @@ impl Db {
         if let Some(id) = state.table.find(hash, key) {
             self.forget(state, id);
         }
+    }
+
+    /// `SET ... HINT` names stored as no hint because the name table was full.
+    pub fn hint_names_dropped(&self) -> u64 {
+        self.state().hints.dropped()
     }
 
     /// The class a cached key was hinted with, if any (for tests and introspection).

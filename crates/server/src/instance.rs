@@ -20,6 +20,8 @@ pub struct Instance {
     pub proto_max_bulk_len: AtomicU64,
     /// `--client-output-limit`, with 0 (unlimited) as `u64::MAX`.
     pub output_limit: u64,
+    /// What all clients hold together, and its bound (`--maxmemory-clients`).
+    pub client_memory: std::sync::Arc<crate::client_memory::ClientMemory>,
     /// This node's place in a cluster (`--cluster`); `None` for a node on its own.
     pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
     next_client_id: AtomicU64,
@@ -42,6 +44,7 @@ impl Instance {
                 0 => u64::MAX,
                 limit => limit,
             },
+            client_memory: crate::client_memory::ClientMemory::new(config.maxmemory_clients),
             config,
             local_addr,
             started: Instant::now(),
@@ -76,7 +79,8 @@ impl Instance {
             Frame::Integer(_) | Frame::Null => 0,
             Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
         };
-        if payload as u64 + 32 <= self.output_limit {
+        let size = payload as u64 + 32;
+        if size <= self.output_limit && size < crate::client_memory::SMALL_REPLY {
             None
         } else {
             self.oversized_aggregate(reply, protocol)
@@ -86,7 +90,15 @@ impl Instance {
     #[cold]
     fn oversized_aggregate(&self, reply: &Frame, protocol: Protocol) -> Option<Frame> {
         let size = reply.encoded_len(protocol);
-        (size > self.output_limit).then(|| self.output_limit_error(size))
+        if size > self.output_limit {
+            return Some(self.output_limit_error(size));
+        }
+        if size >= crate::client_memory::SMALL_REPLY {
+            if let Err(exceeded) = self.client_memory.check(size) {
+                return Some(client_memory_error(exceeded));
+            }
+        }
+        None
     }
 
     /// The error for a reply of at least `size` bytes (counted).
@@ -101,9 +113,32 @@ impl Instance {
         ))
     }
 
+    /// Takes room for a reply growing to `size` bytes while it is gathered (`MGET`), so
+    /// replies built at once by many clients are held to the server-wide bound together.
+    pub fn grow_reply(
+        &self,
+        reply: &mut crate::client_memory::Account,
+        size: u64,
+    ) -> Result<(), Frame> {
+        if size > self.output_limit {
+            return Err(self.output_limit_error(size));
+        }
+        if size >= crate::client_memory::SMALL_REPLY && size > reply.held() {
+            // Taken in 1 MiB steps: one atomic operation per MiB gathered, not per value.
+            let step = size.div_ceil(1 << 20) << 20;
+            reply.hold(step).map_err(client_memory_error)?;
+        }
+        Ok(())
+    }
+
     pub fn requires_auth(&self) -> bool {
         self.config.requirepass.is_some()
     }
+}
+
+/// The reply to a request whose reply would take the clients' memory past its bound.
+pub fn client_memory_error(exceeded: crate::client_memory::Exceeded) -> Frame {
+    Frame::err(format!("{exceeded}; retry later or ask for less"))
 }
 
 /// Per-connection state that commands read and change.

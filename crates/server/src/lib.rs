@@ -22,6 +22,7 @@
 pub mod access_monitor;
 pub mod access_series;
 pub mod admin;
+pub mod client_memory;
 pub mod cluster;
 pub mod cmd;
 pub mod config;

@@ -441,7 +441,11 @@ async fn serve_connection(
         instance.requires_auth(),
         Some(peer),
     );
-    let mut connection = Connection::new(socket, limits_for(instance, &session));
+    let mut connection = Connection::new(
+        socket,
+        limits_for(instance, &session),
+        instance.client_memory.clone(),
+    );
     let query_limit = QUERY_BUFFER_LIMIT.max(instance.max_bulk_len().saturating_mul(2));
     // Some queued reply may reveal stored data: it waits for durability (see `send`).
     let mut revealing = false;
@@ -493,6 +497,10 @@ async fn serve_connection(
                 Outcome::Deferred => {}
                 outcome => held.push(outcome, session.protocol),
             }
+            if let Err(exceeded) = connection.count_buffers() {
+                refuse_client(&session, &mut connection, exceeded).await;
+                return;
+            }
             if session.closing {
                 let _ = send(
                     instance,
@@ -541,6 +549,10 @@ async fn serve_connection(
             let _ = connection.flush().await;
             return;
         }
+        if let Err(exceeded) = connection.count_next_read() {
+            refuse_client(&session, &mut connection, exceeded).await;
+            return;
+        }
         if *stop.borrow() {
             return;
         }
@@ -552,6 +564,23 @@ async fn serve_connection(
             _ = &mut stopped => return,
         }
     }
+}
+
+/// Closes a connection whose buffers would take the clients' memory past
+/// `--maxmemory-clients`, telling the client and the operator why.
+#[cold]
+async fn refuse_client(
+    session: &Session,
+    connection: &mut Connection,
+    exceeded: crate::client_memory::Exceeded,
+) {
+    crate::log::log_line!(
+        "mantle: closing client {} ({}): {exceeded}",
+        session.id,
+        session.peer.map(|p| p.to_string()).unwrap_or_default()
+    );
+    let error = Frame::err(format!("{exceeded}; closing the connection"));
+    connection.close_with(&error, session.protocol).await;
 }
 
 /// Most plain SETs one connection defers before writing them (and the most value bytes).

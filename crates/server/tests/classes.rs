@@ -92,3 +92,42 @@ fn hard_pinned_hints_are_never_evicted_and_hold_their_cap() {
     );
     server.shutdown().unwrap();
 }
+
+/// Issue 25 item 10: clients inventing HINT names used to fill the name table, after which
+/// `SET ... HINT keep` failed "too many cache classes" although `keep` is in `--classes`.
+#[test]
+fn fresh_hint_names_cannot_crowd_out_the_names_classes_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = server.client();
+    let mut pipe = redis::pipe();
+    let invented = server::hints::MAX_CLASSES + 6;
+    for k in 0..invented {
+        pipe.cmd("SET")
+            .arg(format!("fresh{k}"))
+            .arg("v")
+            .arg("HINT")
+            .arg(format!("name{k}"))
+            .ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("pinned")
+        .arg("v")
+        .arg("HINT")
+        .arg("keep")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(server.db.cached_class(b"pinned").as_deref(), Some("keep"));
+    assert_eq!(stats(&mut c)["class_1_objects"], 1);
+    // Past the bound a fresh name is stored as no hint (the write itself succeeds).
+    let v: Option<String> = redis::cmd("GET")
+        .arg(format!("fresh{}", invented - 1))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("v"));
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    // `keep` is reserved, so clients got MAX_CLASSES - 1 names and 7 were dropped.
+    assert!(info.contains("hint_names_dropped:7"), "{info}");
+    server.shutdown().unwrap();
+}

@@ -1,6 +1,7 @@
 //! Bounds a hostile or careless client runs into: replies larger than `--client-output-limit`,
 //! HELLO options that must all hold before any applies, password guessing, idle scrapers on
-//! the metrics endpoint, and start-up flags out of range. Each returns an error (or a closed
+//! the metrics endpoint, start-up flags out of range, and many clients together passing
+//! `--maxmemory-clients`. Each returns an error (or a closed
 //! connection) within a bound, and the server keeps serving.
 
 mod common;
@@ -22,7 +23,7 @@ fn ping(raw: &mut RawClient) {
 }
 
 fn info_field(raw: &mut RawClient, name: &str) -> String {
-    raw.send(&request(&[b"INFO", b"stats"]));
+    raw.send(&request(&[b"INFO", b"clients", b"stats"]));
     let header = raw.line();
     let len: usize = header[1..header.len() - 2].parse().unwrap();
     let body = String::from_utf8(raw.read_exact_len(len + 2)).unwrap();
@@ -35,7 +36,8 @@ fn info_field(raw: &mut RawClient, name: &str) -> String {
 #[test]
 fn a_short_mget_cannot_make_a_huge_reply() {
     // The issue's input: 4,000 times a 1 MiB key is a 36 KB request asking for 4 GiB.
-    let (_dir, server) = server_with(|_| {});
+    // (Without the server-wide bound, which with its default would refuse this first.)
+    let (_dir, server) = server_with(|config| config.maxmemory_clients = 0);
     let mut raw = server.raw();
     raw.send(&request(&[b"SET", b"big", &vec![b'x'; 1 << 20]]));
     assert_eq!(raw.line(), "+OK\r\n");
@@ -226,4 +228,209 @@ fn thread_counts_out_of_range_are_an_error_not_a_panic() {
         let err = result.unwrap_err();
         assert!(err.contains(&format!("--threads {threads}")), "{err}");
     }
+}
+
+fn info_number(raw: &mut RawClient, name: &str) -> u64 {
+    info_field(raw, name).trim().parse().unwrap()
+}
+
+/// Issue 25 item 5: limits were per connection only; several clients each asking for a reply
+/// within `--client-output-limit` and never reading it made the server abort. Now the reply
+/// that would take all clients past `--maxmemory-clients` is refused, the connection usable.
+#[test]
+fn unread_replies_of_many_clients_are_held_to_one_total() {
+    let (_dir, server) = server_with(|config| {
+        config.maxmemory_clients = 24 << 20;
+        config.max_keys = Some(10);
+    });
+    let mut setup = server.raw();
+    setup.send(&request(&[b"SET", b"big", &vec![b'x'; 256 << 10]]));
+    assert_eq!(setup.line(), "+OK\r\n");
+    let mut mget: Vec<&[u8]> = vec![b"MGET"];
+    mget.extend(std::iter::repeat_n(&b"big"[..], 64)); // a 16 MiB reply
+    let mget = request(&mget);
+
+    let mut hoarder = server.raw();
+    hoarder.send(&mget);
+    // Its reply is queued (and mostly unsent: the hoarder does not read).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_number(&mut setup, "clients_memory") < 16 << 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the first reply was never queued"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut second = server.raw();
+    second.send(&mget);
+    let line = second.line();
+    assert!(
+        line.starts_with("-ERR client memory limit reached") && line.contains("maxmemory-clients"),
+        "{line}"
+    );
+    ping(&mut second);
+    assert!(info_number(&mut setup, "client_memory_refusals") >= 1);
+    // The hoarder still gets its whole reply.
+    assert_eq!(hoarder.line(), "*64\r\n");
+    for _ in 0..64 {
+        assert_eq!(hoarder.line(), format!("${}\r\n", 256 << 10));
+        assert_eq!(
+            hoarder.read_exact_len((256 << 10) + 2).len(),
+            (256 << 10) + 2
+        );
+    }
+    ping(&mut hoarder);
+    // Nothing held is left over once replies are read and connections close.
+    drop((hoarder, second));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_number(&mut setup, "clients_memory") > 1 << 20 {
+        assert!(
+            Instant::now() < deadline,
+            "client memory was not given back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 25 item 5: eight clients each streaming a 500 MB SET made the server abort. The
+/// connection whose input would take all clients past `--maxmemory-clients` is closed with an
+/// error; the others go on.
+#[test]
+fn streamed_requests_of_many_clients_are_held_to_one_total() {
+    let (_dir, server) = server_with(|config| config.maxmemory_clients = 24 << 20);
+    let header = |len: usize| format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").into_bytes();
+    let value_len = 10 << 20;
+    let mut first = server.raw();
+    first.send(&header(value_len));
+    first.send(&vec![b'a'; value_len - 1]);
+    let mut setup = server.raw();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_number(&mut setup, "clients_memory") < 10 << 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the first request was never buffered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A second stream of the same size passes the total: refused, connection closed.
+    let mut second = TcpStream::connect(server.addr).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut writer = second.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let _ = writer.write_all(&header(value_len));
+        let chunk = vec![b'b'; 1 << 20];
+        for _ in 0..10 {
+            if writer.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let mut reply = String::new();
+    let _ = second.read_to_string(&mut reply);
+    sender.join().unwrap();
+    assert!(
+        reply.starts_with("-ERR client memory limit reached")
+            && reply.contains("closing the connection"),
+        "{reply}"
+    );
+    assert!(info_number(&mut setup, "client_memory_refusals") >= 1);
+    // The first client finishes its request as if nothing happened.
+    first.send(b"a\r\n");
+    assert_eq!(first.line(), "+OK\r\n");
+    let mut get = server.client();
+    let value: Vec<u8> = redis::cmd("GET").arg("k").query(&mut get).unwrap();
+    assert_eq!(value.len(), value_len);
+}
+
+/// The server-wide bound is a CONFIG parameter like Redis's.
+#[test]
+fn maxmemory_clients_is_read_and_set_by_config() {
+    let (_dir, server) = server_with(|_| {});
+    let mut c = server.client();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-clients")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["maxmemory-clients", "2147483648"]);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-clients")
+        .arg("64MiB")
+        .query(&mut c)
+        .unwrap();
+    let mut raw = server.raw();
+    assert_eq!(info_number(&mut raw, "maxmemory_clients"), 64 << 20);
+}
+
+/// Issue 25, low: `CACHE RESIZE 18446744073709551615` made INFO show a capacity of -1, `CONFIG
+/// SET maxmemory 18446744073709551615` read back as 0, and `CONFIG SET` took a parameter
+/// twice. Capacities are range-checked where they are parsed (one rule for the flags, CONFIG
+/// and CACHE RESIZE), and duplicates are refused as Redis refuses them.
+#[test]
+fn capacities_out_of_range_and_duplicate_parameters_are_refused() {
+    let (_dir, server) = server_with(|config| config.max_keys = Some(100));
+    let mut c = server.client();
+    let huge = u64::MAX.to_string();
+    let err = redis::cmd("CACHE")
+        .arg("RESIZE")
+        .arg(&huge)
+        .query::<i64>(&mut c)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("above the largest supported capacity"),
+        "{err}"
+    );
+    for name in ["maxmemory", "max-keys"] {
+        let err = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(&huge)
+            .query::<()>(&mut c)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("9007199254740992"),
+            "{name}: {err}"
+        );
+    }
+    let err = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("max-keys")
+        .arg("5")
+        .arg("MAX-KEYS")
+        .arg("6")
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(err.to_string().contains("duplicate parameter"), "{err}");
+    // Nothing of a refused CONFIG SET applies; the largest capacity reads back as itself.
+    let keys: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("max-keys")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys[1], "100");
+    let top = (1u64 << 53).to_string();
+    let _: i64 = redis::cmd("CACHE")
+        .arg("RESIZE")
+        .arg(&top)
+        .query(&mut c)
+        .unwrap();
+    let info: String = redis::cmd("INFO").arg("cache").query(&mut c).unwrap();
+    assert!(
+        info.contains(&format!("cache_capacity_objects:{top}")),
+        "{info}"
+    );
+    let mut bad = server::Config::new(server::Backend::RocksDb {
+        data_dir: std::path::PathBuf::from("/nonexistent"),
+        fsync: server::Fsync::No,
+    });
+    bad.maxmemory = Some(u64::MAX);
+    let err = bad.validate().unwrap_err();
+    assert!(
+        err.contains("--maxmemory 18446744073709551615 is above"),
+        "{err}"
+    );
 }

@@ -391,3 +391,37 @@ fn server_process_for_sigkill_test() {
     configure(&mut config, None);
     server::serve(config).unwrap();
 }
+
+/// Issue 25 item 4: GETs of missing multi-megabyte keys made the monitor keep each key whole
+/// (300 × 4 MB: 1.2 GB), its persist a 1.2 GB write batch RocksDB aborted on, and the restart
+/// fail. Long keys are now not tracked; the record stays small and the restart works.
+#[test]
+fn missing_huge_keys_are_not_tracked_and_the_restart_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = TestServer::rocks(dir.path(), |c| configure(c, None));
+    let mut con = first.client();
+    for i in 0..40u8 {
+        let mut huge = vec![b'k'; 1 << 20];
+        huge[0] = i;
+        let v: Option<Vec<u8>> = redis::cmd("GET").arg(huge).query(&mut con).unwrap();
+        assert!(v.is_none());
+    }
+    let _: () = redis::cmd("SET")
+        .arg("small")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        info_field(&mut con, "warmup", "warmup_untracked_long_keys"),
+        "40"
+    );
+    assert_eq!(info_field(&mut con, "warmup", "warmup_tracked_keys"), "1");
+    first.shutdown().unwrap();
+
+    let second = TestServer::rocks(dir.path(), |c| configure(c, Some("lastk:10")));
+    let mut con = second.client();
+    wait_for_warmup(&mut con);
+    assert_eq!(info_field(&mut con, "warmup", "warmup_tracked_keys"), "1");
+    assert_eq!(info_field(&mut con, "warmup", "warmup_loaded"), "1");
+    second.shutdown().unwrap();
+}

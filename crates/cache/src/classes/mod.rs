@@ -202,6 +202,14 @@ impl ClassSet {
         self.classes.is_empty()
     }
 
+    /// Every name a `hint:NAME` rule of the file matches, in file order (may repeat).
+    pub fn hint_names(&self) -> impl Iterator<Item = &[u8]> {
+        self.classes
+            .iter()
+            .filter_map(|spec| spec.rule.as_ref())
+            .flat_map(|rule| rule.hint_names())
+    }
+
     /// Whether some rule looks at the key (otherwise callers may pass an empty key).
     pub fn uses_key(&self) -> bool {
         self.uses_key

@@ -200,6 +200,17 @@ impl Rule {
         self.uses_key
     }
 
+    /// The names `hint:NAME` conditions compare with (a server reserves these, so a client
+    /// inventing names cannot crowd them out).
+    pub fn hint_names(&self) -> impl Iterator<Item = &[u8]> {
+        self.groups.iter().flat_map(|(conditions, _)| {
+            conditions.iter().filter_map(|c| match c {
+                Condition::Hint(name) => Some(name.as_slice()),
+                _ => None,
+            })
+        })
+    }
+
     #[inline]
     pub fn evaluate(&self, p: &Probe) -> RuleMatch {
         let mut matched = RuleMatch::No;

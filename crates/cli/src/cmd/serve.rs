@@ -51,6 +51,10 @@ pub struct Args {
     /// Largest reply to one command, e.g. 1GiB (0: unlimited); a larger one is an error.
     #[arg(long, default_value = "1GiB", value_parser = units::parse_bytes)]
     pub client_output_limit: u64,
+    /// Most memory all clients' request buffers and replies may hold together, e.g. 1GiB
+    /// (0: unlimited); the client that would pass it is refused or disconnected.
+    #[arg(long, default_value = "2GiB", value_parser = units::parse_bytes)]
+    pub maxmemory_clients: u64,
     /// Longest wait for a connection to --upstream, e.g. 1s or 500ms.
     #[arg(long, default_value = "1s", value_parser = server::parse_period)]
     pub upstream_connect_timeout: std::time::Duration,
@@ -147,6 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.requirepass = args.requirepass;
     config.threads = args.threads;
     config.client_output_limit = args.client_output_limit;
+    config.maxmemory_clients = args.maxmemory_clients;
     config.upstream_connect_timeout = args.upstream_connect_timeout;
     config.upstream_timeout = args.upstream_timeout;
     config.policy = args.policy;

@@ -51,20 +51,20 @@ impl CacheCmd {
     }
 }
 
-/// A plain number is objects; a number with a unit is bytes. Zero means unlimited.
+/// A plain number is objects; a number with a unit is bytes. Zero means unlimited; above
+/// `cache::capacity::MAX_LIMIT` is an error (a report could not show it).
 fn parse_capacity(text: &str) -> Result<Capacity, String> {
-    let nonzero = |n: u64| (n > 0).then_some(n);
     if text.bytes().all(|b| b.is_ascii_digit()) && !text.is_empty() {
         let objects: u64 = text
             .parse()
             .map_err(|_| format!("invalid capacity '{text}'"))?;
         return Ok(Capacity {
             bytes: None,
-            objects: nonzero(objects),
+            objects: cache::capacity::limit(objects, "capacity")?,
         });
     }
     Ok(Capacity {
-        bytes: nonzero(units::parse_bytes(text)?),
+        bytes: cache::capacity::limit(units::parse_bytes(text)?, "capacity")?,
         objects: None,
     })
 }

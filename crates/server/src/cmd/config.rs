@@ -21,6 +21,7 @@ const PARAMETERS: &[(&str, bool)] = &[
     ("maxmemory", true),
     ("max-keys", true),
     ("proto-max-bulk-len", true),
+    ("maxmemory-clients", true),
     ("maxmemory-policy", false),
     ("maxclients", false),
     ("appendonly", false),
@@ -107,6 +108,7 @@ fn get(instance: &Instance, name: &str) -> String {
         "maxmemory" => snapshot.capacity.bytes.unwrap_or(0).to_string(),
         "max-keys" => snapshot.capacity.objects.unwrap_or(0).to_string(),
         "proto-max-bulk-len" => instance.max_bulk_len().to_string(),
+        "maxmemory-clients" => instance.client_memory.limit().to_string(),
         "maxmemory-policy" => snapshot.algorithm.name().to_string(),
         "maxclients" => instance.config.maxclients.to_string(),
         "appendonly" => match instance.config.backend {
@@ -130,6 +132,8 @@ fn get(instance: &Instance, name: &str) -> String {
 fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> {
     let mut capacity = instance.db.cache_snapshot().capacity;
     let mut bulk_len = None;
+    let mut clients_limit = None;
+    let mut seen: Vec<String> = Vec::with_capacity(pairs.len());
     for (name, value) in pairs {
         let name = String::from_utf8_lossy(name).to_ascii_lowercase();
         let value = String::from_utf8_lossy(value);
@@ -145,10 +149,19 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
             Some((_, false)) => return Err(fail("can't set immutable config")),
             Some(_) => {}
         }
+        // As Redis: one value per parameter, so the outcome never depends on the order.
+        if seen.contains(&name) {
+            return Err(fail("duplicate parameter"));
+        }
         let number = units::parse_bytes(&value).map_err(|e| fail(&e))?;
         match name.as_str() {
-            "maxmemory" => capacity.bytes = (number > 0).then_some(number),
-            "max-keys" => capacity.objects = (number > 0).then_some(number),
+            "maxmemory" => {
+                capacity.bytes = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?
+            }
+            "max-keys" => {
+                capacity.objects = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?
+            }
+            "maxmemory-clients" => clients_limit = Some(number),
             _ => {
                 if !(MIN_BULK_LEN..=crate::config::MAX_BULK_LEN_LIMIT).contains(&number) {
                     return Err(fail("argument must be between 1048576 and 4294967295"));
@@ -156,12 +169,16 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
                 bulk_len = Some(number);
             }
         }
+        seen.push(name);
     }
     if capacity != instance.db.cache_snapshot().capacity {
         instance.db.set_capacity(capacity);
     }
     if let Some(n) = bulk_len {
         instance.proto_max_bulk_len.store(n, Ordering::Relaxed);
+    }
+    if let Some(n) = clients_limit {
+        instance.client_memory.set_limit(n);
     }
     Ok(())
 }

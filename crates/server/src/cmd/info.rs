@@ -97,6 +97,8 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
             vec![
                 field("connected_clients", read(&stats.connected_clients)),
                 field("maxclients", instance.config.maxclients),
+                field("clients_memory", instance.client_memory.used()),
+                field("maxmemory_clients", instance.client_memory.limit()),
             ],
         ),
         "stats" => {
@@ -122,6 +124,8 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                         read(&metrics.guards.output_rejections),
                     ),
                     field("auth_failures", read(&metrics.guards.auth_failures)),
+                    field("hint_names_dropped", instance.db.hint_names_dropped()),
+                    field("client_memory_refusals", instance.client_memory.refusals()),
                 ]
                 .into_iter()
                 .chain(upstream_fields(instance))
@@ -233,6 +237,7 @@ fn warmup_fields(instance: &Instance) -> Vec<(String, String)> {
         field("warmup_tracked_keys", monitor.len()),
         field("warmup_track_limit", monitor.track()),
         field("warmup_unrecorded", monitor.skipped()),
+        field("warmup_untracked_long_keys", monitor.too_long()),
         field("warmup_persists", read(&p.persists)),
         field("warmup_persisted_keys", read(&p.persisted_keys)),
         field("warmup_accesses", monitor.last_seq()),

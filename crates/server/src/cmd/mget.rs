@@ -1,6 +1,8 @@
 //! MGET key [key ...]: one reply per key, null for missing ones. The one command whose reply
 //! a short request can make huge (the same big key named thousands of times), so it stops
-//! gathering values as soon as the reply would pass `--client-output-limit`.
+//! gathering values as soon as the reply would pass `--client-output-limit`, or the room left
+//! in `--maxmemory-clients` (counted while it gathers, so many large MGETs at once cannot
+//! pass it together).
 
 use super::store_error;
 use crate::frame::{bulk_len, Frame};
@@ -20,15 +22,19 @@ impl MGet {
     }
 
     pub async fn apply(self, instance: &Instance) -> Frame {
-        let limit = instance.output_limit;
-        let mut size = bulk_len(self.keys.len() as u64);
+        let mut gathered = crate::client_memory::Account::new(instance.client_memory.clone());
+        // Each key's reply is at least a null (5 bytes): the array is counted from the start.
+        let mut size = bulk_len(self.keys.len() as u64) + 5 * self.keys.len() as u64;
+        if let Err(error) = instance.grow_reply(&mut gathered, size) {
+            return error;
+        }
         let mut values = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
             match instance.db.get(key).await {
                 Ok(Some(value)) => {
                     size += bulk_len(value.len() as u64);
-                    if size > limit {
-                        return instance.output_limit_error(size);
+                    if let Err(error) = instance.grow_reply(&mut gathered, size) {
+                        return error;
                     }
                     values.push(Frame::Bulk(value));
                 }

@@ -160,7 +160,7 @@ impl Runner {
         let params = registry.params().map_err(|e| e.to_string())?;
         let history = registry.history().map_err(|e| e.to_string())?;
         db.series().clock.set_manual(settings.manual);
-        let log = AccessLog::new(db.series().limit());
+        let log = AccessLog::with_bounded_ids(db.series().limit());
         let shadows = ShadowHost::new(db.clone(), settings.limits, settings.interrupt.clone());
         let mut runner = Runner {
             db,
@@ -906,6 +906,10 @@ impl Runner {
             }
         }
         self.relay_logs();
+        if !self.db.series().is_recording() {
+            // No running policy reads the series: give its memory back.
+            self.log = AccessLog::with_bounded_ids(self.db.series().limit());
+        }
         if loaded.is_ok() {
             self.activated_at_us = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

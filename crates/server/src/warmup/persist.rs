@@ -1,28 +1,60 @@
-//! Where the monitor's record outlives the process: one value, `warmup/units`, in the policy
+//! Where the monitor's record outlives the process: values under `warmup/units/` in the policy
 //! registry's column family of the server's RocksDB (the registry's own keys never start with
-//! `warmup/`). It is rewritten whole every `--warmup-persist` period when something was
-//! accessed, and at clean shutdown; each write reaches the operating system before it returns,
-//! so a SIGKILL loses at most the accesses since the last persist.
+//! `warmup/`). It is rewritten every `--warmup-persist` period when something was accessed,
+//! and at clean shutdown; each write reaches the operating system before it returns, so a
+//! SIGKILL loses at most the accesses since the last persist.
 //!
-//! Layout (little-endian): the magic `MWU1`, then per key: key length (u32), the key, count,
-//! last order number, last access (Unix seconds), run start (Unix seconds), run order number
-//! (u64 each). About 44 bytes plus the key per tracked key.
+//! The record is cut into chunks of at most [`CHUNK_BYTES`] (plus one entry), each written in
+//! a batch of its own, so no persist builds a write batch (or a log record to replay at start)
+//! larger than that however many keys are tracked. `warmup/chunks` holds how many chunks the
+//! last complete persist wrote; chunks past it are deleted after it is written. A crash in the
+//! middle leaves some chunks of the new record beside the old ones: restoring keeps the newer
+//! record of a key seen twice, so that costs nothing but some staleness.
+//!
+//! Layout of a chunk (little-endian): the magic `MWU1`, then per key: key length (u32), the
+//! key, count, last order number, last access (Unix seconds), run start (Unix seconds), run
+//! order number (u64 each). About 44 bytes plus the key per tracked key. Releases before the
+//! chunks kept one such value under `warmup/units`; it is read once and deleted at the next
+//! persist.
 
-use super::monitor::{AccessMonitor, Unit};
-use crate::live::space::Space;
+use super::monitor::{AccessMonitor, Unit, MAX_TRACKED_KEY_LEN};
+use crate::live::space::{Change, Space};
 use crate::store::StoreError;
 use cache::warmup::Record;
 
-/// The key the record is stored under.
-pub const KEY: &[u8] = b"warmup/units";
+/// The single-value record of earlier releases.
+pub const LEGACY_KEY: &[u8] = b"warmup/units";
+/// Chunk `i` is stored under this prefix and `i` in eight decimal digits.
+const CHUNK_PREFIX: &str = "warmup/units/";
+/// The number of chunks of the last complete persist (decimal).
+const COUNT_KEY: &[u8] = b"warmup/chunks";
+/// Bytes a chunk is closed at (it may exceed this by one entry, at most 300 bytes).
+pub const CHUNK_BYTES: usize = 1024 * 1024;
 const MAGIC: &[u8; 4] = b"MWU1";
 
-/// Encodes every tracked key (one monitor shard locked at a time).
-pub fn encode(monitor: &AccessMonitor) -> (Vec<u8>, u64) {
-    let mut out = Vec::with_capacity(64 * monitor.len() + MAGIC.len());
-    out.extend_from_slice(MAGIC);
+fn chunk_key(i: u64) -> Vec<u8> {
+    format!("{CHUNK_PREFIX}{i:08}").into_bytes()
+}
+
+/// Encodes every tracked key (one monitor shard locked at a time), passing each chunk of at
+/// most about `chunk_bytes` to `emit`; returns the keys encoded.
+pub fn encode(
+    monitor: &AccessMonitor,
+    chunk_bytes: usize,
+    mut emit: impl FnMut(Vec<u8>) -> Result<(), StoreError>,
+) -> Result<u64, StoreError> {
+    let fresh = || {
+        let mut out = Vec::with_capacity(chunk_bytes.min(64 * 1024));
+        out.extend_from_slice(MAGIC);
+        out
+    };
+    let mut out = fresh();
     let mut n = 0;
+    let mut failed = Ok(());
     monitor.for_each(|u| {
+        if failed.is_err() {
+            return;
+        }
         n += 1;
         let r = &u.record;
         out.extend_from_slice(&(u.payload.len() as u32).to_le_bytes());
@@ -33,16 +65,23 @@ pub fn encode(monitor: &AccessMonitor) -> (Vec<u8>, u64) {
         for field in [r.count, r.last_seq, last_s, run_s, r.run_seq] {
             out.extend_from_slice(&field.to_le_bytes());
         }
+        if out.len() >= chunk_bytes {
+            failed = emit(std::mem::replace(&mut out, fresh()));
+        }
     });
-    (out, n)
+    failed?;
+    if out.len() > MAGIC.len() {
+        emit(out)?;
+    }
+    Ok(n)
 }
 
 /// Decodes what [`encode`] wrote; an error names the key and the byte offset.
-pub fn decode(raw: &[u8]) -> Result<Vec<Unit>, StoreError> {
+pub fn decode(raw: &[u8], key: &[u8]) -> Result<Vec<Unit>, StoreError> {
     let bad = |offset: usize, what: &str| {
         StoreError(format!(
             "warm-up record '{}' is malformed at byte {offset}: {what}",
-            String::from_utf8_lossy(KEY)
+            String::from_utf8_lossy(key)
         ))
     };
     if !raw.starts_with(MAGIC) {
@@ -81,19 +120,63 @@ fn take<'a>(raw: &'a [u8], at: &mut usize, n: usize) -> Option<&'a [u8]> {
     Some(slice)
 }
 
-/// Writes the monitor's record; returns the keys written. `sync` also forces it to disk.
+/// Writes the monitor's record, chunk by chunk; returns the keys written. `sync` also forces
+/// it to disk.
 pub fn save(space: &Space, monitor: &AccessMonitor, sync: bool) -> Result<u64, StoreError> {
-    let (value, n) = encode(monitor);
-    space.write(&[(KEY.to_vec(), Some(value))], sync)?;
-    Ok(n)
+    save_in_chunks(space, monitor, sync, CHUNK_BYTES)
 }
 
-/// What an earlier run persisted (empty when nothing was).
-pub fn load(space: &Space) -> Result<Vec<Unit>, StoreError> {
-    match space.get(KEY)? {
-        Some(raw) => decode(&raw),
-        None => Ok(Vec::new()),
+fn save_in_chunks(
+    space: &Space,
+    monitor: &AccessMonitor,
+    sync: bool,
+    chunk_bytes: usize,
+) -> Result<u64, StoreError> {
+    let before = stored_chunks(space)?;
+    let mut chunks = 0;
+    let keys = encode(monitor, chunk_bytes, |chunk| {
+        space.write(&[(chunk_key(chunks), Some(chunk))], false)?;
+        chunks += 1;
+        Ok(())
+    })?;
+    space.write(
+        &[(COUNT_KEY.to_vec(), Some(chunks.to_string().into_bytes()))],
+        sync,
+    )?;
+    // Chunks the previous record had beyond this one's, and the legacy value: a batch of
+    // deletes, one key each, so small however many there are.
+    let mut stale: Vec<Change> = (chunks..before.max(chunks))
+        .map(|i| (chunk_key(i), None))
+        .collect();
+    stale.push((LEGACY_KEY.to_vec(), None));
+    for batch in stale.chunks(1024) {
+        space.write(batch, sync)?;
     }
+    Ok(keys)
+}
+
+fn stored_chunks(space: &Space) -> Result<u64, StoreError> {
+    Ok(space
+        .get(COUNT_KEY)?
+        .and_then(|raw| String::from_utf8(raw).ok()?.parse().ok())
+        .unwrap_or(0))
+}
+
+/// What an earlier run persisted (empty when nothing was). Keys longer than the monitor
+/// tracks (a record of an earlier release) are dropped.
+pub fn load(space: &Space) -> Result<Vec<Unit>, StoreError> {
+    let mut units = Vec::new();
+    if let Some(raw) = space.get(LEGACY_KEY)? {
+        units.extend(decode(&raw, LEGACY_KEY)?);
+    }
+    for i in 0..stored_chunks(space)? {
+        let key = chunk_key(i);
+        if let Some(raw) = space.get(&key)? {
+            units.extend(decode(&raw, &key)?);
+        }
+    }
+    units.retain(|u| u.payload.len() <= MAX_TRACKED_KEY_LEN);
+    Ok(units)
 }
 
 #[cfg(test)]
@@ -115,12 +198,60 @@ mod tests {
         assert_eq!(keys, [&b""[..], b"alpha", b"beta"]);
         assert_eq!(units[1].record.count, 2);
 
-        let (raw, _) = encode(&monitor);
-        let error = decode(&raw[..raw.len() - 3]).unwrap_err();
+        let mut raw = Vec::new();
+        encode(&monitor, CHUNK_BYTES, |chunk| {
+            raw = chunk;
+            Ok(())
+        })
+        .unwrap();
+        let error = decode(&raw[..raw.len() - 3], b"warmup/units/00000000").unwrap_err();
         assert!(
-            error.0.contains("warmup/units") && error.0.contains("byte"),
+            error.0.contains("warmup/units/00000000") && error.0.contains("byte"),
             "{error}"
         );
-        assert!(decode(b"nope").is_err());
+        assert!(decode(b"nope", LEGACY_KEY).is_err());
+    }
+
+    /// Issue 25 item 4: the record was one value (and one write batch) holding every tracked
+    /// key whole; 300 tracked 4 MB keys made a 1.2 GB batch that RocksDB aborted on.
+    #[test]
+    fn the_record_is_written_in_bounded_chunks_and_shrinks_cleanly() {
+        let monitor = AccessMonitor::new(10_000, 60);
+        for i in 0..2_000u64 {
+            let key = format!("key-{i:0>200}");
+            monitor.record(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), key.as_bytes());
+        }
+        let space = Space::memory();
+        // An earlier release's single value is read once, then deleted.
+        let mut legacy = MAGIC.to_vec();
+        legacy.extend_from_slice(&1u32.to_le_bytes());
+        legacy.extend_from_slice(b"L");
+        legacy.extend_from_slice(&[0; 40]);
+        space
+            .write(&[(LEGACY_KEY.to_vec(), Some(legacy))], false)
+            .unwrap();
+        assert_eq!(load(&space).unwrap().len(), 1);
+
+        let chunk_bytes = 64 * 1024;
+        assert_eq!(
+            save_in_chunks(&space, &monitor, false, chunk_bytes).unwrap(),
+            2_000
+        );
+        let stored = space.scan(b"warmup/").unwrap();
+        assert!(stored.iter().all(|(_, v)| v.len() <= chunk_bytes + 300));
+        let chunks = stored_chunks(&space).unwrap();
+        assert!(chunks > 5, "{chunks} chunks");
+        assert_eq!(space.get(LEGACY_KEY).unwrap(), None);
+        assert_eq!(load(&space).unwrap().len(), 2_000);
+
+        // A smaller record deletes the chunks it no longer needs.
+        let small = AccessMonitor::new(10_000, 60);
+        small.record(1, b"only");
+        assert_eq!(
+            save_in_chunks(&space, &small, false, chunk_bytes).unwrap(),
+            1
+        );
+        assert_eq!(space.scan(b"warmup/units/").unwrap().len(), 1);
+        assert_eq!(load(&space).unwrap().len(), 1);
     }
 }
