@@ -196,8 +196,14 @@ mod tests {
         assert!(e.start(io(0, 4 * 512, false)).is_ok());
         while e.pending().is_some() {}
         let err = e.start(io(0, 4 * 512 + 1, false)).unwrap_err();
-        assert!(err.contains("5 requests") && err.contains("limit of 4"), "{err}");
-        assert!(e.pending().is_none(), "a refused I/O leaves nothing pending");
+        assert!(
+            err.contains("5 requests") && err.contains("limit of 4"),
+            "{err}"
+        );
+        assert!(
+            e.pending().is_none(),
+            "a refused I/O leaves nothing pending"
+        );
         // The largest I/O anywhere in the offset space: no overflow, one clear error.
         let err = e.start(io(0, u64::MAX, false)).unwrap_err();
         assert!(err.contains("limit of 4"), "{err}");

@@ -58,7 +58,10 @@ impl Compression {
             Compression::Zstd => {
                 let mut d = zstd::stream::read::Decoder::new(inner)?;
                 d.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
-                Box::new(Capped { inner: d, kind: self })
+                Box::new(Capped {
+                    inner: d,
+                    kind: self,
+                })
             }
             // Multi-member gzip files (concatenated `gzip` outputs) are one stream to `gunzip`.
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(inner)),
@@ -69,7 +72,10 @@ impl Compression {
                 )
                 .map_err(io::Error::from)?;
                 let d = liblzma::read::XzDecoder::new_stream(inner, stream);
-                Box::new(Capped { inner: d, kind: self })
+                Box::new(Capped {
+                    inner: d,
+                    kind: self,
+                })
             }
             Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(inner)),
         })

@@ -55,7 +55,10 @@ fn the_27_byte_arc_trace_is_an_error_at_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = scratch(&dir, "bomb.lis", b"0 18446744073709551615 0 1\n");
     let err = refused(&path, None, &ReadOptions::default());
-    let want = format!("{}:1: a block range of 18446744073709551615 pages", path.display());
+    let want = format!(
+        "{}:1: a block range of 18446744073709551615 pages",
+        path.display()
+    );
     assert!(err.starts_with(&want), "{err}");
     assert!(err.contains("limit of 1048576") && err.contains("--max-record-requests"));
     // One range under the limit is every page of it; one over is refused before any.
@@ -77,7 +80,10 @@ fn a_cachelib_op_count_past_the_limit_is_an_error_at_its_line() {
     );
     let err = refused(&path, Some(Format::Cachelib), &ReadOptions::default());
     assert!(
-        err.starts_with(&format!("{}:3: op_count 18446744073709551615", path.display())),
+        err.starts_with(&format!(
+            "{}:3: op_count 18446744073709551615",
+            path.display()
+        )),
         "{err}"
     );
     assert!(err.contains("limit of 1048576"), "{err}");
@@ -123,7 +129,10 @@ fn an_expanded_block_io_past_the_limit_is_an_error_in_every_block_reader() {
             "{name}: {err}"
         );
         // Without expansion the same I/O is one request.
-        assert_eq!(read_all(&path, Some(format), &ReadOptions::default()).unwrap(), 1);
+        assert_eq!(
+            read_all(&path, Some(format), &ReadOptions::default()).unwrap(),
+            1
+        );
     }
     // vscsi v1: one 4 GiB I/O is 8,388,608 blocks of 512 bytes.
     let mut rec = [0u8; 32];
@@ -265,7 +274,11 @@ fn xz_with_dict(data: &[u8], props: u8) -> Vec<u8> {
             at += 1;
         }
     }
-    assert_eq!(&xz[at..at + 2], &[0x21, 0x01], "LZMA2 with one property byte");
+    assert_eq!(
+        &xz[at..at + 2],
+        &[0x21, 0x01],
+        "LZMA2 with one property byte"
+    );
     xz[at + 2] = props;
     let crc = crc32(&xz[start..start + size - 4]);
     xz[start + size - 4..start + size].copy_from_slice(&crc.to_le_bytes());
@@ -275,10 +288,15 @@ fn xz_with_dict(data: &[u8], props: u8) -> Vec<u8> {
 #[test]
 fn an_xz_dictionary_past_the_cap_is_refused_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let body: Vec<u8> = (0..1000).flat_map(|k| format!("{k}\n").into_bytes()).collect();
+    let body: Vec<u8> = (0..1000)
+        .flat_map(|k| format!("{k}\n").into_bytes())
+        .collect();
     // 128 MiB (props 30) is the cap and reads; 256 MiB (32) and 4 GiB (40) are refused.
     let path = scratch(&dir, "at_cap.txt.xz", &xz_with_dict(&body, 30));
-    assert_eq!(read_all(&path, None, &ReadOptions::default()).unwrap(), 1000);
+    assert_eq!(
+        read_all(&path, None, &ReadOptions::default()).unwrap(),
+        1000
+    );
     for props in [32, 40] {
         let path = scratch(&dir, "bomb.txt.xz", &xz_with_dict(&body, props));
         let err = refused(&path, Some(Format::Txt), &ReadOptions::default());
@@ -296,7 +314,9 @@ fn an_xz_dictionary_past_the_cap_is_refused_naming_the_file() {
 #[test]
 fn a_zstd_window_past_the_cap_is_refused_naming_the_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let body: Vec<u8> = (0..1000).flat_map(|k| format!("{k}\n").into_bytes()).collect();
+    let body: Vec<u8> = (0..1000)
+        .flat_map(|k| format!("{k}\n").into_bytes())
+        .collect();
     // A frame declaring a 256 MiB window (window log 28) without a content size.
     let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
     enc.include_contentsize(false).unwrap();
