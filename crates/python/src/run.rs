@@ -483,8 +483,9 @@ pub fn compare_json<'py>(
         return Err(error("setups: nothing to compare"));
     }
     let input = TraceInput::from_py(trace, format)?;
-    // Fail on an unreadable trace once, before starting every run.
-    input.open().map_err(error)?;
+    // Fail on an unreadable trace once, before starting every run. Without the GIL: the
+    // trace may be a pipe that another Python thread is writing.
+    py.detach(|| input.open().map(drop)).map_err(error)?;
     let setups: Vec<Setup> = setups.iter().map(|s| s.get().clone()).collect();
     for setup in &setups {
         if let Some(path) = &setup.policy {
