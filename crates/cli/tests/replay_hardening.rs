@@ -445,3 +445,47 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
         );
     }
 }
+
+#[test]
+fn tiny_traces_that_state_endless_work_end_in_one_line() {
+    let s = Scratch::new();
+    let arc = s.file("bomb.lis", "0 18446744073709551615 0 1\n");
+    let cachelib = s.file(
+        "bomb.csv",
+        "op_time,key,key_size,op,op_count,size\n1,7,1,GET,18446744073709551615,10\n",
+    );
+    for (trace, at) in [
+        (&arc, format!("{arc}:1: a block range")),
+        (&cachelib, format!("{cachelib}:2: op_count")),
+    ] {
+        for sub in [&["replay", "--cache-size", "100"][..], &["analyze"]] {
+            let mut args = sub.to_vec();
+            args.extend(["--trace", trace]);
+            let out = mantle(&args);
+            assert_one_line(&out, 1, &[&at, "limit of 1048576", "--max-record-requests"]);
+        }
+    }
+    // The flag moves the limit both ways.
+    let ranges = s.file("ranges.lis", "0 3 0 1\n100 4 0 2\n");
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        &ranges,
+        "--cache-size",
+        "10",
+        "--max-record-requests",
+        "3",
+    ]);
+    assert_one_line(&out, 1, &[&format!("{ranges}:2:"), "limit of 3"]);
+    let out = mantle(&[
+        "replay",
+        "--trace",
+        &ranges,
+        "--cache-size",
+        "10",
+        "--max-record-requests",
+        "4",
+        "--json",
+    ]);
+    assert_eq!(json_of(&out)["requests"], 7);
+}

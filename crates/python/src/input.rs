@@ -1,5 +1,5 @@
 //! Which trace to read and how: the Python form of the CLI's trace flags (`--format`,
-//! `--csv`, `--block-size`, `--expand-blocks`, `--rw-ops`).
+//! `--csv`, `--block-size`, `--expand-blocks`, `--rw-ops`, `--max-record-requests`).
 
 use crate::error;
 use crate::reader::TraceReader;
@@ -21,6 +21,7 @@ impl TraceInput {
         block_size: u32,
         expand_blocks: bool,
         rw_ops: bool,
+        max_record_requests: u64,
     ) -> PyResult<TraceInput> {
         let format = format
             .map(str::parse::<trace::Format>)
@@ -33,6 +34,7 @@ impl TraceInput {
             block_size,
             expand_blocks,
             rw_ops,
+            max_record_requests,
             ..trace::ReadOptions::default()
         };
         if let Some(spec) = csv {
@@ -60,7 +62,15 @@ impl TraceInput {
         let path: PathBuf = trace.extract().map_err(|_| {
             error("trace must be a path (str or os.PathLike) or a mantle.TraceReader")
         })?;
-        TraceInput::new(path, format, None, 512, false, false)
+        TraceInput::new(
+            path,
+            format,
+            None,
+            512,
+            false,
+            false,
+            trace::ReadOptions::DEFAULT_MAX_RECORD_REQUESTS,
+        )
     }
 
     pub fn open(&self) -> Result<Box<dyn trace::TraceReader>, trace::TraceError> {

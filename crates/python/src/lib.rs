@@ -10,6 +10,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod analysis;
 mod cache_obj;
@@ -60,17 +61,31 @@ impl From<Stop> for PyErr {
 }
 
 /// Lets Ctrl-C stop a long run: every [`Signals::EVERY`] requests it takes the GIL back for
-/// a moment to run pending signal handlers (on the main thread; elsewhere a no-op).
-pub(crate) struct Signals {
+/// a moment to run pending signal handlers (on the main thread; elsewhere a no-op). Runs on
+/// worker threads, where Python never delivers signals, watch a flag the main thread sets
+/// when a handler raised instead.
+pub(crate) struct Signals<'a> {
     left: u32,
+    cancelled: Option<&'a AtomicBool>,
 }
 
-impl Signals {
+impl<'a> Signals<'a> {
     /// About a millisecond of replay: rare enough to cost nothing, often enough to feel instant.
     const EVERY: u32 = 1 << 16;
 
-    pub fn new() -> Signals {
-        Signals { left: Self::EVERY }
+    pub fn new() -> Signals<'a> {
+        Signals {
+            left: Self::EVERY,
+            cancelled: None,
+        }
+    }
+
+    /// For a worker thread: stops once `cancelled` is set (by the thread that checks signals).
+    pub fn watching(cancelled: &'a AtomicBool) -> Signals<'a> {
+        Signals {
+            left: Self::EVERY,
+            cancelled: Some(cancelled),
+        }
     }
 
     #[inline]
@@ -78,7 +93,13 @@ impl Signals {
         self.left -= 1;
         if self.left == 0 {
             self.left = Self::EVERY;
-            Python::attach(|py| py.check_signals()).map_err(Stop::Python)?;
+            match self.cancelled {
+                Some(flag) if flag.load(Ordering::Relaxed) => {
+                    return Err(Stop::Input("interrupted".to_string()))
+                }
+                Some(_) => {}
+                None => Python::attach(|py| py.check_signals()).map_err(Stop::Python)?,
+            }
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ pub struct TraceReader {
 impl TraceReader {
     /// Opens `path` once to check it (a missing or unreadable file fails here, not later).
     #[new]
-    #[pyo3(signature = (path, format=None, *, csv=None, block_size=512, expand_blocks=false, rw_ops=false))]
+    #[pyo3(signature = (path, format=None, *, csv=None, block_size=512, expand_blocks=false, rw_ops=false, max_record_requests=trace::ReadOptions::DEFAULT_MAX_RECORD_REQUESTS))]
     fn new(
         path: PathBuf,
         format: Option<&str>,
@@ -26,8 +26,17 @@ impl TraceReader {
         block_size: u32,
         expand_blocks: bool,
         rw_ops: bool,
+        max_record_requests: u64,
     ) -> PyResult<TraceReader> {
-        let input = TraceInput::new(path, format, csv, block_size, expand_blocks, rw_ops)?;
+        let input = TraceInput::new(
+            path,
+            format,
+            csv,
+            block_size,
+            expand_blocks,
+            rw_ops,
+            max_record_requests,
+        )?;
         let timed = input.open().map_err(error)?.has_timestamps();
         Ok(TraceReader { input, timed })
     }

@@ -20,8 +20,9 @@ use sim::{
     WarmupSpec, WorkingSet,
 };
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// `tick=` as the messages of `sim::ticks::resolve` spell it.
 const TICK_ARG: TickFlag = TickFlag {
@@ -274,7 +275,13 @@ struct Outcome {
     notices: Vec<String>,
 }
 
-fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, Stop> {
+/// One replay; `cancelled` is the flag to watch when running off the main thread (see
+/// [`Signals::watching`]), `None` to check Python's signals directly.
+fn run_setup(
+    setup: &Setup,
+    input: &TraceInput,
+    cancelled: Option<&AtomicBool>,
+) -> Result<Outcome, Stop> {
     let mut notices = Vec::new();
     let lib = |e: anyhow::Error| Stop::Input(keyword_names(format!("{e:#}")));
     let open = || input.open();
@@ -312,7 +319,10 @@ fn run_setup(setup: &Setup, input: &TraceInput) -> Result<Outcome, Stop> {
         classes: setup.classes.clone(),
         warmup,
     };
-    let mut signals = Signals::new();
+    let mut signals = match cancelled {
+        Some(flag) => Signals::watching(flag),
+        None => Signals::new(),
+    };
     let mut report = sim::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn sim::Controller),
@@ -379,6 +389,57 @@ fn no_trace() -> Result<Box<dyn trace::TraceReader>, trace::TraceError> {
     })
 }
 
+/// Runs every setup on `jobs` worker threads while this (the calling) thread checks Python's
+/// signals, which Python only delivers to the main thread: at Ctrl-C the workers are told to
+/// stop and the `KeyboardInterrupt` is returned at once, as a single replay would.
+fn run_all(
+    setups: &[Setup],
+    input: &TraceInput,
+    jobs: usize,
+) -> Result<Vec<Result<Outcome, Stop>>, PyErr> {
+    /// How long the checking thread sleeps between checks when no worker wakes it.
+    const CHECK_EVERY: Duration = Duration::from_millis(20);
+    let next = AtomicUsize::new(0);
+    let cancelled = AtomicBool::new(false);
+    let slots: Mutex<Vec<Option<Result<Outcome, Stop>>>> =
+        Mutex::new((0..setups.len()).map(|_| None).collect());
+    let checker = std::thread::current();
+    let mut interrupt = None;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    while !cancelled.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(setup) = setups.get(i) else { break };
+                        let outcome = run_setup(setup, input, Some(&cancelled));
+                        slots.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(outcome);
+                    }
+                    checker.unpark();
+                })
+            })
+            .collect();
+        while !workers.iter().all(|w| w.is_finished()) {
+            std::thread::park_timeout(CHECK_EVERY);
+            if interrupt.is_none() {
+                if let Err(e) = Python::attach(|py| py.check_signals()) {
+                    cancelled.store(true, Ordering::Relaxed);
+                    interrupt = Some(e);
+                }
+            }
+        }
+    });
+    if let Some(e) = interrupt {
+        return Err(e);
+    }
+    Ok(slots
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Err(Stop::Input("the replay thread stopped".to_string()))))
+        .collect())
+}
+
 /// One outcome as Python gets it: `(replay --json text, ticks as JSON text, notices)`.
 fn to_py<'py>(py: Python<'py>, label: String, o: Outcome) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -403,7 +464,7 @@ pub fn replay_json<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let input = TraceInput::from_py(trace, format)?;
     let setup = setup.get().clone();
-    let outcome = py.detach(|| run_setup(&setup, &input))?;
+    let outcome = py.detach(|| run_setup(&setup, &input, None))?;
     to_py(py, setup.label(), outcome)
 }
 
@@ -422,8 +483,9 @@ pub fn compare_json<'py>(
         return Err(error("setups: nothing to compare"));
     }
     let input = TraceInput::from_py(trace, format)?;
-    // Fail on an unreadable trace once, before starting every run.
-    input.open().map_err(error)?;
+    // Fail on an unreadable trace once, before starting every run. Without the GIL: the
+    // trace may be a pipe that another Python thread is writing.
+    py.detach(|| input.open().map(drop)).map_err(error)?;
     let setups: Vec<Setup> = setups.iter().map(|s| s.get().clone()).collect();
     for setup in &setups {
         if let Some(path) = &setup.policy {
@@ -434,27 +496,7 @@ pub fn compare_json<'py>(
     let jobs = jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, setups.len());
-    let results: Vec<Result<Outcome, Stop>> = py.detach(|| {
-        let next = AtomicUsize::new(0);
-        let slots: Mutex<Vec<Option<Result<Outcome, Stop>>>> =
-            Mutex::new((0..setups.len()).map(|_| None).collect());
-        std::thread::scope(|scope| {
-            for _ in 0..jobs {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(setup) = setups.get(i) else { break };
-                    let outcome = run_setup(setup, &input);
-                    slots.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(outcome);
-                });
-            }
-        });
-        slots
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(Stop::Input("the replay thread stopped".to_string()))))
-            .collect()
-    });
+    let results = py.detach(|| run_all(&setups, &input, jobs))?;
     let out = PyList::empty(py);
     for (setup, result) in setups.into_iter().zip(results) {
         let label = setup.label();

@@ -60,3 +60,46 @@ def test_ctrl_c_stops_a_run_reading_a_trace(tmp_path, run, ctrl_c_handler):
     writer.join(timeout=60)
     assert not writer.is_alive()
     assert sent[0] < TOTAL
+
+
+def feed_every_open(path, sent, stop):
+    """Serves each open of the pipe (compare opens the trace once to check it, then once per
+    replay): writes keys until the reader goes away or TOTAL have been sent in all, then an
+    empty trace to any later reader. Interrupts the main thread once, at INTERRUPT_AT."""
+    interrupted = False
+    while not stop.is_set():
+        try:
+            with open(path, "w") as f:
+                while sent[0] < TOTAL:
+                    f.write("".join(f"{k}\n" for k in range(sent[0], sent[0] + 10_000)))
+                    sent[0] += 10_000
+                    if sent[0] >= INTERRUPT_AT and not interrupted:
+                        interrupted = True
+                        _thread.interrupt_main()
+        except BrokenPipeError:
+            pass
+
+
+def test_ctrl_c_stops_compare(tmp_path, ctrl_c_handler):
+    """compare replays on worker threads, where Python delivers no signals; the calling
+    thread must watch for Ctrl-C and stop them, not wait for every replay to end."""
+    pipe = tmp_path / "trace.txt"
+    os.mkfifo(pipe)
+    sent = [0]
+    stop = threading.Event()
+    writer = threading.Thread(target=feed_every_open, args=(pipe, sent, stop), daemon=True)
+    writer.start()
+    setups = [{"cache_size": 100, "eviction": e} for e in ("lru", "fifo")]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            mantle.compare(str(pipe), setups, jobs=1, format="txt")
+        assert sent[0] < TOTAL
+    finally:
+        stop.set()
+        # A writer waiting in open() for a reader needs one to return.
+        for _ in range(600):
+            if not writer.is_alive():
+                break
+            os.close(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))
+            writer.join(timeout=0.1)
+        assert not writer.is_alive()

@@ -101,3 +101,22 @@ def test_an_empty_trace_gives_empty_frames(tmp_path, cli):
     assert a.summary["requests"] == 0 and a.fans.empty and a.mrc.empty
     assert list(mantle.TraceReader(empty, "parsplice")) == []
     assert mantle.Cache("lru", 10).process_trace(mantle.TraceReader(empty, "parsplice")) == (0.0, 0.0)
+
+
+def test_a_record_stating_endless_work_raises_instead_of_running(tmp_path):
+    """A 27-byte ARC line asks for 2^64 requests: analyze, replay and a TraceReader raise
+    MantleError naming the file and line (the old reader ran out of memory and aborted)."""
+    bomb = tmp_path / "bomb.lis"
+    bomb.write_text("0 18446744073709551615 0 1\n")
+    for run in (
+        lambda: mantle.analyze(str(bomb)),
+        lambda: mantle.replay(str(bomb), cache_size=100),
+        lambda: list(mantle.TraceReader(str(bomb))),
+    ):
+        with pytest.raises(mantle.MantleError, match=r"bomb\.lis:1: .*limit of 1048576"):
+            run()
+    ranges = tmp_path / "ranges.lis"
+    ranges.write_text("0 3 0 1\n100 4 0 2\n")
+    with pytest.raises(mantle.MantleError, match=r"ranges\.lis:2: .*limit of 3"):
+        list(mantle.TraceReader(str(ranges), max_record_requests=3))
+    assert len(list(mantle.TraceReader(str(ranges), max_record_requests=4))) == 7

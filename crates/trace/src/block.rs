@@ -5,6 +5,7 @@
 //! `expand_blocks` it is one request per `block_size` block it touches. Traces of many
 //! volumes put the volume into the key with [`volume_key`].
 
+use crate::options::too_many_requests;
 use crate::parse::hash_key;
 use crate::{Op, ReadOptions, Request};
 
@@ -45,9 +46,12 @@ pub(crate) struct BlockEmitter {
     block_size: u64,
     expand: bool,
     rw_ops: bool,
-    /// Remaining blocks of the I/O being expanded: next block, one past the last.
+    /// The most blocks one expanded I/O may touch.
+    max_blocks: u64,
+    /// The next block of the I/O being expanded and how many are left to hand out (a count,
+    /// not an end, so the last block of the offset space needs no end past it).
     next: u64,
-    stop: u64,
+    left: u64,
     volume: u64,
     time: f64,
     op: Op,
@@ -59,8 +63,9 @@ impl BlockEmitter {
             block_size: u64::from(opts.block_size.max(1)),
             expand: opts.expand_blocks,
             rw_ops: opts.rw_ops,
+            max_blocks: opts.max_record_requests,
             next: 0,
-            stop: 0,
+            left: 0,
             volume: 0,
             time: 0.0,
             op: Op::Access,
@@ -78,11 +83,12 @@ impl BlockEmitter {
     /// The next block of an I/O being expanded, if any is left.
     #[inline]
     pub(crate) fn pending(&mut self) -> Option<Request> {
-        if self.next >= self.stop {
+        if self.left == 0 {
             return None;
         }
+        self.left -= 1;
         let block = self.next;
-        self.next += 1;
+        self.next = self.next.wrapping_add(1);
         Some(Request {
             time: self.time,
             key: volume_key(self.volume, block),
@@ -94,27 +100,41 @@ impl BlockEmitter {
 
     /// The first (or only) request of `io`; with expansion the rest follow from
     /// [`BlockEmitter::pending`]. A zero-length I/O still touches the block it starts in.
+    /// An expanded I/O touching more than `max_record_requests` blocks is an error.
     #[inline]
-    pub(crate) fn start(&mut self, io: BlockIo) -> Request {
+    pub(crate) fn start(&mut self, io: BlockIo) -> Result<Request, String> {
         let op = self.op(io.write);
         if !self.expand {
-            return Request {
+            return Ok(Request {
                 time: io.time,
                 key: volume_key(io.volume, io.key),
                 size: u32::try_from(io.len).unwrap_or(u32::MAX),
                 op,
                 offset: io.offset,
-            };
+            });
         }
         let first = io.offset / self.block_size;
         let last = io.offset.saturating_add(io.len.max(1) - 1) / self.block_size;
+        // `last - first + 1` without overflow: at most u64::MAX blocks when both ends are
+        // extreme, which the limit refuses anyway.
+        let blocks = (last - first).saturating_add(1);
+        if blocks > self.max_blocks {
+            return Err(too_many_requests(
+                &format!(
+                    "an I/O of {} bytes at offset {} expanded into {}-byte blocks",
+                    io.len, io.offset, self.block_size
+                ),
+                blocks,
+                self.max_blocks,
+            ));
+        }
         self.next = first;
-        self.stop = last + 1;
+        self.left = blocks;
         self.volume = io.volume;
         self.time = io.time;
         self.op = op;
         // `first <= last`, so there is at least one block.
-        self.pending().unwrap_or_default()
+        Ok(self.pending().unwrap_or_default())
     }
 }
 
@@ -136,7 +156,7 @@ mod tests {
     #[test]
     fn whole_io_is_one_request() {
         let mut e = BlockEmitter::new(&ReadOptions::default());
-        let r = e.start(io(4096, 8192, true));
+        let r = e.start(io(4096, 8192, true)).unwrap();
         assert_eq!(
             (r.key, r.size, r.offset, r.op),
             (4096, 8192, 4096, Op::Access)
@@ -153,15 +173,50 @@ mod tests {
         };
         let mut e = BlockEmitter::new(&opts);
         // Bytes 1000..2100 touch blocks 1, 2, 3, 4 of 512 bytes.
-        let mut keys = vec![e.start(io(1000, 1100, false)).key];
+        let mut keys = vec![e.start(io(1000, 1100, false)).unwrap().key];
         while let Some(r) = e.pending() {
             assert_eq!((r.size, r.op, r.time), (512, Op::Get, 1.5));
             keys.push(r.key);
         }
         assert_eq!(keys, [1, 2, 3, 4]);
-        let r = e.start(io(1024, 0, true));
+        let r = e.start(io(1024, 0, true)).unwrap();
         assert_eq!((r.key, r.op, r.offset), (2, Op::Put, 1024));
         assert!(e.pending().is_none());
+    }
+
+    #[test]
+    fn expansion_beyond_the_limit_is_refused() {
+        let opts = ReadOptions {
+            expand_blocks: true,
+            max_record_requests: 4,
+            ..ReadOptions::default()
+        };
+        let mut e = BlockEmitter::new(&opts);
+        // Four blocks are allowed, five are not.
+        assert!(e.start(io(0, 4 * 512, false)).is_ok());
+        while e.pending().is_some() {}
+        let err = e.start(io(0, 4 * 512 + 1, false)).unwrap_err();
+        assert!(
+            err.contains("5 requests") && err.contains("limit of 4"),
+            "{err}"
+        );
+        assert!(
+            e.pending().is_none(),
+            "a refused I/O leaves nothing pending"
+        );
+        // The largest I/O anywhere in the offset space: no overflow, one clear error.
+        let err = e.start(io(0, u64::MAX, false)).unwrap_err();
+        assert!(err.contains("limit of 4"), "{err}");
+        let mut bytes = BlockEmitter::new(&ReadOptions {
+            block_size: 1,
+            ..opts
+        });
+        let err = bytes.start(io(0, u64::MAX, false)).unwrap_err();
+        assert!(err.contains(&format!("{} requests", u64::MAX)), "{err}");
+        // The very last block of the offset space is still one request.
+        let r = bytes.start(io(u64::MAX, 1, false)).unwrap();
+        assert_eq!(r.key, u64::MAX);
+        assert!(bytes.pending().is_none());
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! # Ok::<(), trace::TraceError>(())
 //! ```
 
+mod archive;
 mod block;
+mod compression;
 mod detect;
 mod error;
 mod format;

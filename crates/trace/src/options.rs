@@ -22,6 +22,17 @@ pub struct ReadOptions {
     /// Traces whose records say read or write but whose requests are lookups (`Access`) by
     /// default — block traces and `lcs` v2+ — report reads as `Get` and writes as `Put`.
     pub rw_ops: bool,
+    /// The most requests one record may stand for: an `arc` block range, a `cachelib`
+    /// `op_count`, a block I/O expanded into blocks. A record asking for more is an error
+    /// naming the file and line (or byte offset), so a few bytes of trace cannot demand
+    /// endless work. Default [`ReadOptions::DEFAULT_MAX_RECORD_REQUESTS`].
+    pub max_record_requests: u64,
+}
+
+impl ReadOptions {
+    /// 2^20: far above what real traces state per record (the ARC traces' longest range,
+    /// CacheLib's op counts, a 512 MiB I/O in 512-byte blocks), and about 10 ms of replay.
+    pub const DEFAULT_MAX_RECORD_REQUESTS: u64 = 1 << 20;
 }
 
 impl Default for ReadOptions {
@@ -31,6 +42,7 @@ impl Default for ReadOptions {
             block_size: 512,
             expand_blocks: false,
             rw_ops: false,
+            max_record_requests: Self::DEFAULT_MAX_RECORD_REQUESTS,
         }
     }
 }
@@ -146,6 +158,14 @@ impl FromStr for CsvSpec {
         }
         Ok(out)
     }
+}
+
+/// The error for a record that states more requests than `limit` allows.
+pub(crate) fn too_many_requests(what: &str, count: u64, limit: u64) -> String {
+    format!(
+        "{what} stands for {count} requests, more than the limit of {limit} per record; \
+         raise it with --max-record-requests (Python: max_record_requests=)"
+    )
 }
 
 fn column(value: &str) -> Result<usize, String> {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::archive::first_tar_member;
+use crate::compression::Compression;
 use crate::TraceError;
 
 /// A boxed byte stream that may move to another thread with its reader.
@@ -70,49 +72,6 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Compression {
-    Zstd,
-    Gzip,
-    Xz,
-    Bzip2,
-}
-
-impl Compression {
-    fn from_magic(head: &[u8]) -> Option<Self> {
-        if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-            Some(Compression::Zstd)
-        } else if head.starts_with(&[0x1f, 0x8b]) {
-            Some(Compression::Gzip)
-        } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
-            Some(Compression::Xz)
-        } else if head.len() >= 4 && head.starts_with(b"BZh") && (b'1'..=b'9').contains(&head[3]) {
-            Some(Compression::Bzip2)
-        } else {
-            None
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Compression::Zstd => "zstd",
-            Compression::Gzip => "gzip",
-            Compression::Xz => "xz",
-            Compression::Bzip2 => "bzip2",
-        }
-    }
-
-    fn decoder(self, inner: Stream) -> io::Result<Stream> {
-        Ok(match self {
-            Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(inner)?),
-            // Multi-member gzip files (concatenated `gzip` outputs) are one stream to `gunzip`.
-            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(inner)),
-            Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(inner)),
-            Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(inner)),
-        })
-    }
-}
-
 /// Suffixes that name a compression or archive layer, stripped from the content name.
 const LAYER_SUFFIXES: [&str; 8] = [
     ".zst", ".zstd", ".gz", ".xz", ".bz2", ".tgz", ".tar", ".lzma",
@@ -140,51 +99,6 @@ fn peek(stream: Stream, n: usize) -> io::Result<(Vec<u8>, Stream)> {
 
 fn is_tar(head: &[u8]) -> bool {
     head.len() >= 262 && &head[257..262] == b"ustar"
-}
-
-/// Positions `stream` at the content of the archive's first regular file and returns that
-/// file's name. Archives with several files are read as their first file only.
-fn first_tar_member(mut stream: Stream) -> io::Result<(String, Stream)> {
-    let mut long_name: Option<String> = None;
-    loop {
-        let mut block = [0u8; 512];
-        match stream.read_exact(&mut block) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "tar archive holds no regular file",
-                ))
-            }
-            Err(e) => return Err(e),
-        }
-        if block.iter().all(|b| *b == 0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "tar archive holds no regular file",
-            ));
-        }
-        let header = tar::Header::from_byte_slice(&block);
-        let size = header.entry_size()?;
-        let kind = header.entry_type();
-        if kind.is_file() {
-            let name = long_name
-                .take()
-                .unwrap_or_else(|| String::from_utf8_lossy(&header.path_bytes()).into_owned());
-            let base = name.rsplit('/').next().unwrap_or(&name).to_string();
-            return Ok((base, Box::new(stream.take(size))));
-        }
-        let padded = size.div_ceil(512) * 512;
-        if kind.is_gnu_longname() {
-            let mut raw = Vec::new();
-            (&mut stream).take(padded).read_to_end(&mut raw)?;
-            raw.truncate(size as usize);
-            let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
-            long_name = Some(String::from_utf8_lossy(&raw[..end]).into_owned());
-        } else {
-            io::copy(&mut (&mut stream).take(padded), &mut io::sink())?;
-        }
-    }
 }
 
 impl Source {
@@ -222,8 +136,8 @@ impl Source {
                 decompressed = true;
                 content_name = strip_layer_suffix(&content_name);
             } else if is_tar(&head) {
-                let (name, member) =
-                    first_tar_member(stream).map_err(|e| read_error(path, decompressed, e))?;
+                let (name, member) = first_tar_member(stream)
+                    .map_err(|e| TraceError::io(path, "cannot unpack the tar archive", e))?;
                 stream = member;
                 content_name = name;
             } else {
@@ -255,28 +169,6 @@ fn read_error(path: &Path, decompressed: bool, e: io::Error) -> TraceError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn recognises_compression_magic() {
-        assert_eq!(
-            Compression::from_magic(&[0x28, 0xb5, 0x2f, 0xfd, 0]),
-            Some(Compression::Zstd)
-        );
-        assert_eq!(
-            Compression::from_magic(&[0x1f, 0x8b, 8]),
-            Some(Compression::Gzip)
-        );
-        assert_eq!(
-            Compression::from_magic(b"\xfd7zXZ\x00\x00"),
-            Some(Compression::Xz)
-        );
-        assert_eq!(
-            Compression::from_magic(b"BZh91AY"),
-            Some(Compression::Bzip2)
-        );
-        assert_eq!(Compression::from_magic(b"BZhx"), None);
-        assert_eq!(Compression::from_magic(b"1,2,3\n"), None);
-    }
 
     #[test]
     fn strips_one_layer_suffix() {

@@ -23,6 +23,10 @@ pub struct TraceArgs {
     /// Traces that record reads and writes: replay them as get and put instead of access.
     #[arg(long)]
     pub rw_ops: bool,
+    /// The most requests one trace record may stand for (an arc block range, a cachelib
+    /// op_count, a block I/O with --expand-blocks); a record asking for more is an error.
+    #[arg(long, default_value_t = trace::ReadOptions::DEFAULT_MAX_RECORD_REQUESTS, value_name = "N")]
+    pub max_record_requests: u64,
 }
 
 impl TraceArgs {
@@ -44,6 +48,7 @@ impl TraceArgs {
             block_size: self.block_size,
             expand_blocks: self.expand_blocks,
             rw_ops: self.rw_ops,
+            max_record_requests: self.max_record_requests,
             ..trace::ReadOptions::default()
         };
         if let Some(spec) = &self.csv {

@@ -5,6 +5,7 @@
 //! Only reads were traced; every request is an `Access`.
 
 use crate::input::Input;
+use crate::options::too_many_requests;
 use crate::parse::{parse_u64, snippet, words};
 use crate::source::Source;
 use crate::{Op, ReadOptions, Request, TraceError, TraceReader};
@@ -12,6 +13,8 @@ use crate::{Op, ReadOptions, Request, TraceError, TraceReader};
 pub(crate) struct ArcReader {
     input: Input,
     page_size: u32,
+    /// The longest block range a line may state.
+    max_range: u64,
     /// Pages of the current line still to hand out: next page, one past the last.
     next: u64,
     stop: u64,
@@ -22,6 +25,7 @@ impl ArcReader {
         ArcReader {
             input: Input::new(source),
             page_size: opts.block_size,
+            max_range: opts.max_record_requests,
             next: 0,
             stop: 0,
         }
@@ -40,13 +44,18 @@ impl ArcReader {
     }
 }
 
-fn parse_line(line: &[u8]) -> Result<Option<(u64, u64)>, String> {
+fn parse_line(line: &[u8], max_range: u64) -> Result<Option<(u64, u64)>, String> {
     let mut w = words(line);
     let Some(start) = w.next() else {
         return Ok(None);
     };
     let count = w.next();
     match (parse_u64(start), count.and_then(parse_u64)) {
+        (Some(_), Some(n)) if n > max_range => Err(too_many_requests(
+            &format!("a block range of {n} pages"),
+            n,
+            max_range,
+        )),
         (Some(s), Some(n)) => match s.checked_add(n) {
             Some(stop) => Ok(Some((s, stop))),
             None => Err(format!("block range overflows in `{}`", snippet(line))),
@@ -65,7 +74,7 @@ impl TraceReader for ArcReader {
             return Ok(Some(self.page()));
         }
         while let Some(line) = self.input.line()? {
-            match parse_line(line) {
+            match parse_line(line, self.max_range) {
                 Ok(Some((start, stop))) if start < stop => {
                     self.next = start;
                     self.stop = stop;

@@ -12,9 +12,10 @@
 //! (decimal keys kept as numbers).
 
 use crate::input::Input;
+use crate::options::too_many_requests;
 use crate::parse::{fields_array, key_of, parse_time, parse_u64, snippet, trim, TIME_EXPECTED};
 use crate::source::Source;
-use crate::{Op, Request, TraceError, TraceReader};
+use crate::{Op, ReadOptions, Request, TraceError, TraceReader};
 
 /// The widest header handled; columns past it are ignored.
 const MAX_COLS: usize = 32;
@@ -101,13 +102,15 @@ fn block_op(name: &[u8]) -> Option<Op> {
 pub(crate) struct CachelibReader {
     input: Input,
     cols: Columns,
+    /// The largest `op_count` a row may state.
+    max_count: u64,
     /// Copies of `last` still to hand out for the current row's `op_count`.
     repeat: u64,
     last: Request,
 }
 
 impl CachelibReader {
-    pub(crate) fn new(source: Source) -> Result<Self, TraceError> {
+    pub(crate) fn new(source: Source, opts: &ReadOptions) -> Result<Self, TraceError> {
         let mut input = Input::new(source);
         let header = match input.line()? {
             Some(h) => Columns::from_header(h),
@@ -117,13 +120,14 @@ impl CachelibReader {
         Ok(CachelibReader {
             input,
             cols,
+            max_count: opts.max_record_requests,
             repeat: 0,
             last: Request::default(),
         })
     }
 }
 
-fn parse_line(line: &[u8], c: &Columns) -> Result<(Request, u64), String> {
+fn parse_line(line: &[u8], c: &Columns, max_count: u64) -> Result<(Request, u64), String> {
     let (f, n) = fields_array::<MAX_COLS>(line, b',');
     let needed = [
         Some(c.time),
@@ -163,6 +167,13 @@ fn parse_line(line: &[u8], c: &Columns) -> Result<(Request, u64), String> {
         kv_op(f[c.op]).ok_or_else(|| bad(c.op, "an op (GET, GET_LEASE, SET, SET_LEASE, DELETE)"))?
     };
     let count = number(c.count, "an op count", 1)?;
+    if count > max_count {
+        return Err(too_many_requests(
+            &format!("op_count {count}"),
+            count,
+            max_count,
+        ));
+    }
     let (key_size, value_size) = (
         number(c.key_size, "a key size", 0)?,
         number(c.size, "a size", 1)?,
@@ -196,7 +207,7 @@ impl TraceReader for CachelibReader {
             if trim(line).is_empty() {
                 continue;
             }
-            match parse_line(line, &self.cols) {
+            match parse_line(line, &self.cols, self.max_count) {
                 Ok((_, 0)) => continue,
                 Ok((req, count)) => {
                     self.last = req;
@@ -224,7 +235,7 @@ mod tests {
             b"op_time,key,key_size,op,op_count,size,cache_hits,usecase,sub_usecase,ttl",
         )
         .unwrap();
-        let (r, n) = parse_line(b"603347270,2748536847,56,GET,2,21,2,1,1,0", &c).unwrap();
+        let (r, n) = parse_line(b"603347270,2748536847,56,GET,2,21,2,1,1,0", &c, 2).unwrap();
         assert_eq!((r.key, r.size, r.op, n), (2_748_536_847, 77, Op::Get, 2));
     }
 
@@ -238,6 +249,7 @@ mod tests {
         let (r, n) = parse_line(
             b"1702598275,f99f6c8061f76eaa-6d72cc99bab466f7,40,8388608,4096,5,3,putChunk.Permanent,1,3,12",
             &c,
+            1,
         )
         .unwrap();
         assert_eq!((r.size, r.offset, r.op, n), (8_388_608, 4096, Op::Put, 1));

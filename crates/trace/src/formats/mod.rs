@@ -41,7 +41,7 @@ pub(crate) fn open_reader(
         Format::Lirs => Box::new(lirs::LirsReader::new(source)),
         Format::Parsplice => Box::new(parsplice::ParspliceReader::new(source)),
         Format::Twitter => Box::new(twitter::TwitterReader::new(source)),
-        Format::Cachelib => Box::new(cachelib::CachelibReader::new(source)?),
+        Format::Cachelib => Box::new(cachelib::CachelibReader::new(source, opts)?),
         Format::TencentCbs => Box::new(tencent_cbs::TencentCbsReader::new(source, opts)),
         Format::TencentPhoto => Box::new(tencent_photo::TencentPhotoReader::new(source)),
         Format::Systor => Box::new(systor::SystorReader::new(source, opts)),

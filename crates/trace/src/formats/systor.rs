@@ -75,7 +75,10 @@ impl TraceReader for SystorReader {
                 continue;
             }
             match parse_line(line) {
-                Ok(io) => return Ok(Some(self.blocks.start(io))),
+                Ok(io) => match self.blocks.start(io) {
+                    Ok(r) => return Ok(Some(r)),
+                    Err(msg) => return Err(self.input.line_error(msg)),
+                },
                 Err(msg) => return Err(self.input.line_error(msg)),
             }
         }

@@ -96,14 +96,18 @@ impl TraceReader for VscsiReader {
                 le::u64_at(rec, 24),
             )
         };
-        Ok(Some(self.blocks.start(BlockIo {
+        let io = BlockIo {
             time: ts as f64 / 1e6,
             volume: 0,
             key: lbn,
             offset: lbn.saturating_mul(SECTOR),
             len: u64::from(len),
             write: is_write(cmd),
-        })))
+        };
+        match self.blocks.start(io) {
+            Ok(r) => Ok(Some(r)),
+            Err(msg) => Err(self.input.record_error(msg)),
+        }
     }
 
     fn progress(&self) -> Option<(u64, u64)> {
