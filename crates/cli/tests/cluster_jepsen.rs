@@ -209,12 +209,15 @@ impl Client {
     }
 
     fn call_at(&mut self, port: u16, args: &[&str]) -> std::io::Result<Reply> {
-        if !self.conns.contains_key(&port) {
-            let raw = Raw::connect(port)?;
-            raw.out.set_read_timeout(Some(Duration::from_secs(4)))?;
-            self.conns.insert(port, raw);
-        }
-        let result = self.conns.get_mut(&port).unwrap().call(args);
+        let raw = match self.conns.entry(port) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let raw = Raw::connect(port)?;
+                raw.out.set_read_timeout(Some(Duration::from_secs(4)))?;
+                e.insert(raw)
+            }
+        };
+        let result = raw.call(args);
         if result.is_err() {
             self.conns.remove(&port);
         }
@@ -362,17 +365,16 @@ impl Cluster {
     }
 
     fn info(&self, port: u16) -> String {
-        match Raw::connect(port).and_then(|mut r| {
-            r.send(&["CLUSTER", "INFO"])?;
-            let head = r.line()?;
-            let len: usize = head.trim_start_matches(['$', '=']).parse().unwrap_or(0);
-            let mut body = vec![0; len + 2];
-            std::io::Read::read_exact(&mut r.input, &mut body)?;
-            Ok(String::from_utf8_lossy(&body).into_owned())
-        }) {
-            Ok(info) => info,
-            Err(_) => String::new(),
-        }
+        Raw::connect(port)
+            .and_then(|mut r| {
+                r.send(&["CLUSTER", "INFO"])?;
+                let head = r.line()?;
+                let len: usize = head.trim_start_matches(['$', '=']).parse().unwrap_or(0);
+                let mut body = vec![0; len + 2];
+                std::io::Read::read_exact(&mut r.input, &mut body)?;
+                Ok(String::from_utf8_lossy(&body).into_owned())
+            })
+            .unwrap_or_default()
     }
 
     fn admin(&self, args: &[&str]) -> Result<String, String> {
