@@ -63,6 +63,12 @@ pub async fn status(plane: &ControlPlane) -> Result<Status, ClusterError> {
 
 /// How often a waiting operator command looks at the map.
 const POLL: Duration = Duration::from_millis(50);
+/// How long a waiting command keeps trying while etcd does not answer: a migration goes on
+/// without etcd until its last step, so a short outage must not make the command fail.
+const ETCD_PATIENCE: Duration = Duration::from_secs(30);
+/// How long a migration's source or target may be missing from the members before the
+/// command stops waiting for it.
+const ABSENCE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// One step of a move, reported as it completes.
 #[derive(Debug, Clone)]
@@ -87,7 +93,27 @@ pub async fn rebalance(
         let step = transfer(plane, range, from, &to).await?;
         progress(&step);
     }
-    current(plane).await
+    // A member that died meanwhile may have been given slots (or kept its own): say so
+    // rather than report a balanced cluster.
+    let done = current(plane).await?;
+    let live = plane.members().await?;
+    let dead: Vec<String> = done
+        .value
+        .owners
+        .iter()
+        .filter(|(id, ranges)| !ranges.is_empty() && !live.contains_key(*id))
+        .map(|(id, ranges)| {
+            let n: usize = ranges.iter().map(SlotRange::len).sum();
+            format!("{id} ({n} slots)")
+        })
+        .collect();
+    if !dead.is_empty() {
+        return Err(ClusterError::Incomplete(format!(
+            "not balanced: {} left the cluster during the rebalance and their slots are not served; run `mantle cluster rebalance` again",
+            dead.join(", ")
+        )));
+    }
+    Ok(done)
 }
 
 /// Gives `range` to the live member `to`: each part owned by another node migrates with its
@@ -109,7 +135,51 @@ pub async fn move_slots(
         let step = transfer(plane, part, from, to).await?;
         progress(&step);
     }
-    current(plane).await
+    let done = current(plane).await?;
+    // Another change (a concurrent move of the same slots) may have moved them on.
+    let others: Vec<String> = done
+        .value
+        .owners_of(range)
+        .into_iter()
+        .filter(|(owner, _)| owner.as_ref() != Some(to))
+        .map(|(owner, part)| {
+            format!(
+                "{part} to {}",
+                owner.map_or_else(|| "nobody".to_string(), |o| o.to_string())
+            )
+        })
+        .collect();
+    if !others.is_empty() {
+        return Err(ClusterError::Incomplete(format!(
+            "slots {range} are not all owned by {to}: another change of the slot map gave {}",
+            others.join(", ")
+        )));
+    }
+    Ok(done)
+}
+
+/// Keeps retrying `call` while etcd does not answer, up to [`ETCD_PATIENCE`] in a row.
+async fn patiently<T, F: std::future::Future<Output = Result<T, ClusterError>>>(
+    what: &str,
+    mut call: impl FnMut() -> F,
+) -> Result<T, ClusterError> {
+    let since = Instant::now();
+    loop {
+        match call().await {
+            Err(ClusterError::Unreachable { .. }) if since.elapsed() < ETCD_PATIENCE => {
+                tokio::time::sleep(POLL * 4).await;
+            }
+            Err(ClusterError::Unreachable { endpoints, reason }) => {
+                return Err(ClusterError::Unreachable {
+                    endpoints,
+                    reason: format!(
+                        "{reason}; no answer for {ETCD_PATIENCE:?} while {what} (it may still complete: see `mantle cluster status`)"
+                    ),
+                })
+            }
+            other => return other,
+        }
+    }
 }
 
 async fn current(plane: &ControlPlane) -> Result<Versioned<SlotMap>, ClusterError> {
@@ -143,11 +213,37 @@ async fn transfer(
     plane
         .update(|map| map.begin_migration(range, &source, to))
         .await?;
+    let waiting = format!("waiting for the migration of slots {range} from {source} to {to}");
+    let mut absent_since: Option<Instant> = None;
     loop {
         tokio::time::sleep(POLL).await;
-        let map = current(plane).await?.value;
-        if map.migrations.iter().any(|m| m.range == range) {
-            continue;
+        let map = patiently(&waiting, || current(plane)).await?.value;
+        if let Some(m) = map.migrations.iter().find(|m| m.range == range) {
+            if m.from != source || &m.to != to {
+                return Err(ClusterError::Incomplete(format!(
+                    "slots {range} are now migrating from {} to {} (another move took them over)",
+                    m.from, m.to
+                )));
+            }
+            // A source that died cannot finish; a target that died cannot take them.
+            let members = patiently(&waiting, || plane.members()).await?;
+            let missing: Vec<&NodeId> = [&source, to]
+                .into_iter()
+                .filter(|id| !members.contains_key(*id))
+                .collect();
+            if missing.is_empty() {
+                absent_since = None;
+                continue;
+            }
+            let since = *absent_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < ABSENCE_PATIENCE {
+                continue;
+            }
+            let names: Vec<String> = missing.iter().map(|id| id.to_string()).collect();
+            return Err(ClusterError::Incomplete(format!(
+                "the migration of slots {range} from {source} to {to} cannot finish: {} is no longer a member of the cluster (stopped, killed or cut off from etcd); it stays declared and resumes if the node returns, or `mantle cluster abort {range}` ends it",
+                names.join(" and ")
+            )));
         }
         return if map.owner(range.start) == Some(to) && map.owner(range.end) == Some(to) {
             Ok(Step {

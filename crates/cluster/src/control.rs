@@ -10,6 +10,7 @@
 //! [`ClusterError::Unreachable`] quickly instead of hanging, and a node keeps serving with
 //! the last map its [`ClusterWatch`] saw.
 
+use crate::lease::LeaseClock;
 use crate::node::{Member, NodeId};
 use crate::slotmap::{MapError, SlotMap};
 use etcd_client::{
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -42,6 +43,10 @@ pub enum ClusterError {
     MemberExists(NodeId),
     #[error("the slot map changed {0} times while this change was being made; try again")]
     Conflict(usize),
+    /// An operator command could not finish what it was asked (the message says why and
+    /// what state the cluster is left in).
+    #[error("{0}")]
+    Incomplete(String),
     #[error("the slot map in etcd is unreadable: {0}")]
     Corrupt(String),
     #[error(transparent)]
@@ -210,7 +215,9 @@ impl ControlPlane {
         let key = self.member_key(&member.id);
         let value = serde_json::to_vec(&member).expect("a member serialises");
         let give_up = tokio::time::Instant::now() + ttl + self.config.timeout;
+        let clock = Arc::new(LeaseClock::default());
         let lease = loop {
+            let sent = Instant::now();
             let lease = self
                 .bounded(self.client.clone().lease_grant(ttl_secs, None))
                 .await?
@@ -222,11 +229,10 @@ impl ControlPlane {
                     value.clone(),
                     Some(PutOptions::new().with_lease(lease)),
                 )]);
-            if self
-                .bounded(self.client.clone().txn(txn))
-                .await?
-                .succeeded()
-            {
+            let resp = self.bounded(self.client.clone().txn(txn)).await?;
+            if resp.succeeded() {
+                clock.confirm(sent, Duration::from_secs(ttl_secs as u64));
+                clock.rejoined(resp.header().map_or(0, |h| h.revision()));
                 break lease;
             }
             let _ = self.client.clone().lease_revoke(lease).await;
@@ -244,10 +250,12 @@ impl ControlPlane {
             Arc::clone(&lease),
             ttl_secs,
             state_tx,
+            Arc::clone(&clock),
         ));
         Ok(Membership {
             plane: self.clone(),
             lease,
+            clock,
             keeper,
             state: state_rx,
             id: member.id,
@@ -428,7 +436,8 @@ impl ControlPlane {
 }
 
 /// Keeps a member's lease alive; if the lease is lost (etcd was unreachable for longer
-/// than the TTL), joins again with a new one.
+/// than the TTL), joins again with a new one. `clock` learns of every renewal (fencing,
+/// [`crate::lease`]).
 async fn keep_alive(
     plane: ControlPlane,
     key: String,
@@ -436,6 +445,7 @@ async fn keep_alive(
     lease_id: Arc<AtomicI64>,
     ttl_secs: i64,
     state: watch::Sender<MembershipState>,
+    clock: Arc<LeaseClock>,
 ) {
     let period = Duration::from_millis((ttl_secs as u64 * 1000 / 3).max(200));
     loop {
@@ -444,9 +454,12 @@ async fn keep_alive(
             let mut client = plane.client.clone();
             let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
             loop {
+                let sent = Instant::now();
                 keeper.keep_alive().await?;
                 match stream.message().await? {
-                    Some(resp) if resp.ttl() > 0 => {}
+                    Some(resp) if resp.ttl() > 0 => {
+                        clock.confirm(sent, Duration::from_secs(resp.ttl() as u64))
+                    }
                     _ => return Ok::<bool, etcd_client::Error>(false),
                 }
                 tokio::time::sleep(period).await;
@@ -464,10 +477,12 @@ async fn keep_alive(
             ),
         };
         if expired {
+            clock.revoke();
             let _ = state.send(MembershipState::Rejoining);
             // Only re-create the record if nobody else took the id meanwhile.
             let rejoined = async {
                 let mut client = plane.client.clone();
+                let sent = Instant::now();
                 let new_lease = client.lease_grant(ttl_secs, None).await?.id();
                 let txn = Txn::new()
                     .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -476,14 +491,19 @@ async fn keep_alive(
                         value.clone(),
                         Some(PutOptions::new().with_lease(new_lease)),
                     )]);
-                let ok = client.txn(txn).await?.succeeded();
-                if !ok {
+                let resp = client.txn(txn).await?;
+                if !resp.succeeded() {
                     let _ = client.lease_revoke(new_lease).await;
+                    return Ok::<_, etcd_client::Error>(None);
                 }
-                Ok::<Option<i64>, etcd_client::Error>(ok.then_some(new_lease))
+                let revision = resp.header().map_or(0, |h| h.revision());
+                Ok(Some((new_lease, sent, revision)))
             };
             match tokio::time::timeout(plane.config.timeout, rejoined).await {
-                Ok(Ok(Some(new_lease))) => {
+                Ok(Ok(Some((new_lease, sent, revision)))) => {
+                    // The view must catch up with the rejoin before this node serves again.
+                    clock.rejoined(revision);
+                    clock.confirm(sent, Duration::from_secs(ttl_secs as u64));
                     lease_id.store(new_lease, Ordering::Relaxed);
                     let _ = state.send(MembershipState::Live);
                 }
@@ -583,6 +603,7 @@ pub enum MembershipState {
 pub struct Membership {
     plane: ControlPlane,
     lease: Arc<AtomicI64>,
+    clock: Arc<LeaseClock>,
     keeper: JoinHandle<()>,
     state: watch::Receiver<MembershipState>,
     id: NodeId,
@@ -597,6 +618,11 @@ impl Membership {
         *self.state.borrow()
     }
 
+    /// How long this node's lease is known to be alive (fencing, [`crate::lease`]).
+    pub fn lease_clock(&self) -> Arc<LeaseClock> {
+        Arc::clone(&self.clock)
+    }
+
     /// Follows the state as it changes.
     pub fn changes(&self) -> watch::Receiver<MembershipState> {
         self.state.clone()
@@ -605,6 +631,7 @@ impl Membership {
     /// Leaves the cluster now (the record is deleted with the lease).
     pub async fn leave(self) -> Result<(), ClusterError> {
         self.keeper.abort();
+        self.clock.revoke();
         let lease = self.lease.load(Ordering::Relaxed);
         self.plane
             .bounded(self.plane.client.clone().lease_revoke(lease))

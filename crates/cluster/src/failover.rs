@@ -6,12 +6,19 @@
 //! slots to themselves in one compare-and-swap of the map, so exactly one succeeds and the
 //! others find nothing left to do. Slots of a node with its own data are never reassigned:
 //! they stay down until it returns.
+//!
+//! An etcd outage makes every lease lapse at once, though no node failed. So a node is
+//! taken to be dead only once it has been absent for a grace period *while etcd answered*
+//! ([`Absences`]): after an outage every live node rejoins within that period, and nothing is
+//! reassigned. The grace also waits out the old owner's lease: the old owner stopped
+//! answering for its slots before its lease could end ([`crate::lease`]).
 
 use crate::control::{ClusterError, ControlPlane, Versioned};
 use crate::node::NodeId;
 use crate::slotmap::{MapError, SlotMap, SlotRange};
 use etcd_client::GetOptions;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 const ATTEMPTS: usize = 16;
 
@@ -99,11 +106,62 @@ pub fn reassign(
     Ok(Some(next))
 }
 
-/// Gives the slots of cache-tier nodes that are no longer members to the live cache-tier
-/// nodes. Returns the new map if this call wrote it, `None` if there was nothing to do (or
-/// another node did it first).
+/// How long a slot owner must be seen absent, with etcd answering throughout, before its
+/// slots are given away: a TTL (a node that was cut off with etcd rejoins about one
+/// keep-alive timeout after etcd is back, and needs one more TTL at worst to notice its
+/// lease lapsed) plus the etcd call timeout twice.
+pub fn grace(ttl: Duration, timeout: Duration) -> Duration {
+    ttl + timeout * 2
+}
+
+/// Which slot owners have been absent long enough, with etcd answering, to be called dead.
+#[derive(Debug, Default)]
+pub struct Absences {
+    /// Since when etcd has answered without a break; `None` while it does not.
+    connected_since: Option<Instant>,
+    /// Owners missing from the members, since when they were seen missing.
+    absent_since: BTreeMap<NodeId, Instant>,
+}
+
+impl Absences {
+    /// Takes in one view of the cluster seen at `now`: whether etcd answered, and which
+    /// owners of slots are missing from the members.
+    pub fn observe(&mut self, now: Instant, connected: bool, absent: &BTreeSet<NodeId>) {
+        if !connected {
+            // What the view says of members is stale; an absence counts only once etcd
+            // answers again, from then on.
+            self.connected_since = None;
+            return;
+        }
+        let since = *self.connected_since.get_or_insert(now);
+        self.absent_since.retain(|id, _| absent.contains(id));
+        for id in absent {
+            self.absent_since
+                .entry(id.clone())
+                .or_insert(now.max(since));
+        }
+    }
+
+    /// The owners absent for at least `grace` at `now` while etcd answered throughout.
+    pub fn dead(&self, now: Instant, grace: Duration) -> BTreeSet<NodeId> {
+        let Some(since) = self.connected_since else {
+            return BTreeSet::new();
+        };
+        self.absent_since
+            .iter()
+            .filter(|(_, t)| now.saturating_duration_since((**t).max(since)) >= grace)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
+/// Gives the slots of cache-tier nodes that are no longer members, among `dead` (those
+/// [`Absences`] found absent long enough), to the live cache-tier nodes. Returns the new
+/// map if this call wrote it, `None` if there was nothing to do (or another node did it
+/// first).
 pub async fn take_over_dead(
     plane: &ControlPlane,
+    dead: &BTreeSet<NodeId>,
 ) -> Result<Option<Versioned<SlotMap>>, ClusterError> {
     for _ in 0..ATTEMPTS {
         let Some(current) = plane.slot_map().await? else {
@@ -117,7 +175,7 @@ pub async fn take_over_dead(
             .iter()
             .filter(|(id, ranges)| !ranges.is_empty() && !members.contains_key(*id))
             .map(|(id, _)| id.clone())
-            .filter(|id| tier.contains(id))
+            .filter(|id| tier.contains(id) && dead.contains(id))
             .collect();
         if dead.is_empty() {
             return Ok(None);
@@ -172,6 +230,37 @@ mod tests {
             .unwrap()
             .is_none());
         assert!(reassign(&map, &dead, &[]).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_absence_counts_only_while_etcd_answers() {
+        let grace = Duration::from_secs(4);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let n1: BTreeSet<NodeId> = [id("n1")].into_iter().collect();
+        let none = BTreeSet::new();
+        let mut a = Absences::default();
+        a.observe(at(0), true, &none);
+        // An etcd outage: every lease lapses while etcd does not answer...
+        a.observe(at(1), false, &n1);
+        a.observe(at(9), false, &n1);
+        assert!(a.dead(at(9), grace).is_empty());
+        // ...and when it answers again, the absence is timed from then.
+        a.observe(at(10), true, &n1);
+        assert!(a.dead(at(13), grace).is_empty());
+        // The node rejoined within the grace: nothing is dead.
+        a.observe(at(12), true, &none);
+        assert!(a.dead(at(20), grace).is_empty());
+        // A node that stays away is dead after the grace.
+        a.observe(at(21), true, &n1);
+        assert!(a.dead(at(24), grace).is_empty());
+        assert_eq!(a.dead(at(25), grace), n1);
+        // Another outage restarts the clock.
+        a.observe(at(26), false, &n1);
+        assert!(a.dead(at(26), grace).is_empty());
+        a.observe(at(27), true, &n1);
+        assert!(a.dead(at(30), grace).is_empty());
+        assert_eq!(a.dead(at(31), grace), n1);
     }
 
     #[test]

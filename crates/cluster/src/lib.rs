@@ -24,6 +24,7 @@ pub mod control;
 pub mod exports;
 #[cfg(feature = "etcd")]
 pub mod failover;
+pub mod lease;
 pub mod node;
 #[cfg(feature = "etcd")]
 pub mod registry_store;
@@ -39,6 +40,7 @@ pub use control::{
     ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, Membership,
     MembershipState, Versioned,
 };
+pub use lease::LeaseClock;
 pub use node::{Member, NodeId};
 #[cfg(feature = "etcd")]
 pub use registry_store::{PolicyStore, PolicyWatch, RegistryState};

@@ -143,6 +143,11 @@ impl Etcd {
         )
     }
 
+    /// The etcd process's id (to stop and continue it: an etcd stall), `None` when killed.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills etcd (SIGKILL) and keeps its data for [`Etcd::restart`].
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

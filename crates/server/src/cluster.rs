@@ -10,6 +10,11 @@
 //! request sees one consistent map. A request holds the table it was routed by until it has
 //! run; a migration pausing a range waits until no request routed by an older table is left,
 //! so no write slips past the pause.
+//!
+//! Fencing: a cache-tier node (`--upstream`), whose slots others may take over when it is
+//! gone, answers for its slots only while it can confirm its membership lease and its view
+//! is as new as its latest join (`cluster::lease`); otherwise `-TRYAGAIN`. A node with its
+//! own data keeps serving through an etcd outage: nobody else may take its slots.
 
 pub mod balance;
 pub mod failover;
@@ -22,8 +27,8 @@ use crate::db::Db;
 use crate::frame::Frame;
 use bytes::Bytes;
 use cluster::{
-    key_slot, ClusterConfig, ClusterView, ClusterWatch, ControlPlane, Member, Membership,
-    MembershipState, NodeId, SlotMap, SlotRange, Versioned, SLOTS,
+    key_slot, ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, LeaseClock,
+    Member, Membership, MembershipState, NodeId, SlotMap, SlotRange, Versioned, SLOTS,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -147,6 +152,44 @@ pub struct ClusterNode {
     pub slot_counts: crate::cluster::balance::SlotCounts,
     /// Sent as AUTH on connections to other nodes (see [`ClusterSettings::password`]).
     pub(crate) password: Option<String>,
+    /// The membership lease's TTL (`--cluster-ttl`).
+    pub ttl: Duration,
+    /// This node's own knowledge of its lease (fencing, see the module doc).
+    lease: Arc<LeaseClock>,
+    /// A pure cache tier (`--upstream`): its slots are taken over when it is gone, so it
+    /// is fenced.
+    cache_tier: bool,
+}
+
+/// How long a starting node keeps trying to reach etcd before it gives up.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
+
+/// Connects to etcd, retrying for up to [`STARTUP_WAIT`] (a node and its etcd started
+/// together, or etcd restarting), and saying so in the log.
+async fn connect_patiently(config: ClusterConfig) -> Result<ControlPlane, ClusterError> {
+    let give_up = std::time::Instant::now() + STARTUP_WAIT;
+    let mut said = false;
+    loop {
+        match ControlPlane::connect(config.clone()).await {
+            Ok(plane) => return Ok(plane),
+            Err(e @ ClusterError::Unreachable { .. }) if std::time::Instant::now() < give_up => {
+                if !said {
+                    crate::log::log_line!(
+                        "mantle: cluster: {e}; retrying for up to {STARTUP_WAIT:?}"
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e @ ClusterError::Unreachable { .. }) => {
+                return Err(ClusterError::Unreachable {
+                    endpoints: config.endpoints.join(","),
+                    reason: format!("still unreachable after {STARTUP_WAIT:?} of retries ({e})"),
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 impl ClusterNode {
@@ -170,17 +213,19 @@ impl ClusterNode {
         };
         let config = ClusterConfig::new(&settings.etcd, &settings.name)
             .map_err(|e| anyhow::anyhow!("--cluster: {e}"))?;
-        let plane = ControlPlane::connect(config).await?;
+        let plane = connect_patiently(config).await?;
         let member = Member {
             id: id.clone(),
             addr: addr.clone(),
             joined_ms: cluster::control::now_ms(),
         };
         let membership = plane.join(member, settings.ttl).await?;
+        let lease = membership.lease_clock();
         log_membership(&id, membership.changes());
         plane.bootstrap(&id).await?;
         let watch = plane.watch().await?;
         let routing = Arc::new(Routing::build(&id, watch.view(), &[]));
+        let cache_tier = matches!(db.store(), crate::store::Store::Upstream(_));
         let node = Arc::new(ClusterNode {
             id,
             addr,
@@ -199,6 +244,9 @@ impl ClusterNode {
             proxy: proxy::Pool::new(settings.password.clone()),
             slot_counts: Default::default(),
             password: settings.password.clone(),
+            ttl: settings.ttl,
+            lease,
+            cache_tier,
         });
         let follower = {
             let mut rx = node.watch.subscribe();
@@ -251,6 +299,9 @@ impl ClusterNode {
             }
             Arc::new(Routing::build(&self.id, view, &local.paused))
         };
+        if self.cache_tier {
+            self.forget_gained(&self.routing(), &routing);
+        }
         let old = std::mem::replace(
             &mut *self.routing.write().unwrap_or_else(|e| e.into_inner()),
             Arc::clone(&routing),
@@ -269,6 +320,36 @@ impl ClusterNode {
                 self.forget_lost(lost, in_flight);
             }
         }
+    }
+
+    /// A cache tier's node that is given slots (a takeover, a move to it) may hold entries
+    /// of them cached from an earlier time it served them, and writes since went to another
+    /// node and the upstream: they are dropped before the new table is in use, so the first
+    /// request on a gained slot reads through. Requests routed by the old table cannot be
+    /// filling those slots: it did not route them here.
+    fn forget_gained(&self, old: &Routing, new: &Routing) {
+        let gained: Vec<bool> = (0..SLOTS)
+            .map(|slot| !old.owns(slot) && new.owns(slot))
+            .collect();
+        if !gained.contains(&true) {
+            return;
+        }
+        let n = self
+            .db
+            .forget_cached_where(|key| gained[usize::from(key_slot(key))]);
+        if n > 0 {
+            crate::log::log_line!(
+                "mantle: cluster: dropped {n} cached keys of slots this node now takes over"
+            );
+        }
+    }
+
+    /// Whether this node must not answer for its own slots now (see the module doc).
+    pub fn fenced(&self, routing: &Routing) -> bool {
+        self.cache_tier
+            && !self
+                .lease
+                .confirmed(std::time::Instant::now(), routing.view.revision)
     }
 
     /// A cache tier's node does not see writes to slots it no longer serves (they go to the
@@ -347,10 +428,13 @@ impl ClusterNode {
     }
 
     /// Checks that this node serves every key of a request. Keys of one request must share a
-    /// slot (`-CROSSSLOT`). The guard is held while the request runs.
+    /// slot (`-CROSSSLOT`). The guard is held while the request runs. A request another
+    /// node forwarded here (`forwarded`) is never forwarded again: if this node does not
+    /// serve the slot either, the forwarder gets the redirection and asks again.
     pub fn route<'k>(
         &self,
         mut keys: impl Iterator<Item = &'k Bytes>,
+        forwarded: bool,
     ) -> Result<Option<RouteGuard>, Redirect> {
         let Some(first) = keys.next() else {
             return Ok(None);
@@ -364,17 +448,23 @@ impl ClusterNode {
             }
         }
         let routing = self.routing();
-        match &routing.routes[usize::from(slot)] {
+        let route = &routing.routes[usize::from(slot)];
+        if matches!(route, Route::Mine | Route::Paused) && self.fenced(&routing) {
+            return Err(Redirect::Reply(Frame::Error(format!(
+                "TRYAGAIN slot {slot}: this node cannot confirm it still owns it (its cluster lease is unconfirmed); retry"
+            ))));
+        }
+        match route {
             Route::Mine => {
                 self.slot_counts.hit(slot);
                 Ok(Some(RouteGuard(routing)))
             }
-            Route::Moved(addr) => match self.mode {
-                ClusterMode::Client => Err(Redirect::Reply(Frame::Error(format!(
-                    "MOVED {slot} {addr}"
-                )))),
-                ClusterMode::Proxy => Err(Redirect::Forward(Arc::clone(addr))),
-            },
+            Route::Moved(addr) if self.mode == ClusterMode::Proxy && !forwarded => {
+                Err(Redirect::Forward(Arc::clone(addr)))
+            }
+            Route::Moved(addr) => Err(Redirect::Reply(Frame::Error(format!(
+                "MOVED {slot} {addr}"
+            )))),
             Route::Down => Err(Redirect::Reply(Frame::Error(
                 "CLUSTERDOWN Hash slot not served".into(),
             ))),

@@ -155,6 +155,9 @@ pub struct Session {
     pub uncommitted: bool,
     /// Wrong passwords given on this connection (see `cmd::auth`).
     pub auth_failures: u32,
+    /// Another cluster node's forwarding link (CLUSTER FORWARDED): its requests are never
+    /// forwarded again.
+    pub forwarded: bool,
 }
 
 impl Session {
@@ -168,6 +171,7 @@ impl Session {
             closing: false,
             uncommitted: false,
             auth_failures: 0,
+            forwarded: false,
         }
     }
 }

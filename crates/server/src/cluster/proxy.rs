@@ -6,6 +6,14 @@
 //! node; requests from many clients are pipelined onto them (one write carries all that are
 //! queued) and replies come back in order. The owner is asked in RESP2, the protocol of a
 //! fresh connection.
+//!
+//! Each connection starts with `CLUSTER FORWARDED`: what arrives on it is never forwarded
+//! again. Two nodes that briefly each think the other owns a slot (a hand-over seen in a
+//! different order) would otherwise pass a request back and forth until the forward timed
+//! out; instead the second node answers `-MOVED`, and the first asks again once its map has
+//! moved on (`server::relay`). A connection found dead before a request was written on it
+//! (the owner restarted) is opened again for that request; one that dies after a request
+//! was written fails that request, which may have run.
 
 use bytes::{Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
@@ -36,7 +44,7 @@ pub struct Pool {
 
 #[derive(Clone)]
 struct Link {
-    tx: mpsc::UnboundedSender<(BytesMut, Answer)>,
+    tx: mpsc::UnboundedSender<Request>,
 }
 
 impl Pool {
@@ -121,26 +129,49 @@ impl Link {
     }
 }
 
-/// One connection: writes whatever is queued in one go, matches replies to requests in order.
-async fn run(
-    addr: Arc<str>,
-    password: Option<Arc<str>>,
-    mut rx: mpsc::UnboundedReceiver<(BytesMut, Answer)>,
-) {
-    let stream =
-        match tokio::time::timeout(Duration::from_secs(5), connect(&addr, password.as_deref()))
-            .await
-        {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return fail_all(&mut rx, &format!("proxy: connecting to {addr}: {e}")),
-            Err(_) => return fail_all(&mut rx, &format!("proxy: no connection to {addr}")),
-        };
+type Request = (BytesMut, Answer);
+
+/// One link: a connection at a time, opened again when it is found dead before a request
+/// is written on it (see the module doc).
+async fn run(addr: Arc<str>, password: Option<Arc<str>>, mut rx: mpsc::UnboundedReceiver<Request>) {
+    let mut carried: Vec<Request> = Vec::new();
+    loop {
+        let failed =
+            match tokio::time::timeout(Duration::from_secs(5), connect(&addr, password.as_deref()))
+                .await
+            {
+                Ok(Ok(stream)) => {
+                    if serve(&addr, stream, &mut rx, &mut carried).await {
+                        continue;
+                    }
+                    return;
+                }
+                Ok(Err(e)) => format!("proxy: connecting to {addr}: {e}"),
+                Err(_) => format!("proxy: no connection to {addr}"),
+            };
+        for (_, answer) in carried.drain(..) {
+            let _ = answer.send(Err(failed.clone()));
+        }
+        return fail_all(&mut rx, &failed);
+    }
+}
+
+/// Relays requests over one connection: writes whatever is queued in one go, matches
+/// replies to requests in order. Returns true when the connection died and the link should
+/// open another (requests not yet written are left in `carried`), false when the pool
+/// dropped the link.
+async fn serve(
+    addr: &Arc<str>,
+    stream: tokio::net::TcpStream,
+    rx: &mut mpsc::UnboundedReceiver<Request>,
+    carried: &mut Vec<Request>,
+) -> bool {
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.into_split();
     let waiting: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
     let read_side = {
         let waiting = Arc::clone(&waiting);
-        let addr = Arc::clone(&addr);
+        let addr = Arc::clone(addr);
         tokio::spawn(async move {
             let mut input = BytesMut::with_capacity(16 * 1024);
             loop {
@@ -169,43 +200,67 @@ async fn run(
         })
     };
     let mut output = BytesMut::with_capacity(16 * 1024);
-    while let Some((request, answer)) = rx.recv().await {
-        output.extend_from_slice(&request);
+    let reconnect = loop {
+        if carried.is_empty() {
+            match rx.recv().await {
+                Some(request) => carried.push(request),
+                None => break false,
+            }
+        }
+        while let Ok(request) = rx.try_recv() {
+            carried.push(request);
+        }
+        if read_side.is_finished() {
+            // Closed by the owner (a restart) while idle: nothing of these was sent.
+            break true;
+        }
         {
             let mut queue = waiting.lock().unwrap_or_else(|p| p.into_inner());
-            queue.push_back(answer);
-            while let Ok((request, answer)) = rx.try_recv() {
+            for (request, answer) in carried.drain(..) {
                 output.extend_from_slice(&request);
                 queue.push_back(answer);
             }
         }
         if writer.write_all(&output).await.is_err() || read_side.is_finished() {
-            break;
+            break true;
         }
         output.clear();
-    }
+    };
     read_side.abort();
     let lost = format!("proxy: connection to {addr} lost");
     for answer in waiting.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
         let _ = answer.send(Err(lost.clone()));
     }
-    fail_all(&mut rx, &lost);
+    reconnect
 }
 
-/// Connects and, when the cluster has a password, logs in before any request is relayed.
+/// Connects, logs in when the cluster has a password, and marks the connection as a
+/// forwarding link (see the module doc) before any request is relayed.
 async fn connect(addr: &str, password: Option<&str>) -> Result<tokio::net::TcpStream, String> {
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| e.to_string())?;
-    let Some(password) = password else {
-        return Ok(stream);
-    };
-    let mut request = BytesMut::new();
-    crate::store::upstream::wire::encode(&mut request, &[b"AUTH", password.as_bytes()]);
-    stream
-        .write_all(&request)
-        .await
-        .map_err(|e| e.to_string())?;
+    if let Some(password) = password {
+        handshake(&mut stream, &[b"AUTH", password.as_bytes()], "AUTH").await?;
+    }
+    handshake(
+        &mut stream,
+        &[b"CLUSTER", b"FORWARDED"],
+        "CLUSTER FORWARDED",
+    )
+    .await?;
+    Ok(stream)
+}
+
+/// Sends `request` and expects `+OK`.
+async fn handshake(
+    stream: &mut tokio::net::TcpStream,
+    request: &[&[u8]],
+    what: &str,
+) -> Result<(), String> {
+    let mut out = BytesMut::new();
+    crate::store::upstream::wire::encode(&mut out, request);
+    stream.write_all(&out).await.map_err(|e| e.to_string())?;
     let mut input = BytesMut::with_capacity(256);
     let len = loop {
         if let Some(len) = reply_len(&input) {
@@ -217,19 +272,19 @@ async fn connect(addr: &str, password: Option<&str>) -> Result<tokio::net::TcpSt
             .map_err(|e| e.to_string())?
             == 0
         {
-            return Err("closed during AUTH".into());
+            return Err(format!("closed during {what}"));
         }
     };
     match &input[..len] {
-        b"+OK\r\n" => Ok(stream),
+        b"+OK\r\n" => Ok(()),
         other => Err(format!(
-            "AUTH refused: {}",
+            "{what} refused: {}",
             String::from_utf8_lossy(other).trim_end()
         )),
     }
 }
 
-fn fail_all(rx: &mut mpsc::UnboundedReceiver<(BytesMut, Answer)>, error: &str) {
+fn fail_all(rx: &mut mpsc::UnboundedReceiver<Request>, error: &str) {
     rx.close();
     while let Ok((_, answer)) = rx.try_recv() {
         let _ = answer.send(Err(error.to_string()));

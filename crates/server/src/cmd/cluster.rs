@@ -1,7 +1,9 @@
 //! CLUSTER SLOTS|SHARDS|NODES|MYID|INFO|KEYSLOT|COUNTKEYSINSLOT|GETKEYSINSLOT, in the shapes
 //! Redis Cluster clients parse (`redis-cli -c`, `redis-benchmark --cluster`, the `redis`
 //! crate, redis-py), the no-op ASKING, READONLY and READWRITE those clients send, and
-//! CLUSTER IMPORT, which only a migration's source sends (`crate::cluster::import`).
+//! CLUSTER IMPORT, which only a migration's source sends (`crate::cluster::import`), and
+//! CLUSTER FORWARDED, which a proxy-mode node sends first on its connections to the others
+//! (requests on such a connection are never forwarded again, `crate::cluster::proxy`).
 
 use crate::cluster::{ClusterNode, Routing};
 use crate::frame::Frame;
@@ -21,6 +23,9 @@ pub enum ClusterCmd {
     CountKeysInSlot(u16),
     GetKeysInSlot(u16, usize),
     Import(Import),
+    /// Marks the connection as another node's forwarding link (answered in `cmd::apply`,
+    /// which holds the session).
+    Forwarded,
 }
 
 /// The target's side of a migration.
@@ -117,6 +122,7 @@ impl ClusterCmd {
                     }
                 })
             }
+            "FORWARDED" => ClusterCmd::Forwarded,
             other => {
                 return Err(ParseError::Other(format!(
                     "unknown subcommand '{other}'. Try SLOTS, SHARDS, NODES, MYID, INFO, KEYSLOT, COUNTKEYSINSLOT or GETKEYSINSLOT."
@@ -159,11 +165,12 @@ impl ClusterCmd {
             ClusterCmd::Shards => shards(&routing),
             ClusterCmd::Nodes => Frame::Verbatim(Bytes::from(nodes(node, &routing))),
             ClusterCmd::MyId => Frame::bulk_str(node.id.as_str()),
-            ClusterCmd::Info => Frame::Verbatim(Bytes::from(info(&routing))),
+            ClusterCmd::Info => Frame::Verbatim(Bytes::from(info(node, &routing))),
             ClusterCmd::KeySlot(_)
             | ClusterCmd::CountKeysInSlot(_)
             | ClusterCmd::GetKeysInSlot(..)
-            | ClusterCmd::Import(_) => unreachable!("answered above"),
+            | ClusterCmd::Import(_)
+            | ClusterCmd::Forwarded => unreachable!("answered above"),
         }
     }
 }
@@ -317,12 +324,16 @@ fn nodes(me: &ClusterNode, routing: &Routing) -> String {
     out
 }
 
-fn info(routing: &Routing) -> String {
+/// `cluster_state:ok` when every slot has a live owner and this node may answer for its
+/// own: an etcd outage alone does not fail the cluster (the last map is served), but a
+/// cache-tier node that cannot confirm its lease does (`cluster_lease_confirmed:0`).
+fn info(node: &ClusterNode, routing: &Routing) -> String {
     let assigned: usize = routing.view.slot_map.as_ref().map_or(0, |m| {
         m.value.owners.values().flatten().map(SlotRange::len).sum()
     });
     let failed = routing.failed_slots() - (usize::from(SLOTS) - assigned);
-    let ok = failed == 0 && assigned == usize::from(SLOTS) && routing.view.connected;
+    let fenced = node.fenced(routing);
+    let ok = failed == 0 && assigned == usize::from(SLOTS) && !fenced;
     let epoch = routing.view.slot_map.as_ref().map_or(0, |m| m.value.epoch);
     let size = routing
         .view
@@ -330,10 +341,11 @@ fn info(routing: &Routing) -> String {
         .as_ref()
         .map_or(0, |m| m.value.owners.len());
     format!(
-        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{}\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:{failed}\r\ncluster_known_nodes:{}\r\ncluster_size:{size}\r\ncluster_current_epoch:{epoch}\r\ncluster_my_epoch:{epoch}\r\ncluster_etcd_connected:{}\r\n",
+        "cluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{}\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:{failed}\r\ncluster_known_nodes:{}\r\ncluster_size:{size}\r\ncluster_current_epoch:{epoch}\r\ncluster_my_epoch:{epoch}\r\ncluster_etcd_connected:{}\r\ncluster_lease_confirmed:{}\r\n",
         if ok { "ok" } else { "fail" },
         assigned - failed,
         routing.view.members.len(),
         u8::from(routing.view.connected),
+        u8::from(!fenced),
     )
 }

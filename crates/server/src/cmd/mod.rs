@@ -122,7 +122,10 @@ impl<'a> Command<'a> {
             None => Ok((command, None)),
             Some(node) => {
                 let spec = lookup(&args[0]).expect("parsed, so known");
-                Ok((command, node.route(key_args(spec, args))?))
+                Ok((
+                    command,
+                    node.route(key_args(spec, args), session.forwarded)?,
+                ))
             }
         }
     }
@@ -136,6 +139,10 @@ impl<'a> Command<'a> {
             Command::Cache(cmd) => cmd.apply(instance),
             Command::Accept => Frame::ok(),
             Command::Client(cmd) => cmd.apply(session),
+            Command::Cluster(self::cluster::ClusterCmd::Forwarded) => {
+                session.forwarded = true;
+                Frame::ok()
+            }
             Command::Cluster(cmd) => {
                 session.uncommitted |= cmd.writes();
                 Box::pin(cmd.apply(instance)).await

@@ -1,0 +1,305 @@
+//! Smaller cluster faults (issue 25, items 15 and 17), each against real processes: what
+//! `CLUSTER INFO` says while etcd is down, a node started before its etcd, `move` from a
+//! source killed under it, a request arriving on a forwarding link, and proxy links to a
+//! node that restarted.
+
+use cluster::testing::{free_port, Etcd};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(args: &[&str], port: u16, log: &Path) -> Proc {
+    let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .arg("serve")
+        .args(args)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("a log file"))
+        .spawn()
+        .expect("mantle serve starts");
+    Proc(child)
+}
+
+fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One request on a fresh connection (or on `conn`), its reply as text (a bulk string's
+/// contents, or the status / error line with its sign).
+fn call_on(conn: &mut TcpStream, args: &[&str]) -> String {
+    let mut buf = format!("*{}\r\n", args.len());
+    for a in args {
+        buf.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    conn.write_all(buf.as_bytes()).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut input = BufReader::new(conn.try_clone().unwrap());
+    let mut line = String::new();
+    input.read_line(&mut line).unwrap();
+    let line = line.trim_end().to_string();
+    if let Some(len) = line.strip_prefix('$').or_else(|| line.strip_prefix('=')) {
+        let len: i64 = len.parse().unwrap();
+        if len < 0 {
+            return "(nil)".into();
+        }
+        let mut body = vec![0; len as usize + 2];
+        std::io::Read::read_exact(&mut input, &mut body).unwrap();
+        return String::from_utf8_lossy(&body[..len as usize]).into_owned();
+    }
+    line
+}
+
+fn call(port: u16, args: &[&str]) -> String {
+    match TcpStream::connect(("127.0.0.1", port)) {
+        Ok(mut conn) => call_on(&mut conn, args),
+        Err(_) => String::new(),
+    }
+}
+
+fn admin(etcd: &Etcd, name: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(["cluster", "--etcd", &etcd.address(), "--name", name])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn owned(etcd: &Etcd, name: &str, id: &str) -> Vec<(u16, u16)> {
+    let out = admin(etcd, name, &["status", "--json"]);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    st["slot_map"]["owners"][id]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .map(|r| {
+                    (
+                        r["start"].as_u64().unwrap() as u16,
+                        r["end"].as_u64().unwrap() as u16,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn key_in(ranges: &[(u16, u16)]) -> String {
+    (0..)
+        .map(|i| format!("k{i}"))
+        .find(|k| {
+            let slot = cluster::key_slot(k.as_bytes());
+            ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
+        })
+        .unwrap()
+}
+
+/// Data nodes (each its own `--data-dir` under `root`), `extra` flags appended.
+fn data_node(id: &str, etcd: &Etcd, name: &str, root: &Path, port: u16, extra: &[&str]) -> Proc {
+    let data = root.join(id);
+    let mut args = vec![
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--cluster-name",
+        name,
+        "--node-id",
+        id,
+        "--cluster-ttl",
+        "2s",
+    ];
+    let address = etcd.address();
+    args.extend(["--cluster", &address]);
+    args.extend(extra);
+    let proc = spawn(&args, port, &root.join(format!("{id}.log")));
+    wait_until("the node to answer", Duration::from_secs(30), || {
+        call(port, &["PING"]) == "+PONG"
+    });
+    proc
+}
+
+fn two_nodes(name: &str, extra: &[&str]) -> (Etcd, tempfile::TempDir, Vec<(Proc, u16)>) {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    let nodes: Vec<(Proc, u16)> = ["n1", "n2"]
+        .iter()
+        .map(|id| {
+            let port = free_port();
+            (data_node(id, &etcd, name, root.path(), port, extra), port)
+        })
+        .collect();
+    wait_until("two members", Duration::from_secs(20), || {
+        call(nodes[0].1, &["CLUSTER", "INFO"]).contains("cluster_known_nodes:2")
+    });
+    let out = admin(&etcd, name, &["rebalance"]);
+    assert!(out.status.success(), "{out:?}");
+    for (_, port) in &nodes {
+        wait_until("the balanced map", Duration::from_secs(20), || {
+            call(*port, &["CLUSTER", "INFO"]).contains("cluster_size:2")
+        });
+    }
+    (etcd, root, nodes)
+}
+
+/// Nodes with their own data keep serving every slot while etcd is down, and say so:
+/// `cluster_state:ok` with `cluster_etcd_connected:0` (it said `fail`).
+#[test]
+fn cluster_info_stays_ok_while_etcd_is_down_and_every_slot_is_served() {
+    let (mut etcd, _root, nodes) = two_nodes("info", &[]);
+    etcd.kill();
+    for (_, port) in &nodes {
+        wait_until("etcd to be seen down", Duration::from_secs(20), || {
+            call(*port, &["CLUSTER", "INFO"]).contains("cluster_etcd_connected:0")
+        });
+        let info = call(*port, &["CLUSTER", "INFO"]);
+        assert!(info.contains("cluster_state:ok"), "{info}");
+        assert!(info.contains("cluster_lease_confirmed:1"), "{info}");
+    }
+}
+
+/// A node started while its etcd is down waits for it (and says so) instead of exiting.
+#[test]
+fn a_node_started_before_its_etcd_waits_for_it() {
+    let mut etcd = Etcd::start();
+    etcd.kill();
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let data = root.path().join("n1");
+    let address = etcd.address();
+    let log = root.path().join("n1.log");
+    let mut node = spawn(
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--cluster",
+            &address,
+            "--cluster-name",
+            "late",
+            "--node-id",
+            "n1",
+        ],
+        port,
+        &log,
+    );
+    wait_until("the retry to be logged", Duration::from_secs(20), || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("retrying for up to 30s")
+    });
+    assert!(
+        node.0.try_wait().unwrap().is_none(),
+        "the node exited: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    etcd.restart();
+    wait_until("the node to join", Duration::from_secs(30), || {
+        call(port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+    });
+}
+
+/// `move` from a source killed just before (its lease not yet lapsed) ends with a clear
+/// error once the source is gone, instead of waiting forever.
+#[test]
+fn move_from_a_killed_source_fails_clearly() {
+    let (etcd, _root, mut nodes) = two_nodes("gone", &[]);
+    let (a, b) = owned(&etcd, "gone", "n1")[0];
+    let range = format!("{a}-{}", b.min(a + 99));
+    let (mut n1, _) = nodes.remove(0);
+    let _ = n1.0.kill();
+    let _ = n1.0.wait();
+    let mut mv = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(["cluster", "--etcd", &etcd.address(), "--name", "gone"])
+        .args(["move", &range, "--to", "n2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = mv.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = mv.kill();
+            panic!("`mantle cluster move` from a killed source still waiting after 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut mv.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("n1 is no longer a member") || stderr.contains("not a live member"),
+        "{stderr}"
+    );
+}
+
+/// A request that arrives on another node's forwarding link (`CLUSTER FORWARDED`) for a slot
+/// this node does not serve is redirected, never forwarded on: two nodes that each think the
+/// other owns a slot cannot pass it back and forth.
+#[test]
+fn a_forwarded_request_is_never_forwarded_again() {
+    let (etcd, _root, nodes) = two_nodes("fwd", &["--cluster-mode", "proxy"]);
+    let key = key_in(&owned(&etcd, "fwd", "n2"));
+    let n1 = nodes[0].1;
+    // A plain client of n1 is served through n2.
+    assert_eq!(call(n1, &["SET", &key, "v"]), "+OK");
+    assert_eq!(call(n1, &["GET", &key]), "v");
+    let mut link = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+    assert_eq!(call_on(&mut link, &["CLUSTER", "FORWARDED"]), "+OK");
+    let reply = call_on(&mut link, &["GET", &key]);
+    assert!(
+        reply.starts_with("-MOVED ") && reply.ends_with(&format!(":{}", nodes[1].1)),
+        "{reply}"
+    );
+}
+
+/// A proxy node's pooled links to a node that restarted (same address) open again: the
+/// first request after the restart is served, not failed with "connection lost".
+#[test]
+fn proxy_links_to_a_restarted_node_reconnect() {
+    let (etcd, root, mut nodes) = two_nodes("restart", &["--cluster-mode", "proxy"]);
+    let key = key_in(&owned(&etcd, "restart", "n2"));
+    let n1 = nodes[0].1;
+    for i in 0..4 {
+        // Through both pooled links.
+        let mut conn = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+        assert_eq!(call_on(&mut conn, &["SET", &key, &i.to_string()]), "+OK");
+    }
+    let (mut n2, n2_port) = nodes.remove(1);
+    let _ = n2.0.kill();
+    let _ = n2.0.wait();
+    let _n2 = data_node(
+        "n2",
+        &etcd,
+        "restart",
+        root.path(),
+        n2_port,
+        &["--cluster-mode", "proxy"],
+    );
+    wait_until(
+        "n2 to serve its slots again",
+        Duration::from_secs(30),
+        || {
+            call(n1, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                && call(n2_port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        },
+    );
+    for _ in 0..4 {
+        let mut conn = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+        assert_eq!(call_on(&mut conn, &["GET", &key]), "3");
+    }
+}
