@@ -455,3 +455,31 @@ fn a_loop_of_native_series_scans_meets_the_budget() {
     let err = out.error.expect("the loop is stopped");
     assert!(stopped(&err), "{err}");
 }
+
+/// The worst chains the compile bound allows, timed (docs/policy-language.md quotes the
+/// figures): `cargo test --release -p mantle-policy --test sandbox -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: prints compile times"]
+fn compile_time_at_the_chain_bound() {
+    let n = policy::MAX_CHAIN_TOKENS;
+    for (what, source) in [
+        ("or", format!("x = a{}\nfunction when() return true end", " or a".repeat(n))),
+        ("and", format!("x = a{}\nfunction when() return true end", " and a".repeat(n))),
+        (
+            "elseif",
+            format!(
+                "function when()\nif x then{}\nend return true end",
+                " elseif x then".repeat(n)
+            ),
+        ),
+    ] {
+        let mut engine = policy::PolicyEngine::new(Limits::default());
+        let started = std::time::Instant::now();
+        engine.load("chain", &source).unwrap();
+        println!(
+            "{n} `{what}`: {} bytes, loaded in {:.1} ms",
+            source.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}
