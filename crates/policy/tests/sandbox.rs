@@ -463,8 +463,20 @@ fn a_loop_of_native_series_scans_meets_the_budget() {
 fn compile_time_at_the_chain_bound() {
     let n = policy::MAX_CHAIN_TOKENS;
     for (what, source) in [
-        ("or", format!("x = a{}\nfunction when() return true end", " or a".repeat(n))),
-        ("and", format!("x = a{}\nfunction when() return true end", " and a".repeat(n))),
+        (
+            "or",
+            format!(
+                "x = a{}\nfunction when() return true end",
+                " or a".repeat(n)
+            ),
+        ),
+        (
+            "and",
+            format!(
+                "x = a{}\nfunction when() return true end",
+                " and a".repeat(n)
+            ),
+        ),
         (
             "elseif",
             format!(
