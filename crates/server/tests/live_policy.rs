@@ -376,3 +376,35 @@ fn unreadable_registry_records_never_stop_a_start() {
         server.shutdown().unwrap();
     }
 }
+
+/// Issue 25 item 12's figure: 300 `POLICY LOAD`s of a 1 MB source, timed, then one `LIST`
+/// (`cargo test --release -p mantle-server --test live_policy -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement: prints how long 300 loads of 1 MB take"]
+fn three_hundred_loads_of_a_megabyte() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = server.client();
+    let padding = format!("--{}\n", "x".repeat(98)).repeat(10_000);
+    let started = Instant::now();
+    for i in 0..300 {
+        let source = format!("-- {i}\n{padding}{SHRINK_100}");
+        let _: i64 = redis::cmd("POLICY")
+            .arg("LOAD")
+            .arg("big")
+            .arg(source)
+            .query(&mut c)
+            .unwrap();
+        if i % 100 == 99 {
+            println!("{} loads: {:.1} s", i + 1, started.elapsed().as_secs_f64());
+        }
+    }
+    let listed = Instant::now();
+    let list: Vec<String> = redis::cmd("POLICY").arg("LIST").query(&mut c).unwrap();
+    println!(
+        "LIST of {} versions: {:.1} ms",
+        list.len(),
+        listed.elapsed().as_secs_f64() * 1e3
+    );
+    assert_eq!(list.len(), 50, "the newest 50 versions kept");
+}
