@@ -34,8 +34,7 @@ impl ShadowSpec {
         }
         let (label, sample) = take_options(&mut params)?;
         let path = PathBuf::from(path);
-        let source = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: cannot read policy: {e}", path.display()))?;
+        let source = policy::read_policy_file(&path)?;
         let stem = stem(&path);
         let name = label.unwrap_or_else(|| {
             if shown.is_empty() {
@@ -87,7 +86,7 @@ impl ShadowSpec {
 /// Takes the shadow's own settings, `label` and `sample`, out of `params`.
 fn take_options(params: &mut Params) -> Result<(Option<String>, f64), String> {
     let label = match params.remove("label") {
-        Some(Scalar::Str(s)) => Some(s),
+        Some(Scalar::Str(s)) => Some(checked_label(s)?),
         Some(Scalar::Number(n)) => Some(n.to_string()),
         Some(Scalar::Bool(b)) => Some(b.to_string()),
         None => None,
@@ -100,6 +99,23 @@ fn take_options(params: &mut Params) -> Result<(Option<String>, f64), String> {
         }
     };
     Ok((label, sample))
+}
+
+/// A label names the candidate in reports and in `k=v,...` lists, and in the server's
+/// line-oriented replies: it must be non-empty and hold none of `=`, `,` or control
+/// characters (a CR or LF would split a reply line).
+fn checked_label(label: String) -> Result<String, String> {
+    let bad = label
+        .chars()
+        .find(|c| *c == '=' || *c == ',' || c.is_control());
+    match (label.is_empty(), bad) {
+        (true, _) => Err("label=: a shadow label may not be empty".into()),
+        (false, Some(c)) => Err(format!(
+            "label={label:?}: a shadow label may not contain {c:?} ('=', ',' and control \
+             characters are refused)"
+        )),
+        (false, None) => Ok(label),
+    }
 }
 
 fn stem(path: &Path) -> String {
@@ -151,5 +167,25 @@ mod tests {
         assert!(ShadowSpec::from_source("f@1", "f@1", String::new(), params)
             .unwrap_err()
             .contains("sample=0"));
+    }
+
+    #[test]
+    fn labels_that_would_break_a_listing_are_refused() {
+        for (label, says) in [
+            ("", "may not be empty"),
+            ("a=b", "'='"),
+            ("a,b", "','"),
+            ("a\rb", "'\\r'"),
+            ("a\nb", "'\\n'"),
+        ] {
+            let mut params = Params::new();
+            params.insert("label".into(), Scalar::Str(label.into()));
+            let err = ShadowSpec::from_source("f@1", "f@1", String::new(), params).unwrap_err();
+            assert!(err.contains(says), "{label:?}: {err}");
+        }
+        let mut params = Params::new();
+        params.insert("label".into(), Scalar::Str("small-2".into()));
+        let s = ShadowSpec::from_source("f@1", "f@1", String::new(), params).unwrap();
+        assert_eq!(s.name, "small-2");
     }
 }

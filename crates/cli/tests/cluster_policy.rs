@@ -290,3 +290,45 @@ fn with_etcd_away_pushes_are_refused_nodes_keep_their_version_and_recover() {
     assert_eq!(pushed, 2);
     all_run(&nodes, "p@2");
 }
+
+/// Issue 25 item 16: once the activation stack was full (32 entries), the push that lost the
+/// compare-and-swap was refused (`another node changed the cluster's active policy
+/// meanwhile`) though stored: never activated.
+#[test]
+fn concurrent_pushes_after_a_full_stack_are_all_activated() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    let nodes = start(&etcd, root.path());
+    for i in 0..40 {
+        load(&nodes[0], "f", &format!("-- fill {i}\n{QUIET}"));
+    }
+    let mut last_pair = Vec::new();
+    for round in 0..8 {
+        let barrier = std::sync::Barrier::new(2);
+        last_pair = std::thread::scope(|s| {
+            let pushers: Vec<_> = nodes[..2]
+                .iter()
+                .map(|node| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        let source = format!("-- {} round {round}\n{QUIET}", node.id);
+                        format!("{}@{}", node.id, load(node, &node.id, &source))
+                    })
+                })
+                .collect();
+            pushers.into_iter().map(|p| p.join().unwrap()).collect()
+        });
+    }
+    // Both of the last pair are on the stack: one runs, rolling back runs the other.
+    let mut agreed = String::new();
+    wait_until("the nodes to agree", Duration::from_secs(10), || {
+        let actives: BTreeSet<String> = nodes.iter().map(Node::active).collect();
+        agreed = actives.iter().next().cloned().unwrap_or_default();
+        actives.len() == 1 && !agreed.is_empty()
+    });
+    assert!(last_pair.contains(&agreed), "{agreed} of {last_pair:?}");
+    let other = last_pair.iter().find(|v| **v != agreed).unwrap().clone();
+    nodes[2].policy(&["ROLLBACK"]).unwrap();
+    all_run(&nodes, &other);
+}

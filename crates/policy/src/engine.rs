@@ -106,11 +106,11 @@ impl PolicyEngine {
     /// Loads the policy in `path` as version 1 of the file stem (`policies/fixed.lua` →
     /// `fixed@1`): a host that loads one file has one version.
     pub fn load_file(&mut self, path: &Path) -> Result<PolicyId, LoadError> {
-        let source = std::fs::read_to_string(path).map_err(|e| {
+        let source = crate::read_policy_source(path).map_err(|message| {
             self.stats.rejected_loads += 1;
             LoadError::Io {
                 path: path.display().to_string(),
-                message: e.to_string(),
+                message,
             }
         })?;
         let name = path

@@ -20,6 +20,8 @@ mod pattern;
 mod program;
 mod sandbox;
 mod series;
+mod source_file;
+mod source_scan;
 mod value;
 
 pub mod check;
@@ -36,4 +38,6 @@ pub use metrics::Metrics;
 pub use program::{TickInput, CALLBACKS};
 pub use sandbox::{Interrupt, FORBIDDEN_GLOBALS};
 pub use series::{NoSeries, TimeSeries, VecSeries};
+pub use source_file::{read_policy_file, read_policy_source};
+pub use source_scan::{check_compile_cost, MAX_CHAIN_TOKENS};
 pub use value::{parse_param, Params, Scalar, StateValue};

@@ -48,6 +48,8 @@ impl Limits {
     /// Largest object count `howmuch()` may return (2^53: every count is exact as a Lua
     /// number and as a signed 64-bit integer in reports).
     pub const MAX_COUNT: u64 = 1 << 53;
+    /// Bytes of one policy source: a file, `POLICY LOAD`, or a chunk given to `load()`.
+    pub const MAX_SOURCE_BYTES: usize = 1 << 20;
 }
 
 impl Default for Limits {

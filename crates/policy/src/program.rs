@@ -78,6 +78,12 @@ impl Program {
             message: format!("{chunk_name}: cannot set up the policy sandbox: {e}"),
             line: None,
         };
+        crate::source_scan::check_compile_cost(chunk_name, source.as_bytes()).map_err(
+            |message| LoadError::Compile {
+                message,
+                line: None,
+            },
+        )?;
         let (lua, budget) = sandbox::new_state(limits, interrupt).map_err(setup)?;
         let slot = SeriesSlot::new();
         let cell = install_host_functions(&lua, &id, host, &slot, &budget).map_err(setup)?;

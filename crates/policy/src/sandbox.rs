@@ -351,13 +351,35 @@ T.remove = function(t, ...)
   if type(t) == "table" then charge(#t + 1) end
   return remove(t, ...)
 end
-T.sort = function(t, ...)
-  plain(t, "sort")
-  if type(t) == "table" then
-    local n = #t + 1.0
-    charge(n * math.log(n, 2) + 1)
+-- Each comparison of two long strings is a strcmp inside C's sort, unseen by the count hook:
+-- when the table holds one, every comparison runs through a Lua function (so the hook and
+-- the time limit see the sort) that charges the bytes it may compare.
+local LONG = 64
+local function less(a, b) return a < b end
+local function metered(cmp)
+  return function(a, b)
+    if type(a) == "string" and type(b) == "string" then
+      local n, m = #a, #b
+      if m < n then n = m end
+      if n > LONG then bytes(n) end
+    end
+    return cmp(a, b)
   end
-  return sort(t, ...)
+end
+T.sort = function(t, cmp)
+  plain(t, "sort")
+  if type(t) ~= "table" or (cmp ~= nil and type(cmp) ~= "function") then
+    return sort(t, cmp)
+  end
+  local n = #t
+  charge((n + 1.0) * math.log(n + 1.0, 2) + 1)
+  for i = 1, n do
+    local v = rawget(t, i)
+    if type(v) == "string" and #v > LONG then
+      return sort(t, metered(cmp or less))
+    end
+  end
+  return sort(t, cmp)
 end
 
 -- A C function set as a metamethod of strings would run inside C loops (table.concat over
@@ -439,7 +461,8 @@ fn text_only_load(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<mlua::Functio
                     "load: chunks of at most {MAX_LOAD_BYTES} bytes are accepted in policies"
                 )));
             }
-            // Compiling is linear in the text.
+            // Compiling is linear in the text once `source_scan` has refused quadratic
+            // chains.
             budget
                 .charge(bytes.len() as u64 / BYTES_PER_INSTRUCTION * 4 + 1)
                 .map_err(Stop::error)?;
@@ -449,6 +472,10 @@ fn text_only_load(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<mlua::Functio
                 ));
             }
             let name = name.unwrap_or_else(|| "=(load)".to_string());
+            // Lua's `load` reports a chunk it will not compile as (nil, message).
+            if let Err(e) = crate::source_scan::check_compile_cost(&name, &bytes) {
+                return Ok((Value::Nil, Value::String(lua.create_string(e)?)));
+            }
             let env = match env {
                 Some(env) => env,
                 None => lua.globals(),
@@ -468,7 +495,7 @@ fn text_only_load(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<mlua::Functio
 }
 
 /// Largest chunk the sandbox's `load` compiles (as the server's policy source limit).
-pub(crate) const MAX_LOAD_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LOAD_BYTES: usize = Limits::MAX_SOURCE_BYTES;
 
 /// `collectgarbage` limited to options that cannot change the collector's behaviour. A
 /// collection walks the whole heap: it is charged as such.

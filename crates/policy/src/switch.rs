@@ -150,9 +150,9 @@ impl SwitchPolicy {
         params: &Params,
         limits: Limits,
     ) -> Result<SwitchPolicy, LoadError> {
-        let source = std::fs::read_to_string(path).map_err(|e| LoadError::Io {
+        let source = crate::read_policy_source(path).map_err(|message| LoadError::Io {
             path: path.display().to_string(),
-            message: e.to_string(),
+            message,
         })?;
         let name = path
             .file_stem()

@@ -20,15 +20,33 @@ pub enum Scalar {
 
 impl Scalar {
     /// Converts `--param` text: numbers and `true`/`false` become typed, the rest stays text.
-    pub fn from_text(text: &str) -> Scalar {
-        match text {
+    /// Text that reads as a number that is not finite (`nan`, `inf`, `1e999`) is refused:
+    /// persisted as JSON it would come back as `null`, which is no scalar.
+    pub fn from_text(text: &str) -> Result<Scalar, String> {
+        Ok(match text {
             "true" => Scalar::Bool(true),
             "false" => Scalar::Bool(false),
             _ => match text.parse::<f64>() {
-                Ok(n) => Scalar::Number(n),
+                Ok(n) => Scalar::finite(n).map_err(|e| format!("`{text}` {e}"))?,
                 Err(_) => Scalar::Str(text.to_string()),
             },
+        })
+    }
+
+    /// A number scalar, refused unless finite (NaN and the infinities cannot be stored).
+    pub fn finite(n: f64) -> Result<Scalar, String> {
+        if n.is_finite() {
+            Ok(Scalar::Number(n))
+        } else {
+            Err(format!(
+                "is the number {n}, which is not finite; only finite numbers can be kept"
+            ))
         }
+    }
+
+    /// Whether the scalar can be persisted and read back (every number finite).
+    pub fn is_storable(&self) -> bool {
+        !matches!(self, Scalar::Number(n) if !n.is_finite())
     }
 
     pub(crate) fn into_lua(self, lua: &mlua::Lua) -> mlua::Result<mlua::Value> {
@@ -39,14 +57,19 @@ impl Scalar {
         })
     }
 
-    fn from_lua(value: &mlua::Value) -> Option<Scalar> {
-        match value {
+    /// The scalar a Lua value stands for: `None` for values that are not scalars, an error
+    /// for a number that is not finite.
+    fn from_lua(value: &mlua::Value) -> Result<Option<Scalar>, String> {
+        Ok(match value {
             mlua::Value::Boolean(b) => Some(Scalar::Bool(*b)),
             mlua::Value::Integer(i) => Some(Scalar::Number(*i as f64)),
-            mlua::Value::Number(n) => Some(Scalar::Number(*n)),
+            mlua::Value::Number(n) => Some(
+                Scalar::finite(*n)
+                    .map_err(|e| format!("WRstate: a value {e} (state is persisted)"))?,
+            ),
             mlua::Value::String(s) => Some(Scalar::Str(s.to_string_lossy())),
             _ => None,
-        }
+        })
     }
 }
 
@@ -97,7 +120,8 @@ pub fn parse_param(text: &str) -> Result<(String, Scalar), String> {
             Limits::MAX_PARAM_VALUE_BYTES
         ));
     }
-    Ok((key.to_string(), Scalar::from_text(value)))
+    let scalar = Scalar::from_text(value).map_err(|e| format!("parameter `{key}`: {e}"))?;
+    Ok((key.to_string(), scalar))
 }
 
 /// What `WRstate(v)` keeps: a scalar or a flat table of scalars. Survives reloads of the same
@@ -132,7 +156,7 @@ impl StateValue {
                 return Err(too_big(size));
             }
         }
-        if let Some(s) = Scalar::from_lua(value) {
+        if let Some(s) = Scalar::from_lua(value)? {
             return Ok(StateValue::Scalar(s));
         }
         let mlua::Value::Table(table) = value else {
@@ -150,7 +174,7 @@ impl StateValue {
             if size > max {
                 return Err(too_big(size));
             }
-            match (Scalar::from_lua(&k), Scalar::from_lua(&v)) {
+            match (Scalar::from_lua(&k)?, Scalar::from_lua(&v)?) {
                 (Some(k), Some(v)) => entries.push((k, v)),
                 _ => {
                     return Err(format!(
@@ -198,6 +222,34 @@ mod tests {
         );
         assert!(parse_param("novalue").unwrap_err().contains("key=value"));
         assert!(parse_param("=3").unwrap_err().contains("empty key"));
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused_naming_the_value() {
+        for text in ["nan", "NaN", "inf", "-inf", "infinity", "1e999", "-1e999"] {
+            let msg = parse_param(&format!("x={text}")).unwrap_err();
+            assert!(msg.contains(&format!("`{text}`")), "{msg}");
+            assert!(msg.contains("not finite"), "{msg}");
+        }
+        assert_eq!(
+            parse_param("x=1e300").unwrap().1,
+            Scalar::Number(1e300),
+            "large finite numbers stay numbers"
+        );
+    }
+
+    #[test]
+    fn every_storable_state_reads_back() {
+        let lua = mlua::Lua::new();
+        for bad in ["0/0", "math.huge", "-math.huge", "{a = 0/0}", "{[1] = 1/0}"] {
+            let value: mlua::Value = lua.load(format!("return {bad}")).eval().unwrap();
+            let msg = StateValue::from_lua(&value).unwrap_err();
+            assert!(msg.contains("not finite"), "{bad}: {msg}");
+        }
+        let value: mlua::Value = lua.load("return {a = 1.5, b = 'x'}").eval().unwrap();
+        let state = StateValue::from_lua(&value).unwrap();
+        let json = serde_json::to_vec(&state).unwrap();
+        assert_eq!(serde_json::from_slice::<StateValue>(&json).unwrap(), state);
     }
 
     #[test]

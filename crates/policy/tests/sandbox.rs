@@ -280,6 +280,41 @@ fn c_library_loops_are_charged() {
 }
 
 #[test]
+fn sorting_long_strings_is_charged_per_comparison() {
+    for body in [
+        // 20,000 references to one 1 MiB string: every comparison a 1 MiB strcmp in C.
+        "local s = string.rep('x', 1 << 20) local t = {} for i = 1, 20000 do t[i] = s end table.sort(t)",
+        "local s = string.rep('x', 1 << 20) local t = {} for i = 1, 20000 do t[i] = s end table.sort(t, function(a, b) return a > b end)",
+        // A C comparator would run no Lua instruction at all.
+        "local s = string.rep('x', 1 << 20) local t = {} for i = 1, 20000 do t[i] = s end table.sort(t, rawequal)",
+    ] {
+        let err = bounded_attack(body);
+        assert!(stopped(&err), "{body}: {err}");
+    }
+}
+
+#[test]
+fn a_quadratic_compile_is_refused_before_it_starts() {
+    for chain in [" or a", " and a"] {
+        let body = format!(
+            "local f, e = load('return a' .. string.rep('{chain}', 150000)) assert(f == nil) error(e)"
+        );
+        let err = bounded_attack(&body);
+        assert!(err.message.contains("at most 10000 are accepted"), "{err}");
+    }
+    let source = format!(
+        "function when()\nif x then{}\nend return true end",
+        " elseif x then".repeat(60_000)
+    );
+    let mut engine = policy::PolicyEngine::new(Limits::default());
+    let err = engine.load("chain", &source).unwrap_err().to_string();
+    assert!(
+        err.starts_with("chain.lua: the source holds 60000"),
+        "{err}"
+    );
+}
+
+#[test]
 fn wrapped_functions_keep_their_results() {
     let mut e = engine(
         "same",
@@ -290,6 +325,10 @@ fn wrapped_functions_keep_their_results() {
   local t = {1, 2, 3} table.insert(t, 4) table.insert(t, 1, 0)
   assert(table.concat(t, "") == "01234" and table.remove(t) == 4 and table.remove(t, 1) == 0)
   table.sort(t, function(a, b) return a > b end) assert(t[1] == 3)
+  local long = {("b"):rep(100), ("c"):rep(100), ("a"):rep(100)}
+  table.sort(long) assert(long[1]:sub(1, 1) == "a" and long[3]:sub(1, 1) == "c")
+  table.sort(long, function(a, b) return a > b end) assert(long[1]:sub(1, 1) == "c")
+  assert(not pcall(table.sort, long, 5))
   assert(select("#", table.unpack({1, 2, 3})) == 3)
   assert(table.move({1, 2, 3}, 1, 3, 2)[3] == 2)
   assert(("héllo"):upper() == "HéLLO" and utf8.len("héllo") == 5)
@@ -415,4 +454,44 @@ fn a_loop_of_native_series_scans_meets_the_budget() {
     let out = tick_on(&mut e, &[metrics(1.0)], &policy::Params::new(), &series);
     let err = out.error.expect("the loop is stopped");
     assert!(stopped(&err), "{err}");
+}
+
+/// The worst chains the compile bound allows, timed (docs/policy-language.md quotes the
+/// figures): `cargo test --release -p mantle-policy --test sandbox -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: prints compile times"]
+fn compile_time_at_the_chain_bound() {
+    let n = policy::MAX_CHAIN_TOKENS;
+    for (what, source) in [
+        (
+            "or",
+            format!(
+                "x = a{}\nfunction when() return true end",
+                " or a".repeat(n)
+            ),
+        ),
+        (
+            "and",
+            format!(
+                "x = a{}\nfunction when() return true end",
+                " and a".repeat(n)
+            ),
+        ),
+        (
+            "elseif",
+            format!(
+                "function when()\nif x then{}\nend return true end",
+                " elseif x then".repeat(n)
+            ),
+        ),
+    ] {
+        let mut engine = policy::PolicyEngine::new(Limits::default());
+        let started = std::time::Instant::now();
+        engine.load("chain", &source).unwrap();
+        println!(
+            "{n} `{what}`: {} bytes, loaded in {:.1} ms",
+            source.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
 }

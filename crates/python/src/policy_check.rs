@@ -13,8 +13,7 @@ pub fn check_policy<'py>(
     max_instructions: Option<u64>,
     max_memory: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let source = std::fs::read_to_string(&path)
-        .map_err(|e| error(format!("{}: cannot read: {e}", path.display())))?;
+    let source = policy::read_policy_file(&path).map_err(error)?;
     let mut limits = policy::Limits::default();
     if let Some(n) = max_instructions {
         limits.instructions = n;

@@ -162,6 +162,8 @@ pub struct Config {
     pub policy_echo: bool,
     /// Start with no policy running, leaving the registry as it is (`--no-policy`).
     pub no_policy: bool,
+    /// `--policy-keep-versions N`: versions of each policy name the registry keeps.
+    pub policy_keep_versions: usize,
     /// Where to serve Prometheus metrics over HTTP (`--metrics-listen`).
     pub metrics_listen: Option<SocketAddr>,
     /// Let the dashboard change the policy, with the server's password (`--http-admin`).
@@ -203,6 +205,7 @@ impl Config {
             policy_limits: policy::Limits::default(),
             policy_echo: true,
             no_policy: false,
+            policy_keep_versions: crate::live::registry::DEFAULT_KEEP_VERSIONS,
             metrics_listen: None,
             http_admin: false,
             warmup: None,

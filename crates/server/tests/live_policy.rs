@@ -289,3 +289,122 @@ fn scrape(addr: std::net::SocketAddr) -> String {
     assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
     out
 }
+
+/// Records an older release could store (`POLICY PARAM x nan`, `WRstate(0/0)`) read back as
+/// JSON `null`: the next start must skip and report them, not exit.
+#[test]
+fn unreadable_registry_records_never_stop_a_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = server.client();
+    for value in ["nan", "inf", "-1e999"] {
+        let err = redis::cmd("POLICY")
+            .arg("PARAM")
+            .arg("x")
+            .arg(value)
+            .query::<()>(&mut c)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("`{value}`")) && err.contains("not finite"),
+            "{err}"
+        );
+    }
+    let _: i64 = redis::cmd("POLICY")
+        .arg("LOAD")
+        .arg("shrink")
+        .arg(SHRINK_100)
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    server.shutdown().unwrap();
+
+    // What the old path wrote, put straight into the policy column family.
+    {
+        let mut options = rocksdb::Options::default();
+        options.create_if_missing(false);
+        let families = rocksdb::DB::list_cf(&options, dir.path()).unwrap();
+        let db = rocksdb::DB::open_cf(&options, dir.path(), &families).unwrap();
+        let family = db.cf_handle("mantle.policy").unwrap();
+        db.put_cf(family, b"param/x", b"null").unwrap();
+        db.put_cf(
+            family,
+            b"state/shrink",
+            br#"{"kind":"scalar","value":null}"#,
+        )
+        .unwrap();
+    }
+
+    for no_policy in [false, true] {
+        let server = TestServer::rocks(dir.path(), |c| {
+            c.max_keys = Some(1_000);
+            c.policy_echo = false;
+            c.no_policy = no_policy;
+        });
+        let mut c = server.client();
+        let found: Vec<String> = redis::cmd("POLICY")
+            .arg("UNREADABLE")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("param/x "), "{found:?}");
+        assert!(found[1].starts_with("state/shrink "), "{found:?}");
+        let log: Vec<String> = redis::cmd("POLICY").arg("LOG").query(&mut c).unwrap();
+        assert!(
+            log.iter()
+                .any(|l| l.contains("'param/x' is unreadable") && l.contains("skipped")),
+            "{log:?}"
+        );
+        let list: Vec<String> = redis::cmd("POLICY").arg("LIST").query(&mut c).unwrap();
+        assert!(list[0].starts_with("shrink@1"), "{list:?}");
+        if no_policy {
+            for key in ["param/x", "state/shrink"] {
+                let _: () = redis::cmd("POLICY")
+                    .arg("UNREADABLE")
+                    .arg("DROP")
+                    .arg(key)
+                    .query(&mut c)
+                    .unwrap();
+            }
+            let left: Vec<String> = redis::cmd("POLICY")
+                .arg("UNREADABLE")
+                .query(&mut c)
+                .unwrap();
+            assert!(left.is_empty(), "{left:?}");
+        }
+        drop(c);
+        server.shutdown().unwrap();
+    }
+}
+
+/// Issue 25 item 12's figure: 300 `POLICY LOAD`s of a 1 MB source, timed, then one `LIST`
+/// (`cargo test --release -p mantle-server --test live_policy -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement: prints how long 300 loads of 1 MB take"]
+fn three_hundred_loads_of_a_megabyte() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let mut c = server.client();
+    let padding = format!("--{}\n", "x".repeat(98)).repeat(10_000);
+    let started = Instant::now();
+    for i in 0..300 {
+        let source = format!("-- {i}\n{padding}{SHRINK_100}");
+        let _: i64 = redis::cmd("POLICY")
+            .arg("LOAD")
+            .arg("big")
+            .arg(source)
+            .query(&mut c)
+            .unwrap();
+        if i % 100 == 99 {
+            println!("{} loads: {:.1} s", i + 1, started.elapsed().as_secs_f64());
+        }
+    }
+    let listed = Instant::now();
+    let list: Vec<String> = redis::cmd("POLICY").arg("LIST").query(&mut c).unwrap();
+    println!(
+        "LIST of {} versions: {:.1} ms",
+        list.len(),
+        listed.elapsed().as_secs_f64() * 1e3
+    );
+    assert_eq!(list.len(), 50, "the newest 50 versions kept");
+}

@@ -37,7 +37,7 @@ impl PolicyController {
         let loaded = engine.load_file(path)?;
         // Recording the access log costs time on every request; skip it for policies that
         // never ask for it.
-        let uses_timeseries = std::fs::read_to_string(path)
+        let uses_timeseries = policy::read_policy_source(path)
             .map(|s| s.contains("timeseries"))
             .unwrap_or(true);
         Ok(PolicyController {

@@ -20,7 +20,7 @@
 
 mod rule;
 
-pub use rule::{Cmp, Condition, Probe, Rule, RuleMatch, RuleOp};
+pub use rule::{Cmp, Condition, Probe, Rule, RuleMatch, RuleOp, MAX_HINT_NAME_BYTES};
 
 use std::fmt;
 use std::path::Path;

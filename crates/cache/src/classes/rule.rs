@@ -79,6 +79,9 @@ impl Cmp {
     }
 }
 
+/// Longest hint name a `hint:` condition may name: what `SET ... HINT` accepts.
+pub const MAX_HINT_NAME_BYTES: usize = 64;
+
 /// One condition of a rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Condition {
@@ -130,7 +133,17 @@ impl Condition {
         match name {
             "key_prefix" => Ok(Condition::KeyPrefix(text("the prefix")?)),
             "key_glob" => Ok(Condition::KeyGlob(text("the pattern")?)),
-            "hint" => Ok(Condition::Hint(text("the hint name")?)),
+            "hint" => {
+                let hint = text("the hint name")?;
+                if hint.len() > MAX_HINT_NAME_BYTES {
+                    return Err(format!(
+                        "`hint:`: the hint name is {} bytes; at most {MAX_HINT_NAME_BYTES} (a \
+                         longer hint is refused by `SET ... HINT`, so the rule could never match)",
+                        hint.len()
+                    ));
+                }
+                Ok(Condition::Hint(hint))
+            }
             "size" => number("size").map(|(c, n)| Condition::Size(c, n)),
             "offset" => number("offset").map(|(c, n)| Condition::Offset(c, n)),
             "op" => RuleOp::parse(arg)
@@ -337,6 +350,13 @@ mod tests {
                 assert_eq!(got, want, "size:{cmp}:10 on {size}");
             }
         }
+        let longest = format!("hint:{}", "h".repeat(MAX_HINT_NAME_BYTES));
+        assert!(Rule::parse(&longest).is_ok());
+        let err = Rule::parse(&format!("{longest}h")).unwrap_err();
+        assert!(
+            err.contains("the hint name is 65 bytes; at most 64"),
+            "{err}"
+        );
         let rule = Rule::parse("hint:checkpoint").unwrap();
         let mut p = probe("k", 1, 0, RuleOp::Put);
         assert_eq!(rule.evaluate(&p), RuleMatch::No);

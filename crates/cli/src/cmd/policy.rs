@@ -76,7 +76,7 @@ impl LimitArgs {
 }
 
 fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))
+    policy::read_policy_file(path).map_err(anyhow::Error::msg)
 }
 
 pub fn run(args: Args) -> Result<()> {

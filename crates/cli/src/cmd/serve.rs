@@ -70,6 +70,10 @@ pub struct Args {
     /// breaks the server at every start.
     #[arg(long)]
     pub no_policy: bool,
+    /// Versions of each policy name the node's registry keeps; older ones are deleted when a
+    /// new one is stored, except those on the activation (rollback) stack.
+    #[arg(long, default_value_t = server::live::registry::DEFAULT_KEEP_VERSIONS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub policy_keep_versions: u64,
     /// Wall-clock period of policy decision ticks, e.g. 1s or 200ms; or `manual`: no
     /// wall-clock ticks, POLICY TICK [now] runs one (what `replay --server --tick` drives).
     #[arg(long, default_value = "1s", value_parser = parse_tick, value_name = "PERIOD|manual")]
@@ -156,6 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.upstream_timeout = args.upstream_timeout;
     config.policy = args.policy;
     config.no_policy = args.no_policy;
+    config.policy_keep_versions = args.policy_keep_versions as usize;
     config.manual_tick = args.tick == TickArg::Manual;
     if let TickArg::Every(period) = args.tick {
         config.tick = period;

@@ -95,12 +95,19 @@ impl EtcdRegistry {
 
 /// What `desired` does to `base` (a push of one version, or a rollback of the top), redone
 /// on `now`, the stack another node left; `None` when it is neither.
+///
+/// Both stacks are cut to their newest [`MAX_HISTORY`] entries, so a push onto a full stack
+/// is `base` less its oldest entries plus one: a push is recognised by what it keeps of
+/// `base` (its newest entries, all of them up to the cut), never by the lengths alone.
 fn rebase(
     base: &[VersionRef],
     desired: &[VersionRef],
     now: &[VersionRef],
 ) -> Option<Vec<VersionRef>> {
-    if desired.len() == base.len() + 1 && desired[..base.len()] == *base {
+    let is_push = desired.split_last().is_some_and(|(_, kept)| {
+        kept.len() >= base.len().min(MAX_HISTORY - 1) && base.ends_with(kept)
+    });
+    if is_push {
         let mut next = now.to_vec();
         next.extend(desired.last().cloned());
         let skip = next.len().saturating_sub(MAX_HISTORY);
@@ -310,5 +317,28 @@ mod tests {
         );
         // Anything else (a quarantine rewriting the middle) is refused.
         assert_eq!(rebase(&now, &[v("b", 1)], &now), None);
+    }
+
+    /// Issue 25 item 16: once the stack held MAX_HISTORY entries, a push (which drops the
+    /// oldest) was not recognised and one of two concurrent pushes was refused.
+    #[test]
+    fn a_push_onto_a_full_stack_is_redone_on_the_newer_stack() {
+        let full: Vec<VersionRef> = (1..=MAX_HISTORY as u32).map(|n| v("p", n)).collect();
+        let mut pushed = full[1..].to_vec();
+        pushed.push(v("mine", 1));
+        let mut now = full[1..].to_vec();
+        now.push(v("theirs", 1));
+        let mut expected = now[1..].to_vec();
+        expected.push(v("mine", 1));
+        assert_eq!(rebase(&full, &pushed, &now), Some(expected));
+        // A rollback of a full stack's top still goes through, and a rewrite is still refused.
+        let rolled = full[..MAX_HISTORY - 1].to_vec();
+        assert_eq!(
+            rebase(&full, &rolled, &full),
+            Some(full[..MAX_HISTORY - 1].to_vec())
+        );
+        let mut rewritten = full[2..].to_vec();
+        rewritten.push(v("mine", 1));
+        assert_eq!(rebase(&full, &rewritten, &now), None);
     }
 }

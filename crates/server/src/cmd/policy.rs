@@ -1,4 +1,4 @@
-//! POLICY LOAD|USE|LIST|SHOW|ROLLBACK|STATUS|PARAM|LOG: managing the live policy through the
+//! POLICY LOAD|USE|LIST|SHOW|ROLLBACK|STATUS|PARAM|LOG|UNREADABLE: managing the live policy through the
 //! durable registry (see `live`); POLICY TICK [now] and POLICY CLOCK now drive a server started
 //! with `--tick manual`. This module reads arguments and turns the engine thread's typed
 //! [`Reply`] into a frame; the thread does the work (CLOCK only sets the policy clock, on the
@@ -173,9 +173,16 @@ impl PolicyCmd {
             },
             "shadow" => shadow(parse)?,
             "switch" => switch(parse)?,
+            "unreadable" => match parse.next_optional() {
+                None => Op::Unreadable,
+                Some(word) if word.eq_ignore_ascii_case(b"drop") => Op::DropUnreadable {
+                    key: parse.next_string()?,
+                },
+                Some(_) => return Err(ParseError::Syntax),
+            },
             other => {
                 return Err(ParseError::Other(format!(
-                    "unknown subcommand '{}'. Try POLICY LOAD, USE, LIST, SHOW, ROLLBACK, STATUS, PARAM, LOG, TICK, CLOCK, SHADOW or SWITCH.",
+                    "unknown subcommand '{}'. Try POLICY LOAD, USE, LIST, SHOW, ROLLBACK, STATUS, PARAM, LOG, TICK, CLOCK, SHADOW, SWITCH or UNREADABLE.",
                     super::printable(other.as_bytes(), 64)
                 )))
             }

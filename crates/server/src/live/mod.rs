@@ -96,6 +96,12 @@ pub enum Op {
     },
     SwitchOff,
     SwitchStatus,
+    /// `POLICY UNREADABLE`: the registry records that cannot be read back (skipped).
+    Unreadable,
+    /// `POLICY UNREADABLE DROP key`: deletes one of them.
+    DropUnreadable {
+        key: String,
+    },
 }
 
 enum Message {
@@ -154,6 +160,7 @@ impl LivePolicy {
             interrupt: interrupt.clone(),
             watch: watch.clone(),
             shared,
+            keep_versions: config.policy_keep_versions,
         };
         let watchdog = watchdog::spawn(watch.clone(), space.clone())?;
         let thread = std::thread::Builder::new()

@@ -46,6 +46,8 @@ pub struct Settings {
     pub watch: Arc<TickWatch>,
     /// A cluster's registry and central log (`--cluster`).
     pub shared: Option<Arc<dyn registry::Shared>>,
+    /// `--policy-keep-versions`: versions kept per name in the node's own registry.
+    pub keep_versions: usize,
 }
 
 /// Runs the engine's thread: opens the runner, runs it, and rebuilds it from the registry
@@ -148,7 +150,9 @@ impl Runner {
         settings: Settings,
         gauges: Arc<Gauges>,
     ) -> Result<Runner, String> {
-        let registry = Registry::new(space.clone()).with_shared(settings.shared.clone());
+        let registry = Registry::new(space.clone())
+            .with_shared(settings.shared.clone())
+            .with_keep(settings.keep_versions);
         let journal = Journal::open(space, settings.echo)
             .map_err(|e| e.to_string())?
             .with_shared(settings.shared.clone());
@@ -189,6 +193,7 @@ impl Runner {
                 "mantle: policies are kept in memory only (no local store in front of an upstream)",
             );
         }
+        runner.report_unreadable();
         runner.quarantine_wedged()?;
         if runner.settings.no_policy {
             if let Some(top) = runner.history.last().cloned() {
@@ -239,6 +244,27 @@ impl Runner {
         Ok(runner)
     }
 
+    /// One log line per registry record that cannot be read back: the readers skipped it.
+    fn report_unreadable(&mut self) {
+        let found = match self.registry.unreadable() {
+            Ok(found) => found,
+            Err(e) => vec![registry::Unreadable {
+                key: "*".into(),
+                error: e.to_string(),
+            }],
+        };
+        for record in found {
+            let message = format!(
+                "{}; skipped (POLICY UNREADABLE DROP {} deletes it)",
+                record.error, record.key
+            );
+            if !self.settings.echo {
+                stderr_line(&format!("mantle: {message}"));
+            }
+            self.note("error", "unreadable", "", &message);
+        }
+    }
+
     /// A version recorded as wedged in a tick when the server stopped (see `watchdog`) is taken
     /// off the activation stack, so a restart does not run it into the same wedge; it stays in
     /// the registry for `POLICY USE`.
@@ -265,8 +291,7 @@ impl Runner {
     /// `--policy FILE`: stored as a new version of the file's stem unless identical to its
     /// latest version, then activated.
     fn load_file(&mut self, path: &std::path::Path) -> Result<(), String> {
-        let source = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read policy: {e}", path.display()))?;
+        let source = policy::read_policy_file(path)?;
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -635,6 +660,30 @@ impl Runner {
                 .map(Reply::Log)
                 .map_err(|e| e.to_string()),
             Op::Sync => self.op_sync(),
+            Op::Unreadable => self
+                .registry
+                .unreadable()
+                .map(|found| {
+                    Reply::Lines(
+                        found
+                            .into_iter()
+                            .map(|u| format!("{} {}", u.key, u.error))
+                            .collect(),
+                    )
+                })
+                .map_err(|e| e.to_string()),
+            Op::DropUnreadable { key } => {
+                self.registry
+                    .drop_unreadable(&key)
+                    .map_err(|e| e.to_string())?;
+                self.note(
+                    "warn",
+                    "dropped",
+                    "",
+                    &format!("unreadable registry record '{key}' deleted"),
+                );
+                Ok(Reply::Done)
+            }
             op @ (Op::ShadowAdd { .. }
             | Op::ShadowList
             | Op::ShadowStatus { .. }
@@ -672,9 +721,8 @@ impl Runner {
     ) -> Result<VersionRecord, String> {
         let next = self
             .registry
-            .latest(name)
-            .map_err(|e| e.to_string())?
-            .map_or(1, |r| r.version + 1);
+            .next_version(name)
+            .map_err(|e| e.to_string())?;
         let label = format!("{name}@{next}");
         let mut scratch =
             PolicyEngine::with_interrupt(self.settings.limits, self.settings.interrupt.clone());
@@ -771,14 +819,14 @@ impl Runner {
         let active = self.running();
         let versions = self
             .registry
-            .list()
+            .summaries()
             .map_err(|e| e.to_string())?
             .into_iter()
             .map(|r| VersionSummary {
                 active: Some(&r.id()) == active,
                 id: r.id(),
                 loaded_at_ms: r.loaded_at_ms,
-                bytes: r.source.len(),
+                bytes: r.bytes,
                 author: r.author,
             })
             .collect();
