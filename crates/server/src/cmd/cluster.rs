@@ -3,9 +3,10 @@
 //! crate, redis-py), the no-op ASKING, READONLY and READWRITE those clients send, and
 //! CLUSTER IMPORT, which only a migration's source sends (`crate::cluster::import`).
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::cluster::{ClusterNode, Routing};
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 use cluster::{key_slot, NodeId, SlotRange, SLOTS};
@@ -47,8 +48,16 @@ fn range_args(parse: &mut Parse<'_>) -> Result<SlotRange, ParseError> {
     SlotRange::new(start, end).ok_or_else(|| ParseError::Other("bad slot range".into()))
 }
 
-impl ClusterCmd {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<ClusterCmd, ParseError> {
+impl Declared<'_> for ClusterCmd {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "cluster",
+        arity: -2,
+        flags: Flags::LOADING.with(Flags::STALE),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<ClusterCmd, ParseError> {
         let sub = parse.next_string()?.to_ascii_uppercase();
         let cmd = match sub.as_str() {
             "SLOTS" => ClusterCmd::Slots,
@@ -128,11 +137,22 @@ impl ClusterCmd {
     }
 
     /// Whether it writes to the store (the reply then waits for durability).
-    pub fn writes(&self) -> bool {
+    fn writes(&self) -> bool {
         matches!(self, ClusterCmd::Import(_))
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    // Boxed: its future is much larger than the common commands' (which share the enum's).
+    fn apply(
+        self,
+        instance: &Instance,
+        _: &mut Session,
+    ) -> impl std::future::Future<Output = Frame> + Send {
+        Box::pin(self.run(instance))
+    }
+}
+
+impl ClusterCmd {
+    async fn run(self, instance: &Instance) -> Frame {
         match &self {
             ClusterCmd::KeySlot(key) => return Frame::Integer(i64::from(key_slot(key))),
             ClusterCmd::CountKeysInSlot(slot) => return count_keys(instance, *slot),

@@ -3,8 +3,9 @@
 //! gathering values as soon as the reply would pass `--client-output-limit`.
 
 use super::store_error;
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::{bulk_len, Frame};
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 
@@ -12,14 +13,22 @@ pub struct MGet {
     keys: Vec<Bytes>,
 }
 
-impl MGet {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<MGet, ParseError> {
+impl Declared<'_> for MGet {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "mget",
+        arity: -2,
+        flags: Flags::READONLY.with(Flags::FAST),
+        keys: Keys::ALL,
+        reveals_data: true,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<MGet, ParseError> {
         Ok(MGet {
             keys: parse.rest().to_vec(),
         })
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         let limit = instance.output_limit;
         let mut size = bulk_len(self.keys.len() as u64);
         let mut values = Vec::with_capacity(self.keys.len());
