@@ -56,6 +56,12 @@ impl Declared<'_> for Client {
     }
 
     async fn apply(self, _: &Instance, session: &mut Session) -> Frame {
+        self.run(session)
+    }
+}
+
+impl Client {
+    fn run(self, session: &mut Session) -> Frame {
         match self {
             Client::SetName(name) => {
                 if !valid_name(&name) {
@@ -96,19 +102,19 @@ mod tests {
     #[test]
     fn names_round_trip_and_bad_names_are_refused() {
         let mut session = Session::new(7, false, None);
-        assert_eq!(Client::GetName.apply(&mut session), Frame::Null);
+        assert_eq!(Client::GetName.run(&mut session), Frame::Null);
         assert_eq!(
-            Client::SetName(Bytes::from_static(b"worker-1")).apply(&mut session),
+            Client::SetName(Bytes::from_static(b"worker-1")).run(&mut session),
             Frame::ok()
         );
         assert_eq!(
-            Client::GetName.apply(&mut session),
+            Client::GetName.run(&mut session),
             Frame::static_bulk("worker-1")
         );
         assert!(matches!(
-            Client::SetName(Bytes::from_static(b"a b")).apply(&mut session),
+            Client::SetName(Bytes::from_static(b"a b")).run(&mut session),
             Frame::Error(_)
         ));
-        assert_eq!(Client::Id.apply(&mut session), Frame::Integer(7));
+        assert_eq!(Client::Id.run(&mut session), Frame::Integer(7));
     }
 }

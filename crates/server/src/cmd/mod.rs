@@ -362,7 +362,13 @@ mod tests {
                 // The key exists before each command, so a delete has something to delete.
                 instance
                     .db
-                    .set(b"k", b"v", 0, crate::store::Condition::Always, None)
+                    .set(
+                        &Bytes::from_static(b"k"),
+                        &Bytes::from_static(b"v"),
+                        0,
+                        crate::store::Condition::Always,
+                        None,
+                    )
                     .await
                     .unwrap();
                 instance.db.commit().await.unwrap();

@@ -151,11 +151,11 @@ mod tests {
 
     #[test]
     fn only_option_free_sets_are_plain() {
-        let (key, value) = parse(&["k", "v"]).unwrap().into_plain().unwrap();
+        let (key, value) = parse(&["k", "v"]).unwrap().into_plain_write().unwrap();
         assert_eq!((&key[..], &value[..]), (&b"k"[..], &b"v"[..]));
         for options in [&["NX"][..], &["XX"], &["EX", "5"], &["HINT", "hot"]] {
             let words: Vec<&str> = ["k", "v"].iter().chain(options).copied().collect();
-            assert!(parse(&words).unwrap().into_plain().is_err(), "{options:?}");
+            assert!(parse(&words).unwrap().into_plain_write().is_err(), "{options:?}");
         }
     }
 
