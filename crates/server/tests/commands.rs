@@ -383,9 +383,7 @@ fn data_survives_a_clean_restart() {
 #[test]
 fn policy_push_loads_versions_and_reports_refusals() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::rocks(dir.path(), |config| {
-        config.requirepass = Some("pw".into())
-    });
+    let server = TestServer::rocks(dir.path(), |config| config.requirepass = Some("pw".into()));
     let source = "function howmuch()\n  return {capacity = 100}\nend\n";
     let url = format!("redis://:pw@{}", server.addr);
     assert_eq!(
@@ -399,8 +397,7 @@ fn policy_push_loads_versions_and_reports_refusals() {
     let refused = server::admin::push_policy(&url, "bad", "function (", "ops").unwrap_err();
     assert!(!format!("{refused:#}").starts_with("ERR"), "{refused:#}");
     let unauthenticated =
-        server::admin::push_policy(&server.addr.to_string(), "shrink", source, "ops")
-            .unwrap_err();
+        server::admin::push_policy(&server.addr.to_string(), "shrink", source, "ops").unwrap_err();
     assert!(
         format!("{unauthenticated:#}").contains("Authentication required"),
         "{unauthenticated:#}"

@@ -86,6 +86,8 @@ macro_rules! commands {
         const KINDS: &[Kind] = &[$(Kind::$variant),+];
 
         const TABLE: [CommandSpec; KINDS.len()] = [$({
+            // `'a` names the lifetime a row's type may borrow with (`get::Get<'a>`).
+            #[allow(clippy::extra_unused_lifetimes)]
             const fn spec<'a>() -> CommandSpec {
                 <$($ty)+ as Declared<'a>>::SPEC
             }

@@ -155,7 +155,10 @@ mod tests {
         assert_eq!((&key[..], &value[..]), (&b"k"[..], &b"v"[..]));
         for options in [&["NX"][..], &["XX"], &["EX", "5"], &["HINT", "hot"]] {
             let words: Vec<&str> = ["k", "v"].iter().chain(options).copied().collect();
-            assert!(parse(&words).unwrap().into_plain_write().is_err(), "{options:?}");
+            assert!(
+                parse(&words).unwrap().into_plain_write().is_err(),
+                "{options:?}"
+            );
         }
     }
 
