@@ -45,6 +45,7 @@ pub use layer::{ClassLayer, NoClasses, Rewrite};
 
 /// Class files and rules (cache hints, seed 004): parsed once, matched per request.
 pub mod classes;
+pub mod glob;
 
 /// Per-object metadata accounting, exposed so tests and docs compute it from the real types.
 pub mod overhead;

@@ -30,6 +30,7 @@ pub mod connection;
 pub mod db;
 pub mod decoder;
 pub mod frame;
+pub mod handler;
 pub mod hints;
 pub mod http;
 pub mod instance;
@@ -43,9 +44,6 @@ pub mod server_cache;
 pub mod shadow;
 pub mod store;
 pub mod warmup;
-
-/// The old name of [`metrics`], where the server's counters live.
-pub use metrics as stats;
 
 pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};
 pub use server::{run, serve, Server};

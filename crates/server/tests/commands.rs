@@ -376,3 +376,38 @@ fn data_survives_a_clean_restart() {
     let ttl: i64 = redis::cmd("TTL").arg("ttl").query(&mut c).unwrap();
     assert!(ttl > 900, "the expiry is stored with the value: {ttl}");
 }
+
+/// `mantle policy push` (`server::admin::push_policy`) talks to the server over the server's
+/// own RESP client: the new version on success, the server's message on a refusal, the
+/// password taken from a `redis://` address, and a clear error when nothing listens.
+#[test]
+fn policy_push_loads_versions_and_reports_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), |config| config.requirepass = Some("pw".into()));
+    let source = "function howmuch()\n  return {capacity = 100}\nend\n";
+    let url = format!("redis://:pw@{}", server.addr);
+    assert_eq!(
+        server::admin::push_policy(&url, "shrink", source, "ops").unwrap(),
+        1
+    );
+    assert_eq!(
+        server::admin::push_policy(&url, "shrink", source, "ops").unwrap(),
+        2
+    );
+    let refused = server::admin::push_policy(&url, "bad", "function (", "ops").unwrap_err();
+    assert!(!format!("{refused:#}").starts_with("ERR"), "{refused:#}");
+    let unauthenticated =
+        server::admin::push_policy(&server.addr.to_string(), "shrink", source, "ops").unwrap_err();
+    assert!(
+        format!("{unauthenticated:#}").contains("Authentication required"),
+        "{unauthenticated:#}"
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let unreachable = server::admin::push_policy(&closed, "shrink", source, "ops").unwrap_err();
+    assert!(
+        format!("{unreachable:#}").contains("cannot connect"),
+        "{unreachable:#}"
+    );
+}

@@ -155,7 +155,7 @@ fn random_bytes_never_take_the_server_down() {
     }
     assert_alive(&server);
     let stats = server.db.stats();
-    assert!(server::stats::Stats::read(&stats.protocol_errors) > 0);
+    assert!(server::metrics::Stats::read(&stats.protocol_errors) > 0);
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! one connection can try at most a handful of passwords per second, and all of them together
 //! at most `--maxclients` times that.
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::decoder::Limits;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
@@ -24,8 +25,20 @@ pub struct Auth {
     password: Bytes,
 }
 
-impl Auth {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Auth, ParseError> {
+impl Declared<'_> for Auth {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "auth",
+        arity: -2,
+        flags: Flags::NOSCRIPT
+            .with(Flags::LOADING)
+            .with(Flags::STALE)
+            .with(Flags::FAST)
+            .with(Flags::NO_AUTH),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Auth, ParseError> {
         let first = parse.next_bytes()?;
         let auth = match parse.next_optional() {
             Some(password) => Auth {
@@ -41,7 +54,18 @@ impl Auth {
         Ok(auth)
     }
 
-    pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+    // Boxed: its future is much larger than the common commands' (which share the enum's).
+    fn apply(
+        self,
+        instance: &Instance,
+        session: &mut Session,
+    ) -> impl std::future::Future<Output = Frame> + Send {
+        Box::pin(self.authenticate(instance, session))
+    }
+}
+
+impl Auth {
+    async fn authenticate(self, instance: &Instance, session: &mut Session) -> Frame {
         match attempt(instance, session, self.username.as_deref(), &self.password).await {
             Ok(()) => {
                 session.authenticated = true;

@@ -2,8 +2,9 @@
 //! time (`n` objects, or a byte size with a unit such as `64MiB`). RESIZE evicts at once down
 //! to the new capacity and replies with the number of objects evicted.
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::metrics::Stats;
 use crate::parse::{Parse, ParseError};
 use cache::Capacity;
@@ -13,8 +14,16 @@ pub enum CacheCmd {
     Resize(Capacity),
 }
 
-impl CacheCmd {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<CacheCmd, ParseError> {
+impl Declared<'_> for CacheCmd {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "cache",
+        arity: -2,
+        flags: Flags::ADMIN,
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<CacheCmd, ParseError> {
         let sub = parse.next_bytes()?;
         let cmd = match sub.to_ascii_lowercase().as_slice() {
             b"stats" => CacheCmd::Stats,
@@ -33,7 +42,7 @@ impl CacheCmd {
         Ok(cmd)
     }
 
-    pub fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         match self {
             CacheCmd::Stats => Frame::Map(
                 stats(instance)

@@ -1,8 +1,9 @@
 //! CLIENT SETNAME / GETNAME / ID / INFO / SETINFO: the per-connection subcommands clients
 //! send on connect (client libraries announce themselves with SETINFO).
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
-use crate::instance::Session;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 
@@ -19,8 +20,19 @@ pub fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
-impl Client {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Client, ParseError> {
+impl Declared<'_> for Client {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "client",
+        arity: -2,
+        flags: Flags::ADMIN
+            .with(Flags::NOSCRIPT)
+            .with(Flags::LOADING)
+            .with(Flags::STALE),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Client, ParseError> {
         let sub = parse.next_bytes()?;
         let cmd = match sub.to_ascii_lowercase().as_slice() {
             b"setname" => Client::SetName(parse.next_bytes()?),
@@ -43,7 +55,13 @@ impl Client {
         Ok(cmd)
     }
 
-    pub fn apply(self, session: &mut Session) -> Frame {
+    async fn apply(self, _: &Instance, session: &mut Session) -> Frame {
+        self.run(session)
+    }
+}
+
+impl Client {
+    fn run(self, session: &mut Session) -> Frame {
         match self {
             Client::SetName(name) => {
                 if !valid_name(&name) {
@@ -84,19 +102,19 @@ mod tests {
     #[test]
     fn names_round_trip_and_bad_names_are_refused() {
         let mut session = Session::new(7, false, None);
-        assert_eq!(Client::GetName.apply(&mut session), Frame::Null);
+        assert_eq!(Client::GetName.run(&mut session), Frame::Null);
         assert_eq!(
-            Client::SetName(Bytes::from_static(b"worker-1")).apply(&mut session),
+            Client::SetName(Bytes::from_static(b"worker-1")).run(&mut session),
             Frame::ok()
         );
         assert_eq!(
-            Client::GetName.apply(&mut session),
+            Client::GetName.run(&mut session),
             Frame::static_bulk("worker-1")
         );
         assert!(matches!(
-            Client::SetName(Bytes::from_static(b"a b")).apply(&mut session),
+            Client::SetName(Bytes::from_static(b"a b")).run(&mut session),
             Frame::Error(_)
         ));
-        assert_eq!(Client::Id.apply(&mut session), Frame::Integer(7));
+        assert_eq!(Client::Id.run(&mut session), Frame::Integer(7));
     }
 }

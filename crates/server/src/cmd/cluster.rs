@@ -5,9 +5,10 @@
 //! CLUSTER FORWARDED, which a proxy-mode node sends first on its connections to the others
 //! (requests on such a connection are never forwarded again, `crate::cluster::proxy`).
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::cluster::{ClusterNode, Routing};
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 use cluster::{key_slot, NodeId, SlotRange, SLOTS};
@@ -52,8 +53,16 @@ fn range_args(parse: &mut Parse<'_>) -> Result<SlotRange, ParseError> {
     SlotRange::new(start, end).ok_or_else(|| ParseError::Other("bad slot range".into()))
 }
 
-impl ClusterCmd {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<ClusterCmd, ParseError> {
+impl Declared<'_> for ClusterCmd {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "cluster",
+        arity: -2,
+        flags: Flags::LOADING.with(Flags::STALE),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<ClusterCmd, ParseError> {
         let sub = parse.next_string()?.to_ascii_uppercase();
         let cmd = match sub.as_str() {
             "SLOTS" => ClusterCmd::Slots,
@@ -134,15 +143,31 @@ impl ClusterCmd {
     }
 
     /// Whether it writes to the store (the reply then waits for durability).
-    pub fn writes(&self) -> bool {
+    fn writes(&self) -> bool {
         matches!(self, ClusterCmd::Import(_))
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    // Boxed: its future is much larger than the common commands' (which share the enum's).
+    fn apply(
+        self,
+        instance: &Instance,
+        session: &mut Session,
+    ) -> impl std::future::Future<Output = Frame> + Send {
+        // A proxy link says so once: what it forwards is never forwarded again.
+        if matches!(self, ClusterCmd::Forwarded) {
+            session.forwarded = true;
+        }
+        Box::pin(self.run(instance))
+    }
+}
+
+impl ClusterCmd {
+    async fn run(self, instance: &Instance) -> Frame {
         match &self {
             ClusterCmd::KeySlot(key) => return Frame::Integer(i64::from(key_slot(key))),
             ClusterCmd::CountKeysInSlot(slot) => return count_keys(instance, *slot),
             ClusterCmd::GetKeysInSlot(slot, count) => return get_keys(instance, *slot, *count),
+            ClusterCmd::Forwarded => return Frame::ok(),
             _ => {}
         }
         let Some(node) = instance.cluster.as_deref() else {

@@ -1,164 +1,138 @@
-//! The command table (name, arity, flags, key positions) that dispatch checks arity against,
-//! and the COMMAND command that reports it to clients such as redis-cli.
+//! What a command declares about itself ([`CommandSpec`], through [`Declared`]), the
+//! allocation-free name lookup built from those declarations, and the COMMAND command that
+//! reports them to clients such as redis-cli.
 
+use super::Declared;
 use crate::frame::Frame;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 
-/// One row of the table, in the shape of Redis's `COMMAND INFO` reply.
-#[derive(Debug)]
+/// One command's declaration: what `COMMAND INFO` reports, and the effects the connection
+/// handler acts on (durability gating, write batching, key routing, authentication).
+#[derive(Clone, Copy, Debug)]
 pub struct CommandSpec {
+    /// Lowercase; at most [`MAX_NAME`] bytes.
     pub name: &'static str,
-    /// Which parser dispatch calls (a jump, not a comparison of names).
-    pub kind: Kind,
     /// Redis convention: `n` exactly n arguments (name included), `-n` at least n.
     pub arity: i64,
-    pub flags: &'static [&'static str],
-    pub first_key: i64,
-    pub last_key: i64,
-    pub step: i64,
+    pub flags: Flags,
+    pub keys: Keys,
+    /// The reply can show stored data (a value, a key's existence or expiry, the key count):
+    /// it waits until every write it could have seen is durable. INFO does not: it is how an
+    /// operator looks at a failed store.
+    pub reveals_data: bool,
 }
 
 impl CommandSpec {
     /// Commands an unauthenticated client may send.
     pub fn no_auth(&self) -> bool {
-        self.flags.contains(&"no_auth")
+        self.flags.contains(Flags::NO_AUTH)
+    }
+
+    /// The command changes stored data: its reply leaves only after the store committed it.
+    pub fn writes(&self) -> bool {
+        self.flags.contains(Flags::WRITE)
+    }
+
+    pub fn arity_ok(&self, args: usize) -> bool {
+        if self.arity >= 0 {
+            args == self.arity as usize
+        } else {
+            args >= self.arity.unsigned_abs() as usize
+        }
+    }
+
+    /// The key arguments of `args` (`args[0]` is the name), by the declared positions.
+    pub fn key_args<'k>(&self, args: &'k [Bytes]) -> impl Iterator<Item = &'k Bytes> {
+        let Keys { first, last, step } = self.keys;
+        let first = first.max(0) as usize;
+        let last = if last < 0 {
+            args.len() as i64 + last
+        } else {
+            last
+        };
+        let end = if first == 0 {
+            0
+        } else {
+            (last.max(0) as usize + 1).min(args.len())
+        };
+        args.get(first..end.max(first))
+            .unwrap_or(&[])
+            .iter()
+            .step_by(step.max(1) as usize)
     }
 }
 
-/// The commands, one per row of [`COMMANDS`] (PTTL and TTL share a parser, not a kind).
+/// Where the keys are among the arguments, as Redis reports them: first, last (negative:
+/// from the end) and step; all 0 for a command without keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// ASKING, READONLY, READWRITE: accepted for cluster clients, nothing to do.
-    Accept,
-    Auth,
-    Cache,
-    Client,
-    Cluster,
-    Command,
-    Config,
-    DbSize,
-    Del,
-    Echo,
-    Exists,
-    Get,
-    Hello,
-    Info,
-    MGet,
-    MSet,
-    Ping,
-    Policy,
-    Pttl,
-    Quit,
-    Select,
-    Set,
-    Ttl,
+pub struct Keys {
+    pub first: i64,
+    pub last: i64,
+    pub step: i64,
 }
 
-const fn spec(
-    name: &'static str,
-    kind: Kind,
-    arity: i64,
-    flags: &'static [&'static str],
-    keys: (i64, i64, i64),
-) -> CommandSpec {
-    CommandSpec {
-        name,
-        kind,
-        arity,
-        flags,
-        first_key: keys.0,
-        last_key: keys.1,
-        step: keys.2,
+impl Keys {
+    pub const NONE: Keys = Keys::new(0, 0, 0);
+    pub const ONE: Keys = Keys::new(1, 1, 1);
+    /// Every argument after the name is a key.
+    pub const ALL: Keys = Keys::new(1, -1, 1);
+
+    pub const fn new(first: i64, last: i64, step: i64) -> Keys {
+        Keys { first, last, step }
     }
 }
 
-const NO_KEYS: (i64, i64, i64) = (0, 0, 0);
+/// Redis's command flags, as `COMMAND INFO` lists them. `WRITE` is also the effect the
+/// handler gates replies on; `NO_AUTH` lets an unauthenticated client send the command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags(u16);
 
-pub static COMMANDS: &[CommandSpec] = &[
-    spec("asking", Kind::Accept, 1, &["fast"], NO_KEYS),
-    spec(
-        "auth",
-        Kind::Auth,
-        -2,
-        &["noscript", "loading", "stale", "fast", "no_auth"],
-        NO_KEYS,
-    ),
-    spec("cache", Kind::Cache, -2, &["admin"], NO_KEYS),
-    spec(
-        "client",
-        Kind::Client,
-        -2,
-        &["admin", "noscript", "loading", "stale"],
-        NO_KEYS,
-    ),
-    spec("cluster", Kind::Cluster, -2, &["loading", "stale"], NO_KEYS),
-    spec("command", Kind::Command, -1, &["loading", "stale"], NO_KEYS),
-    spec(
-        "config",
-        Kind::Config,
-        -2,
-        &["admin", "noscript", "loading", "stale"],
-        NO_KEYS,
-    ),
-    spec("dbsize", Kind::DbSize, 1, &["readonly", "fast"], NO_KEYS),
-    spec("del", Kind::Del, -2, &["write"], (1, -1, 1)),
-    spec("echo", Kind::Echo, 2, &["fast"], NO_KEYS),
-    spec(
-        "exists",
-        Kind::Exists,
-        -2,
-        &["readonly", "fast"],
-        (1, -1, 1),
-    ),
-    spec("get", Kind::Get, 2, &["readonly", "fast"], (1, 1, 1)),
-    spec(
-        "hello",
-        Kind::Hello,
-        -1,
-        &["noscript", "loading", "stale", "fast", "no_auth"],
-        NO_KEYS,
-    ),
-    spec("info", Kind::Info, -1, &["loading", "stale"], NO_KEYS),
-    spec("mget", Kind::MGet, -2, &["readonly", "fast"], (1, -1, 1)),
-    spec("mset", Kind::MSet, -3, &["write", "denyoom"], (1, -1, 2)),
-    spec("ping", Kind::Ping, -1, &["fast"], NO_KEYS),
-    spec("policy", Kind::Policy, -2, &["admin", "noscript"], NO_KEYS),
-    spec("pttl", Kind::Pttl, 2, &["readonly", "fast"], (1, 1, 1)),
-    spec(
-        "quit",
-        Kind::Quit,
-        -1,
-        &["noscript", "loading", "stale", "fast", "no_auth"],
-        NO_KEYS,
-    ),
-    spec(
-        "readonly",
-        Kind::Accept,
-        1,
-        &["loading", "stale", "fast"],
-        NO_KEYS,
-    ),
-    spec(
-        "readwrite",
-        Kind::Accept,
-        1,
-        &["loading", "stale", "fast"],
-        NO_KEYS,
-    ),
-    spec(
-        "select",
-        Kind::Select,
-        2,
-        &["loading", "stale", "fast"],
-        NO_KEYS,
-    ),
-    spec("set", Kind::Set, -3, &["write", "denyoom"], (1, 1, 1)),
-    spec("ttl", Kind::Ttl, 2, &["readonly", "fast"], (1, 1, 1)),
-];
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    pub const WRITE: Flags = Flags(1 << 0);
+    pub const READONLY: Flags = Flags(1 << 1);
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    pub const ADMIN: Flags = Flags(1 << 3);
+    pub const NOSCRIPT: Flags = Flags(1 << 4);
+    pub const LOADING: Flags = Flags(1 << 5);
+    pub const STALE: Flags = Flags(1 << 6);
+    pub const FAST: Flags = Flags(1 << 7);
+    pub const NO_AUTH: Flags = Flags(1 << 8);
+
+    /// Each flag's name, in the order COMMAND lists them.
+    const NAMES: [(Flags, &'static str); 9] = [
+        (Flags::WRITE, "write"),
+        (Flags::READONLY, "readonly"),
+        (Flags::DENYOOM, "denyoom"),
+        (Flags::ADMIN, "admin"),
+        (Flags::NOSCRIPT, "noscript"),
+        (Flags::LOADING, "loading"),
+        (Flags::STALE, "stale"),
+        (Flags::FAST, "fast"),
+        (Flags::NO_AUTH, "no_auth"),
+    ];
+
+    /// The union, usable in a `const` declaration.
+    pub const fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Flags::NAMES
+            .into_iter()
+            .filter(move |(flag, _)| self.contains(*flag))
+            .map(|(_, name)| name)
+    }
+}
 
 /// Longest command name; every name fits in [`pack`]'s integer.
-const MAX_NAME: usize = 15;
+pub const MAX_NAME: usize = 15;
 
 /// A name of at most [`MAX_NAME`] bytes as one integer: the lowercased bytes little-endian,
 /// the length in the top byte (so `get` and `get\0` differ).
@@ -172,69 +146,70 @@ const fn pack(name: &[u8]) -> u128 {
     key
 }
 
-/// Finds a command by name, ignoring ASCII case, without allocating. Runs for every request,
-/// so the name becomes one integer and a `match` on it picks the row: no byte-string
-/// comparisons, whatever the table holds.
-pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+/// The packed names of `table` with their rows, sorted for [`find`]. Built at compile time:
+/// a name that is too long, not lowercase or declared twice stops the build.
+pub const fn name_index<const N: usize>(table: &[CommandSpec; N]) -> [(u128, u8); N] {
+    assert!(
+        N <= u8::MAX as usize,
+        "more commands than the index's row type holds"
+    );
+    let mut index = [(0u128, 0u8); N];
+    let mut row = 0;
+    while row < N {
+        let name = table[row].name.as_bytes();
+        assert!(
+            name.len() <= MAX_NAME,
+            "a command name is longer than MAX_NAME"
+        );
+        let mut i = 0;
+        while i < name.len() {
+            assert!(
+                !name[i].is_ascii_uppercase(),
+                "command names are declared lowercase"
+            );
+            i += 1;
+        }
+        index[row] = (pack(name), row as u8);
+        row += 1;
+    }
+    // Insertion sort: a few dozen rows, once, at compile time.
+    let mut i = 1;
+    while i < N {
+        let mut j = i;
+        while j > 0 && index[j - 1].0 > index[j].0 {
+            let swap = index[j - 1];
+            index[j - 1] = index[j];
+            index[j] = swap;
+            j -= 1;
+        }
+        i += 1;
+    }
+    let mut i = 1;
+    while i < N {
+        assert!(
+            index[i - 1].0 != index[i].0,
+            "a command name is declared twice"
+        );
+        i += 1;
+    }
+    index
+}
+
+/// The row of the command called `name` (ASCII case ignored) in the table `index` was built
+/// from. Runs for every request: the name becomes one integer, found by binary search; no
+/// allocation and no byte-string comparisons.
+pub fn find(index: &[(u128, u8)], name: &[u8]) -> Option<usize> {
     if name.len() > MAX_NAME {
         return None;
     }
-    const ASKING: u128 = pack(b"asking");
-    const AUTH: u128 = pack(b"auth");
-    const CACHE: u128 = pack(b"cache");
-    const CLIENT: u128 = pack(b"client");
-    const CLUSTER: u128 = pack(b"cluster");
-    const COMMAND: u128 = pack(b"command");
-    const CONFIG: u128 = pack(b"config");
-    const DBSIZE: u128 = pack(b"dbsize");
-    const DEL: u128 = pack(b"del");
-    const ECHO: u128 = pack(b"echo");
-    const EXISTS: u128 = pack(b"exists");
-    const GET: u128 = pack(b"get");
-    const HELLO: u128 = pack(b"hello");
-    const INFO: u128 = pack(b"info");
-    const MGET: u128 = pack(b"mget");
-    const MSET: u128 = pack(b"mset");
-    const PING: u128 = pack(b"ping");
-    const POLICY: u128 = pack(b"policy");
-    const PTTL: u128 = pack(b"pttl");
-    const QUIT: u128 = pack(b"quit");
-    const READONLY: u128 = pack(b"readonly");
-    const READWRITE: u128 = pack(b"readwrite");
-    const SELECT: u128 = pack(b"select");
-    const SET: u128 = pack(b"set");
-    const TTL: u128 = pack(b"ttl");
-    let row = match pack(name) {
-        ASKING => 0,
-        AUTH => 1,
-        CACHE => 2,
-        CLIENT => 3,
-        CLUSTER => 4,
-        COMMAND => 5,
-        CONFIG => 6,
-        DBSIZE => 7,
-        DEL => 8,
-        ECHO => 9,
-        EXISTS => 10,
-        GET => 11,
-        HELLO => 12,
-        INFO => 13,
-        MGET => 14,
-        MSET => 15,
-        PING => 16,
-        POLICY => 17,
-        PTTL => 18,
-        QUIT => 19,
-        READONLY => 20,
-        READWRITE => 21,
-        SELECT => 22,
-        SET => 23,
-        TTL => 24,
-        _ => return None,
-    };
-    Some(&COMMANDS[row])
+    let key = pack(name);
+    index
+        .binary_search_by(|(packed, _)| packed.cmp(&key))
+        .ok()
+        .map(|at| index[at].1 as usize)
 }
 
+/// COMMAND [COUNT | INFO name... | DOCS | LIST]
 pub enum CommandCmd {
     All,
     Count,
@@ -243,8 +218,16 @@ pub enum CommandCmd {
     List,
 }
 
-impl CommandCmd {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<CommandCmd, ParseError> {
+impl Declared<'_> for CommandCmd {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "command",
+        arity: -1,
+        flags: Flags::LOADING.with(Flags::STALE),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<CommandCmd, ParseError> {
         let Some(sub) = parse.next_optional() else {
             return Ok(CommandCmd::All);
         };
@@ -267,7 +250,14 @@ impl CommandCmd {
         Ok(cmd)
     }
 
-    pub fn apply(self) -> Frame {
+    async fn apply(self, _: &Instance, _: &mut Session) -> Frame {
+        self.reply()
+    }
+}
+
+impl CommandCmd {
+    fn reply(self) -> Frame {
+        use super::{lookup, COMMANDS};
         match self {
             CommandCmd::All => Frame::Array(COMMANDS.iter().map(describe).collect()),
             CommandCmd::Count => Frame::Integer(COMMANDS.len() as i64),
@@ -305,10 +295,10 @@ fn describe(spec: &CommandSpec) -> Frame {
     Frame::Array(vec![
         Frame::static_bulk(spec.name),
         Frame::Integer(spec.arity),
-        Frame::Array(spec.flags.iter().map(|&f| Frame::simple(f)).collect()),
-        Frame::Integer(spec.first_key),
-        Frame::Integer(spec.last_key),
-        Frame::Integer(spec.step),
+        Frame::Array(spec.flags.names().map(Frame::simple).collect()),
+        Frame::Integer(spec.keys.first),
+        Frame::Integer(spec.keys.last),
+        Frame::Integer(spec.keys.step),
         Frame::Array(Vec::new()),
         Frame::Array(Vec::new()),
         Frame::Array(Vec::new()),
@@ -318,6 +308,7 @@ fn describe(spec: &CommandSpec) -> Frame {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{lookup, COMMANDS};
     use super::*;
 
     #[test]
@@ -338,7 +329,7 @@ mod tests {
     fn lookup_ignores_case() {
         assert_eq!(lookup(b"MSET").unwrap().arity, -3);
         assert_eq!(lookup(b"Get").unwrap().name, "get");
-        for spec in COMMANDS {
+        for spec in COMMANDS.iter() {
             assert_eq!(
                 lookup(spec.name.to_uppercase().as_bytes()).unwrap().name,
                 spec.name
@@ -359,9 +350,36 @@ mod tests {
             Bytes::from_static(b"get"),
             Bytes::from_static(b"nope"),
         ])
-        .apply();
+        .reply();
         let Frame::Array(items) = frame else { panic!() };
         assert!(matches!(&items[0], Frame::Array(fields) if fields.len() == 10));
         assert_eq!(items[1], Frame::Null);
+    }
+
+    #[test]
+    fn flags_are_listed_in_redis_order() {
+        let flags = Flags::NOSCRIPT
+            .with(Flags::NO_AUTH)
+            .with(Flags::LOADING)
+            .with(Flags::FAST)
+            .with(Flags::STALE);
+        assert_eq!(
+            flags.names().collect::<Vec<_>>(),
+            ["noscript", "loading", "stale", "fast", "no_auth"]
+        );
+        assert_eq!(Flags::NONE.names().count(), 0);
+    }
+
+    #[test]
+    fn key_positions_pick_the_keys() {
+        let args: Vec<Bytes> = ["mset", "a", "1", "b", "2"]
+            .iter()
+            .map(|w| Bytes::from(w.to_string()))
+            .collect();
+        let keys = |spec: &CommandSpec| spec.key_args(&args).cloned().collect::<Vec<_>>();
+        assert_eq!(keys(lookup(b"mset").unwrap()), ["a", "b"]);
+        assert_eq!(keys(lookup(b"del").unwrap()), ["a", "1", "b", "2"]);
+        assert_eq!(keys(lookup(b"get").unwrap()), ["a"]);
+        assert!(keys(lookup(b"ping").unwrap()).is_empty());
     }
 }

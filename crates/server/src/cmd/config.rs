@@ -2,11 +2,13 @@
 //! the cache's own settings (capacity, algorithm, limits) plus the few read-only ones that
 //! tools such as redis-benchmark ask for at start-up (`save`, `appendonly`).
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::config::Backend;
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
+use cache::glob::glob_match;
 use std::sync::atomic::Ordering;
 
 pub enum ConfigCmd {
@@ -36,8 +38,19 @@ const PARAMETERS: &[(&str, bool)] = &[
 /// Smallest `proto-max-bulk-len` accepted, as in Redis.
 const MIN_BULK_LEN: u64 = 1024 * 1024;
 
-impl ConfigCmd {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<ConfigCmd, ParseError> {
+impl Declared<'_> for ConfigCmd {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "config",
+        arity: -2,
+        flags: Flags::ADMIN
+            .with(Flags::NOSCRIPT)
+            .with(Flags::LOADING)
+            .with(Flags::STALE),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<ConfigCmd, ParseError> {
         let sub = parse.next_bytes()?;
         match sub.to_ascii_lowercase().as_slice() {
             b"get" => {
@@ -73,7 +86,7 @@ impl ConfigCmd {
         }
     }
 
-    pub fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         match self {
             ConfigCmd::Get(patterns) => {
                 let mut pairs = Vec::new();
@@ -181,33 +194,6 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
         instance.client_memory.set_limit(n);
     }
     Ok(())
-}
-
-/// Glob matching with `*` and `?` (what CONFIG GET patterns use in practice).
-pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(&c) if c == b'?' || c == text[t] => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    p = sp + 1;
-                    t = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]

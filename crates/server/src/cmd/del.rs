@@ -1,8 +1,9 @@
 //! DEL key [key ...]: from the store and the cache; replies how many existed.
 
 use super::store_error;
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 
@@ -10,14 +11,22 @@ pub struct Del {
     keys: Vec<Bytes>,
 }
 
-impl Del {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Del, ParseError> {
+impl Declared<'_> for Del {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "del",
+        arity: -2,
+        flags: Flags::WRITE,
+        keys: Keys::ALL,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Del, ParseError> {
         Ok(Del {
             keys: parse.rest().to_vec(),
         })
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         match instance.db.delete(&self.keys).await {
             Ok(n) => Frame::Integer(n as i64),
             Err(e) => store_error(e),

@@ -1,8 +1,9 @@
 //! EXISTS key [key ...]: how many of the named keys exist (in the cache or the store).
 
 use super::store_error;
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 
@@ -10,14 +11,22 @@ pub struct Exists {
     keys: Vec<Bytes>,
 }
 
-impl Exists {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Exists, ParseError> {
+impl Declared<'_> for Exists {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "exists",
+        arity: -2,
+        flags: Flags::READONLY.with(Flags::FAST),
+        keys: Keys::ALL,
+        reveals_data: true,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Exists, ParseError> {
         Ok(Exists {
             keys: parse.rest().to_vec(),
         })
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         match instance.db.exists(&self.keys).await {
             Ok(n) => Frame::Integer(n as i64),
             Err(e) => store_error(e),

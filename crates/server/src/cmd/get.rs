@@ -1,8 +1,10 @@
 //! GET key: from the cache, or read through from the store on a miss.
 
 use super::store_error;
+use super::{CommandSpec, Declared, Flags, Keys};
+
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 
 /// Borrows its key from the request (no reference-count traffic on the hottest command).
@@ -10,14 +12,22 @@ pub struct Get<'a> {
     key: &'a [u8],
 }
 
-impl<'a> Get<'a> {
-    pub fn parse(parse: &mut Parse<'a>) -> Result<Get<'a>, ParseError> {
+impl<'a> Declared<'a> for Get<'a> {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "get",
+        arity: 2,
+        flags: Flags::READONLY.with(Flags::FAST),
+        keys: Keys::ONE,
+        reveals_data: true,
+    };
+
+    fn parse(parse: &mut Parse<'a>) -> Result<Get<'a>, ParseError> {
         Ok(Get {
             key: parse.next_slice()?,
         })
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         match instance.db.get(self.key).await {
             Ok(Some(value)) => Frame::Bulk(value),
             Ok(None) => Frame::Null,

@@ -5,6 +5,7 @@
 
 use super::auth;
 use super::client::valid_name;
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::{Frame, Protocol};
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -16,8 +17,20 @@ pub struct Hello {
     setname: Option<Bytes>,
 }
 
-impl Hello {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Hello, ParseError> {
+impl Declared<'_> for Hello {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "hello",
+        arity: -1,
+        flags: Flags::NOSCRIPT
+            .with(Flags::LOADING)
+            .with(Flags::STALE)
+            .with(Flags::FAST)
+            .with(Flags::NO_AUTH),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Hello, ParseError> {
         let mut hello = Hello {
             protover: None,
             auth: None,
@@ -48,7 +61,18 @@ impl Hello {
 
     /// All or nothing: every option is checked before any is applied, so a HELLO that
     /// answers an error leaves the connection as it was (not authenticated, say).
-    pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+    // Boxed: its future is much larger than the common commands' (which share the enum's).
+    fn apply(
+        self,
+        instance: &Instance,
+        session: &mut Session,
+    ) -> impl std::future::Future<Output = Frame> + Send {
+        Box::pin(self.greet(instance, session))
+    }
+}
+
+impl Hello {
+    async fn greet(self, instance: &Instance, session: &mut Session) -> Frame {
         let protocol = match self.protover {
             None => session.protocol,
             Some(2) => Protocol::Resp2,

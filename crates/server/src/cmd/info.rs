@@ -1,8 +1,9 @@
 //! INFO [section ...]: the server, clients, stats, memory, keyspace, cache, policy, shadows and warmup sections, in
 //! Redis's `name:value` line format so existing dashboards and scripts can read them.
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::metrics::{PolicyGauges, Stats, WarmupProgress};
 use crate::parse::{Parse, ParseError};
 use crate::store::Store;
@@ -18,8 +19,16 @@ pub struct Info {
     sections: Vec<String>,
 }
 
-impl Info {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Info, ParseError> {
+impl Declared<'_> for Info {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "info",
+        arity: -1,
+        flags: Flags::LOADING.with(Flags::STALE),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Info, ParseError> {
         let mut sections = Vec::new();
         for arg in parse.rest() {
             sections.push(String::from_utf8_lossy(arg).to_ascii_lowercase());
@@ -27,7 +36,7 @@ impl Info {
         Ok(Info { sections })
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         let all = self.sections.is_empty()
             || self
                 .sections

@@ -5,8 +5,9 @@
 //! pass it together).
 
 use super::store_error;
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::{bulk_len, Frame};
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 
@@ -14,14 +15,22 @@ pub struct MGet {
     keys: Vec<Bytes>,
 }
 
-impl MGet {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<MGet, ParseError> {
+impl Declared<'_> for MGet {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "mget",
+        arity: -2,
+        flags: Flags::READONLY.with(Flags::FAST),
+        keys: Keys::ALL,
+        reveals_data: true,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<MGet, ParseError> {
         Ok(MGet {
             keys: parse.rest().to_vec(),
         })
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         let mut gathered = crate::client_memory::Account::new(instance.client_memory.clone());
         // Each key's reply is at least a null (5 bytes): the array is counted from the start.
         let mut size = bulk_len(self.keys.len() as u64) + 5 * self.keys.len() as u64;

@@ -1,8 +1,14 @@
-//! The commands, one module each. Every command parses itself from a request's arguments
-//! (through [`Parse`]) and applies itself to the shared state, producing the reply frame.
-//! This module looks the name up, checks arity and authentication the way Redis does, and
-//! dispatches.
+//! The commands, one module each. Every command declares itself once, next to its parser
+//! and apply: it implements [`Declared`], whose [`CommandSpec`] gives its name, arity, key
+//! positions, flags and effects. The one line per command in [`commands!`] below turns those
+//! declarations into the [`Command`] enum, the [`COMMANDS`] table, the name lookup and the
+//! dispatch; the connection handler and COMMAND read the declarations, never a list of names.
+//!
+//! Why a trait and a `macro_rules!` table rather than a registry of boxed handlers: dispatch
+//! stays a `match` on an enum (no allocation, no virtual call, each command's future inlined),
+//! and a wrong declaration (a duplicate or uppercase name) stops the build.
 
+mod accept;
 pub mod auth;
 mod cache;
 mod client;
@@ -20,6 +26,7 @@ mod mget;
 mod mset;
 mod ping;
 pub mod policy;
+mod quit;
 mod select;
 mod set;
 mod ttl;
@@ -30,18 +37,118 @@ use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
-pub use command::{lookup, CommandSpec, Kind, COMMANDS};
+pub use command::{CommandSpec, Flags, Keys};
+use std::future::Future;
 
-/// A parsed request; it may borrow its arguments from the request's buffer (`'a`).
-pub enum Command<'a> {
+/// What a command is and does: implemented once, in the command's own module.
+pub trait Declared<'a>: Sized {
+    /// Name, arity, key positions, flags and effects.
+    const SPEC: CommandSpec;
+
+    /// Parses the arguments after the name (arity is already checked against [`Self::SPEC`]).
+    fn parse(parse: &mut Parse<'a>) -> Result<Self, ParseError>;
+
+    /// Runs the command; the reply.
+    fn apply(
+        self,
+        instance: &Instance,
+        session: &mut Session,
+    ) -> impl Future<Output = Frame> + Send;
+
+    /// Whether this request changes stored data: the declaration's `WRITE` flag, unless the
+    /// command writes only in some subcommands (CLUSTER IMPORT) and says so here.
+    fn writes(&self) -> bool {
+        Self::SPEC.writes()
+    }
+
+    /// A request that is nothing but one key and value to store (a plain SET): the handler
+    /// may batch it with its neighbours in the pipeline instead of applying it.
+    fn into_plain_write(self) -> Result<(Bytes, Bytes), Self> {
+        Err(self)
+    }
+}
+
+/// The command table: one line per command, `Variant(module::Type)`, in name order (a test
+/// checks). This is the only list of commands.
+macro_rules! commands {
+    ($($variant:ident($($ty:tt)+)),+ $(,)?) => {
+        /// A parsed request; it may borrow its arguments from the request's buffer (`'a`).
+        pub enum Command<'a> {
+            $($variant($($ty)+)),+
+        }
+
+        /// Which variant a row of [`COMMANDS`] parses into.
+        #[derive(Clone, Copy)]
+        enum Kind {
+            $($variant),+
+        }
+
+        const KINDS: &[Kind] = &[$(Kind::$variant),+];
+
+        const TABLE: [CommandSpec; KINDS.len()] = [$({
+            // `'a` names the lifetime a row's type may borrow with (`get::Get<'a>`).
+            #[allow(clippy::extra_unused_lifetimes)]
+            const fn spec<'a>() -> CommandSpec {
+                <$($ty)+ as Declared<'a>>::SPEC
+            }
+            spec()
+        }),+];
+
+        /// Every command's declaration, in name order.
+        pub static COMMANDS: [CommandSpec; KINDS.len()] = TABLE;
+
+        static NAME_INDEX: [(u128, u8); KINDS.len()] = command::name_index(&TABLE);
+
+        impl<'a> Command<'a> {
+            fn parse_as(row: usize, parse: &mut Parse<'a>) -> Result<Command<'a>, ParseError> {
+                match KINDS[row] {
+                    $(Kind::$variant => {
+                        <$($ty)+ as Declared<'a>>::parse(parse).map(Command::$variant)
+                    })+
+                }
+            }
+
+            /// The declaration of this request's command.
+            pub fn spec(&self) -> &'static CommandSpec {
+                match self {
+                    $(Command::$variant(_) => &COMMANDS[Kind::$variant as usize]),+
+                }
+            }
+
+            /// Whether this request changes stored data (see [`Declared::writes`]).
+            pub fn writes(&self) -> bool {
+                match self {
+                    $(Command::$variant(cmd) => Declared::writes(cmd)),+
+                }
+            }
+
+            /// The key and value of a plain SET (see [`Declared::into_plain_write`]).
+            pub fn into_plain_write(self) -> Result<(Bytes, Bytes), Command<'a>> {
+                match self {
+                    $(Command::$variant(cmd) => {
+                        Declared::into_plain_write(cmd).map_err(Command::$variant)
+                    })+
+                }
+            }
+
+            async fn run(self, instance: &Instance, session: &mut Session) -> Frame {
+                match self {
+                    $(Command::$variant(cmd) => Declared::apply(cmd, instance, session).await),+
+                }
+            }
+        }
+    };
+}
+
+commands! {
+    Asking(accept::Asking),
     Auth(auth::Auth),
     Cache(cache::CacheCmd),
-    Accept,
     Client(client::Client),
     Cluster(cluster::ClusterCmd),
     Command(command::CommandCmd),
     Config(config::ConfigCmd),
-    DbSize,
+    DbSize(dbsize::DbSize),
     Del(del::Del),
     Echo(echo::Echo),
     Exists(exists::Exists),
@@ -52,10 +159,18 @@ pub enum Command<'a> {
     MSet(mset::MSet),
     Ping(ping::Ping),
     Policy(policy::PolicyCmd),
-    Quit,
+    Pttl(ttl::Pttl),
+    Quit(quit::Quit),
+    ReadOnly(accept::ReadOnly),
+    ReadWrite(accept::ReadWrite),
     Select(select::Select),
     Set(set::Set),
     Ttl(ttl::Ttl),
+}
+
+/// Finds a command's declaration by name, ignoring ASCII case, without allocating.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    command::find(&NAME_INDEX, name).map(|row| &COMMANDS[row])
 }
 
 impl<'a> Command<'a> {
@@ -64,47 +179,17 @@ impl<'a> Command<'a> {
         let Some(name) = args.first() else {
             return Err(Frame::err("empty command"));
         };
-        let Some(spec) = lookup(name) else {
+        let Some(row) = command::find(&NAME_INDEX, name) else {
             return Err(unknown_command(name, &args[1..]));
         };
+        let spec = &COMMANDS[row];
         if !session.authenticated && !spec.no_auth() {
             return Err(Frame::Error("NOAUTH Authentication required.".into()));
         }
-        let arity_ok = if spec.arity >= 0 {
-            args.len() == spec.arity as usize
-        } else {
-            args.len() >= spec.arity.unsigned_abs() as usize
-        };
-        if !arity_ok {
+        if !spec.arity_ok(args.len()) {
             return Err(arity_error(spec.name));
         }
-        let mut parse = Parse::new(args);
-        let parsed = match spec.kind {
-            Kind::Auth => auth::Auth::parse(&mut parse).map(Command::Auth),
-            Kind::Cache => cache::CacheCmd::parse(&mut parse).map(Command::Cache),
-            Kind::Accept => Ok(Command::Accept),
-            Kind::Client => client::Client::parse(&mut parse).map(Command::Client),
-            Kind::Cluster => cluster::ClusterCmd::parse(&mut parse).map(Command::Cluster),
-            Kind::Command => command::CommandCmd::parse(&mut parse).map(Command::Command),
-            Kind::Config => config::ConfigCmd::parse(&mut parse).map(Command::Config),
-            Kind::DbSize => Ok(Command::DbSize),
-            Kind::Del => del::Del::parse(&mut parse).map(Command::Del),
-            Kind::Echo => echo::Echo::parse(&mut parse).map(Command::Echo),
-            Kind::Exists => exists::Exists::parse(&mut parse).map(Command::Exists),
-            Kind::Get => get::Get::parse(&mut parse).map(Command::Get),
-            Kind::Hello => hello::Hello::parse(&mut parse).map(Command::Hello),
-            Kind::Info => info::Info::parse(&mut parse).map(Command::Info),
-            Kind::MGet => mget::MGet::parse(&mut parse).map(Command::MGet),
-            Kind::MSet => mset::MSet::parse(&mut parse).map(Command::MSet),
-            Kind::Ping => ping::Ping::parse(&mut parse).map(Command::Ping),
-            Kind::Policy => policy::PolicyCmd::parse(&mut parse).map(Command::Policy),
-            Kind::Quit => Ok(Command::Quit),
-            Kind::Select => select::Select::parse(&mut parse).map(Command::Select),
-            Kind::Set => set::Set::parse(&mut parse).map(Command::Set),
-            Kind::Ttl => ttl::Ttl::parse(&mut parse, false).map(Command::Ttl),
-            Kind::Pttl => ttl::Ttl::parse(&mut parse, true).map(Command::Ttl),
-        };
-        parsed.map_err(|e| match e {
+        Command::parse_as(row, &mut Parse::new(args)).map_err(|e| match e {
             ParseError::Arity => arity_error(spec.name),
             other => Frame::err(other),
         })
@@ -121,87 +206,22 @@ impl<'a> Command<'a> {
         match &instance.cluster {
             None => Ok((command, None)),
             Some(node) => {
-                let spec = lookup(&args[0]).expect("parsed, so known");
-                Ok((
-                    command,
-                    node.route(key_args(spec, args), session.forwarded)?,
-                ))
+                let keys = command.spec().key_args(args);
+                Ok((command, node.route(keys, session.forwarded)?))
             }
         }
     }
 
     /// Runs the command and returns its reply, or an error instead of a reply larger than
-    /// `--client-output-limit`.
+    /// `--client-output-limit`. A write marks the session: its reply waits for the commit.
     pub async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
-        let mut reply = match self {
-            // Boxed: a wrong password's delay would otherwise enlarge every command's future.
-            Command::Auth(cmd) => Box::pin(cmd.apply(instance, session)).await,
-            Command::Cache(cmd) => cmd.apply(instance),
-            Command::Accept => Frame::ok(),
-            Command::Client(cmd) => cmd.apply(session),
-            Command::Cluster(self::cluster::ClusterCmd::Forwarded) => {
-                session.forwarded = true;
-                Frame::ok()
-            }
-            Command::Cluster(cmd) => {
-                session.uncommitted |= cmd.writes();
-                Box::pin(cmd.apply(instance)).await
-            }
-            Command::Command(cmd) => cmd.apply(),
-            Command::Config(cmd) => cmd.apply(instance),
-            Command::DbSize => dbsize::apply(instance).await,
-            Command::Del(cmd) => {
-                session.uncommitted = true;
-                cmd.apply(instance).await
-            }
-            Command::Echo(cmd) => cmd.apply(),
-            Command::Exists(cmd) => cmd.apply(instance).await,
-            Command::Get(cmd) => cmd.apply(instance).await,
-            Command::Hello(cmd) => Box::pin(cmd.apply(instance, session)).await,
-            Command::Info(cmd) => cmd.apply(instance).await,
-            Command::MGet(cmd) => cmd.apply(instance).await,
-            Command::MSet(cmd) => {
-                session.uncommitted = true;
-                cmd.apply(instance).await
-            }
-            Command::Ping(cmd) => cmd.apply(),
-            Command::Policy(cmd) => cmd.apply(instance, session).await,
-            Command::Quit => {
-                session.closing = true;
-                Frame::ok()
-            }
-            Command::Select(cmd) => cmd.apply(),
-            Command::Set(cmd) => {
-                session.uncommitted = true;
-                cmd.apply(instance).await
-            }
-            Command::Ttl(cmd) => cmd.apply(instance).await,
-        };
+        session.uncommitted |= self.writes();
+        let mut reply = self.run(instance, session).await;
         if let Some(error) = instance.oversized(&reply, session.protocol) {
             reply = error;
         }
         reply
     }
-}
-
-/// The key arguments of a request, by the table's key positions.
-fn key_args<'k>(spec: &CommandSpec, args: &'k [Bytes]) -> impl Iterator<Item = &'k Bytes> {
-    let first = spec.first_key.max(0) as usize;
-    let last = if spec.last_key < 0 {
-        args.len() as i64 + spec.last_key
-    } else {
-        spec.last_key
-    };
-    let step = spec.step.max(1) as usize;
-    let end = if first == 0 {
-        0
-    } else {
-        (last.max(0) as usize + 1).min(args.len())
-    };
-    args.get(first..end.max(first))
-        .unwrap_or(&[])
-        .iter()
-        .step_by(step)
 }
 
 pub fn arity_error(name: &str) -> Frame {
@@ -279,11 +299,106 @@ mod tests {
     }
 
     #[test]
+    fn every_row_parses_into_its_own_variant() {
+        let session = Session::new(1, false, None);
+        for spec in COMMANDS.iter() {
+            let mut words = vec![spec.name];
+            words.resize(spec.arity.unsigned_abs() as usize, "1");
+            if let Ok(command) = Command::parse(&args(&words), &session) {
+                assert_eq!(command.spec().name, spec.name);
+            }
+        }
+    }
+
+    #[test]
     fn names_are_case_insensitive() {
         let session = Session::new(1, false, None);
         assert!(matches!(
             Command::parse(&args(&["gEt", "k"]), &session),
             Ok(Command::Get(_))
         ));
+    }
+
+    /// One request per command, to run them all.
+    fn sample(name: &str) -> &'static [&'static str] {
+        match name {
+            "auth" => &["pw"],
+            "cache" => &["stats"],
+            "client" => &["id"],
+            "cluster" => &["keyslot", "k"],
+            "command" => &["count"],
+            "config" => &["get", "maxmemory"],
+            "del" | "exists" | "get" | "pttl" | "ttl" => &["k"],
+            "echo" => &["x"],
+            "hello" => &["2"],
+            "mget" => &["k", "j"],
+            "mset" => &["k", "1", "j", "2"],
+            "policy" => &["status"],
+            "select" => &["0"],
+            "set" => &["k", "v2"],
+            "asking" | "dbsize" | "info" | "ping" | "quit" | "readonly" | "readwrite" => &[],
+            other => panic!("no sample request for '{other}': add one here"),
+        }
+    }
+
+    /// The declaration is what gates a reply on the commit: a command that leaves writes in
+    /// the store not yet durable must be declared a write (or the handler would acknowledge
+    /// it before it is durable), and one declared a write must have marked the session.
+    #[test]
+    fn every_command_that_writes_is_declared_a_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::Config::new(crate::Backend::RocksDb {
+            data_dir: dir.path().to_path_buf(),
+            fsync: crate::Fsync::EverySec,
+        });
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let server = crate::Server::bind(config).await.unwrap();
+            let instance = server.instance();
+            let mut writers = Vec::new();
+            for spec in COMMANDS.iter() {
+                // The key exists before each command, so a delete has something to delete.
+                instance
+                    .db
+                    .set(
+                        &Bytes::from_static(b"k"),
+                        &Bytes::from_static(b"v"),
+                        0,
+                        crate::store::Condition::Always,
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                instance.db.commit().await.unwrap();
+                assert!(!instance.db.store().has_undurable_writes());
+                let mut words = vec![spec.name];
+                words.extend_from_slice(sample(spec.name));
+                let request = args(&words);
+                let mut session = Session::new(1, false, None);
+                let command = match Command::parse(&request, &session) {
+                    Ok(command) => command,
+                    Err(reply) => panic!("{words:?}: {reply:?}"),
+                };
+                command.apply(instance, &mut session).await;
+                let wrote = instance.db.store().has_undurable_writes();
+                assert!(
+                    session.uncommitted || !wrote,
+                    "{} wrote to the store but is not declared a write: its reply would be \
+                     sent before the write is durable",
+                    spec.name
+                );
+                assert_eq!(session.uncommitted, spec.writes(), "{}", spec.name);
+                if wrote {
+                    writers.push(spec.name);
+                }
+                instance.db.commit().await.unwrap();
+            }
+            // The check above has teeth: these commands really wrote.
+            assert_eq!(writers, ["del", "mset", "set"]);
+        });
     }
 }

@@ -1,8 +1,9 @@
 //! MSET key value [key value ...]: written to the store in one atomic batch.
 
 use super::store_error;
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
 
@@ -10,8 +11,16 @@ pub struct MSet {
     pairs: Vec<(Bytes, Bytes)>,
 }
 
-impl MSet {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<MSet, ParseError> {
+impl Declared<'_> for MSet {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "mset",
+        arity: -3,
+        flags: Flags::WRITE.with(Flags::DENYOOM),
+        keys: Keys::new(1, -1, 2),
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<MSet, ParseError> {
         let rest = parse.rest();
         if rest.is_empty() || rest.len() % 2 == 1 {
             return Err(ParseError::Arity);
@@ -24,7 +33,7 @@ impl MSet {
         })
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         match instance.db.set_many(&self.pairs).await {
             Ok(()) => Frame::ok(),
             Err(e) => store_error(e),

@@ -4,6 +4,7 @@
 //! [`Reply`] into a frame; the thread does the work (CLOCK only sets the policy clock, on the
 //! connection: it must take effect before the connection's next request is recorded).
 
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::live::reply::{Status, TickReport, VersionSummary};
@@ -113,8 +114,16 @@ fn switch(parse: &mut Parse<'_>) -> Result<Op, ParseError> {
     })
 }
 
-impl PolicyCmd {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<PolicyCmd, ParseError> {
+impl Declared<'_> for PolicyCmd {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "policy",
+        arity: -2,
+        flags: Flags::ADMIN.with(Flags::NOSCRIPT),
+        keys: Keys::NONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<PolicyCmd, ParseError> {
         let sub = parse.next_string()?.to_ascii_lowercase();
         let mut needs_author = false;
         let op = match sub.as_str() {
@@ -194,7 +203,7 @@ impl PolicyCmd {
         })
     }
 
-    pub async fn apply(self, instance: &Instance, session: &Session) -> Frame {
+    async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
         let mut op = match self.op {
             Command::Engine(op) => op,
             Command::Clock(now) => {

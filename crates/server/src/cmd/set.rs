@@ -4,9 +4,10 @@
 //! cache hints); the server records it with the cached entry.
 
 use super::store_error;
+use super::{CommandSpec, Declared, Flags, Keys};
 use crate::db::now_ms;
 use crate::frame::Frame;
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use crate::store::Condition;
 use bytes::Bytes;
@@ -24,8 +25,16 @@ pub struct Set {
 /// Redis's message for a zero, negative or overflowing expiry.
 const INVALID_EXPIRE: &str = "invalid expire time in 'set' command";
 
-impl Set {
-    pub fn parse(parse: &mut Parse<'_>) -> Result<Set, ParseError> {
+impl Declared<'_> for Set {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "set",
+        arity: -3,
+        flags: Flags::WRITE.with(Flags::DENYOOM),
+        keys: Keys::ONE,
+        reveals_data: false,
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Set, ParseError> {
         let key = parse.next_bytes()?;
         let value = parse.next_bytes()?;
         let mut set = Set {
@@ -72,7 +81,7 @@ impl Set {
     /// The key and value of a plain `SET key value` (no condition, expiry or hint): the kind
     /// the connection may write together with its neighbours in the pipeline (see
     /// `server::WriteRun`); any other SET comes back unchanged.
-    pub fn into_plain(self) -> Result<(Bytes, Bytes), Set> {
+    fn into_plain_write(self) -> Result<(Bytes, Bytes), Set> {
         if self.condition == Condition::Always && self.expires_at_ms == 0 && self.class.is_none() {
             Ok((self.key, self.value))
         } else {
@@ -80,7 +89,7 @@ impl Set {
         }
     }
 
-    pub async fn apply(self, instance: &Instance) -> Frame {
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         let result = instance
             .db
             .set(
@@ -142,11 +151,14 @@ mod tests {
 
     #[test]
     fn only_option_free_sets_are_plain() {
-        let (key, value) = parse(&["k", "v"]).unwrap().into_plain().unwrap();
+        let (key, value) = parse(&["k", "v"]).unwrap().into_plain_write().unwrap();
         assert_eq!((&key[..], &value[..]), (&b"k"[..], &b"v"[..]));
         for options in [&["NX"][..], &["XX"], &["EX", "5"], &["HINT", "hot"]] {
             let words: Vec<&str> = ["k", "v"].iter().chain(options).copied().collect();
-            assert!(parse(&words).unwrap().into_plain().is_err(), "{options:?}");
+            assert!(
+                parse(&words).unwrap().into_plain_write().is_err(),
+                "{options:?}"
+            );
         }
     }
 

@@ -16,8 +16,8 @@ use super::space::Space;
 use super::watchdog::TickWatch;
 use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS};
 use crate::db::{now_ms, Db};
+use crate::metrics::Stats;
 use crate::shadow::DRAIN_INTERVAL;
-use crate::stats::Stats;
 use cache::AccessLog;
 use policy::{
     Action, Interrupt, Limits, LogLevel, Params, PolicyEngine, PolicyId, StateValue, TickInput,

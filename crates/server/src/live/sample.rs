@@ -4,7 +4,7 @@
 //! and `mem` (resident bytes), read from `/proc/self` where it exists.
 
 use crate::db::Db;
-use crate::stats::Stats;
+use crate::metrics::Stats;
 use policy::Metrics;
 
 /// Counter values at one sample, to turn the next sample's totals into rates.

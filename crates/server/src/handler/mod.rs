@@ -1,0 +1,291 @@
+//! One client connection, from its first byte to its close: [`Handler::run`] reads requests,
+//! parses and routes them, applies them (or defers a plain write into the pipeline's
+//! [`WriteRun`], or forwards it to its owner in proxy mode), holds replies until the writes
+//! they acknowledge or could reveal are committed, and sends them.
+//!
+//! The steps have one place each, where the server-wide hooks belong: reading and the
+//! connection's buffers in [`Handler::run`]; what a request does in [`Handler::dispatch`];
+//! durability in [`Handler::send`]. Write batching is in `write_run`, proxy reply order in
+//! `proxy`. What a command writes or reveals comes from its declaration (`cmd::Declared`).
+
+mod proxy;
+mod write_run;
+
+use crate::cluster::Redirect;
+use crate::cmd::auth::limits_for;
+use crate::cmd::Command;
+use crate::connection::{Connection, FLUSH_AT, QUERY_BUFFER_LIMIT};
+use crate::frame::Frame;
+use crate::instance::{Instance, Session};
+use crate::metrics::Stats;
+use bytes::Bytes;
+use proxy::Held;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use write_run::WriteRun;
+
+/// A request's answer: a reply to encode, one relayed as is from the key's owner, none yet
+/// (a plain write deferred into the connection's [`WriteRun`]), or (proxy mode) the owner to
+/// ask, and then the request on its way there.
+enum Outcome {
+    Reply(Frame),
+    Relayed(Bytes),
+    Deferred,
+    Forward(Arc<str>),
+    Sent {
+        sent: crate::cluster::proxy::Sent,
+        args: Vec<Bytes>,
+    },
+}
+
+/// Whether the connection goes on after a step.
+enum Next {
+    Continue,
+    Close,
+}
+
+/// The state of one connection.
+pub struct Handler<'i> {
+    instance: &'i Instance,
+    connection: Connection,
+    session: Session,
+    /// The current request's arguments (reused: no allocation per request).
+    args: Vec<Bytes>,
+    /// Some queued reply may reveal stored data: it waits for durability (see `send`).
+    revealing: bool,
+    held: Held,
+    run: WriteRun,
+}
+
+/// Keeps the connected-clients gauge right however the connection ends.
+struct ClientGauge<'a>(&'a Stats);
+
+impl Drop for ClientGauge<'_> {
+    fn drop(&mut self) {
+        self.0.connected_clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves one accepted client until it leaves, breaks the protocol or `stop` turns true.
+pub async fn serve(
+    instance: &Instance,
+    socket: TcpStream,
+    peer: SocketAddr,
+    stop: watch::Receiver<bool>,
+) {
+    let stats = instance.db.stats();
+    Stats::bump(&stats.connected_clients);
+    let _gauge = ClientGauge(stats);
+    let _ = socket.set_nodelay(true);
+    let session = Session::new(
+        instance.next_client_id(),
+        instance.requires_auth(),
+        Some(peer),
+    );
+    let connection = Connection::new(
+        socket,
+        limits_for(instance, &session),
+        instance.client_memory.clone(),
+    );
+    let mut handler = Handler {
+        instance,
+        connection,
+        session,
+        args: Vec::new(),
+        revealing: false,
+        held: Held::default(),
+        run: WriteRun::default(),
+    };
+    handler.run(stop).await;
+}
+
+impl Handler<'_> {
+    async fn run(&mut self, stop: watch::Receiver<bool>) {
+        let query_limit = QUERY_BUFFER_LIMIT.max(self.instance.max_bulk_len().saturating_mul(2));
+        // One wait for shutdown for the connection's life: a fresh `changed()` per read would
+        // register with the channel and deregister again for every request.
+        let mut stop_wait = stop.clone();
+        let stopped = stop_wait.changed();
+        tokio::pin!(stopped);
+        loop {
+            if let Next::Close = self.run_buffered().await {
+                return;
+            }
+            self.run.write(self.instance).await;
+            self.run
+                .queue_written(&mut self.connection, self.session.protocol);
+            if !self.send().await {
+                return;
+            }
+            if self.connection.buffered() as u64 > query_limit {
+                self.connection.queue(
+                    &Frame::err("Protocol error: query buffer limit exceeded"),
+                    self.session.protocol,
+                );
+                let _ = self.connection.flush().await;
+                return;
+            }
+            if let Err(exceeded) = self.connection.count_next_read() {
+                self.refuse_client(exceeded).await;
+                return;
+            }
+            if *stop.borrow() {
+                return;
+            }
+            tokio::select! {
+                more = self.connection.read_more() => match more {
+                    Ok(true) => {}
+                    Ok(false) | Err(_) => return,
+                },
+                _ = &mut stopped => return,
+            }
+        }
+    }
+
+    /// Closes a connection whose buffers would take the clients' memory past
+    /// `--maxmemory-clients`, telling the client and the operator why.
+    #[cold]
+    async fn refuse_client(&mut self, exceeded: crate::client_memory::Exceeded) {
+        let session = &self.session;
+        crate::log::log_line!(
+            "mantle: closing client {} ({}): {exceeded}",
+            session.id,
+            session.peer.map(|p| p.to_string()).unwrap_or_default()
+        );
+        let error = Frame::err(format!("{exceeded}; closing the connection"));
+        self.connection.close_with(&error, session.protocol).await;
+    }
+
+    /// Runs every complete request buffered, queueing their replies (sent early only when
+    /// the output or the held replies grow large).
+    async fn run_buffered(&mut self) -> Next {
+        let stats = self.instance.db.stats();
+        loop {
+            self.connection
+                .set_limits(limits_for(self.instance, &self.session));
+            let outcome = match self.connection.next_request(&mut self.args) {
+                Ok(true) => {
+                    Stats::bump(&stats.commands_processed);
+                    match self.dispatch().await {
+                        Outcome::Forward(addr) => {
+                            proxy::submit(self.instance, &self.session, &self.args, addr)
+                        }
+                        outcome => outcome,
+                    }
+                }
+                Ok(false) => return Next::Continue,
+                Err(error) => {
+                    Stats::bump(&stats.protocol_errors);
+                    self.run.write(self.instance).await;
+                    self.run
+                        .queue_written(&mut self.connection, self.session.protocol);
+                    self.held
+                        .push(Outcome::Reply(Frame::err(&error)), self.session.protocol);
+                    let _ = self.send().await;
+                    return Next::Close;
+                }
+            };
+            // The deferred writes that ran before this request answer first. (Never behind
+            // held replies: write runs are made outside a cluster, held replies in proxy mode.)
+            self.run
+                .queue_written(&mut self.connection, self.session.protocol);
+            match outcome {
+                Outcome::Reply(reply) if self.held.is_empty() => {
+                    self.connection.queue(&reply, self.session.protocol)
+                }
+                Outcome::Relayed(raw) if self.held.is_empty() => self.connection.queue_raw(&raw),
+                Outcome::Deferred => {}
+                outcome => self.held.push(outcome, self.session.protocol),
+            }
+            if let Err(exceeded) = self.connection.count_buffers() {
+                self.refuse_client(exceeded).await;
+                return Next::Close;
+            }
+            if self.session.closing {
+                let _ = self.send().await;
+                return Next::Close;
+            }
+            if (self.connection.pending_output() >= FLUSH_AT || self.held.is_full())
+                && !self.send().await
+            {
+                return Next::Close;
+            }
+        }
+    }
+
+    /// Runs one request: here, or (cluster) after its slot's hand-over pause, or not at all (a
+    /// redirection, or in proxy mode the owner to forward it to), or later (a plain write
+    /// joins the connection's write run). Anything but a deferred write first writes the run,
+    /// so it sees those writes and its reply follows theirs.
+    async fn dispatch(&mut self) -> Outcome {
+        let (instance, args) = (self.instance, &self.args[..]);
+        let session = &mut self.session;
+        let parsed = match Command::parse_routed(args, session, instance) {
+            Err(Redirect::Wait) => {
+                crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
+                    .await
+            }
+            other => other,
+        };
+        let parsed = match parsed {
+            // Only outside a cluster: there a write's slot may be handed over between requests.
+            Ok((command, None)) if instance.cluster.is_none() => match command.into_plain_write() {
+                Ok(pair) => {
+                    if self.run.is_full() {
+                        self.run.write(instance).await;
+                    }
+                    session.uncommitted = true;
+                    self.run.push(pair);
+                    return Outcome::Deferred;
+                }
+                Err(command) => Ok((command, None)),
+            },
+            other => other,
+        };
+        self.run.write(instance).await;
+        match parsed {
+            Ok((command, guard)) => {
+                self.revealing |= command.spec().reveals_data;
+                let reply = command.apply(instance, session).await;
+                drop(guard);
+                Outcome::Reply(reply)
+            }
+            Err(Redirect::Reply(reply)) => Outcome::Reply(reply),
+            Err(Redirect::Wait) => Outcome::Reply(Frame::Error(
+                "TRYAGAIN the slot is being handed over to another node".into(),
+            )),
+            Err(Redirect::Forward(addr)) => Outcome::Forward(addr),
+        }
+    }
+
+    /// Writes the queued replies, first committing the writes they acknowledge and (when a
+    /// reply may reveal data) any write of others they could have seen. Returns false when
+    /// the client is gone. If the store cannot commit, every queued reply is replaced by the
+    /// store's error: no write that may be lost is acknowledged or shown, and the client keeps
+    /// one reply per request.
+    async fn send(&mut self) -> bool {
+        let (instance, session) = (self.instance, &mut self.session);
+        self.held
+            .release(instance, session, &mut self.connection)
+            .await;
+        let committed = if session.uncommitted {
+            instance.db.commit().await
+        } else if self.revealing {
+            instance.db.commit_before_reveal().await
+        } else {
+            Ok(())
+        };
+        session.uncommitted = false;
+        self.revealing = false;
+        if let Err(e) = committed {
+            let error = Frame::Error(format!("MISCONF store write failed: {e}"));
+            for _ in 0..self.connection.discard_queued() {
+                self.connection.queue(&error, session.protocol);
+            }
+        }
+        self.connection.flush().await.is_ok()
+    }
+}

@@ -1,0 +1,134 @@
+//! Proxy mode's reply ordering: requests forwarded to their key's owner, and the answers of
+//! the same pipeline held back behind them so the client gets its replies in request order.
+
+use super::Outcome;
+use crate::cluster::Redirect;
+use crate::cmd::Command;
+use crate::connection::Connection;
+use crate::frame::{Frame, Protocol};
+use crate::instance::{Instance, Session};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Answers held back, in request order, behind a request of the same pipeline that is still
+/// at its owner (proxy mode): the pipeline goes on to the owner as a pipeline and the client
+/// still gets its replies in the order it asked. Always empty outside proxy mode.
+#[derive(Default)]
+pub(super) struct Held(VecDeque<(Outcome, Protocol)>);
+
+impl Held {
+    /// Requests one client may have at other nodes at once.
+    const MAX: usize = 256;
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(super) fn is_full(&self) -> bool {
+        self.0.len() >= Self::MAX
+    }
+
+    /// `protocol` is the one the reply is encoded in, as it was when the request ran.
+    pub(super) fn push(&mut self, outcome: Outcome, protocol: Protocol) {
+        self.0.push_back((outcome, protocol));
+    }
+
+    /// Queues every held answer on `connection`, waiting for the owners' replies in order.
+    pub(super) async fn release(
+        &mut self,
+        instance: &Instance,
+        session: &mut Session,
+        connection: &mut Connection,
+    ) {
+        while let Some((outcome, protocol)) = self.0.pop_front() {
+            let outcome = match outcome {
+                Outcome::Sent { sent, args } => {
+                    let node = instance
+                        .cluster
+                        .as_deref()
+                        .expect("forwarding in a cluster");
+                    let first = node.proxy.answer(sent).await;
+                    relay(instance, session, &args, first).await
+                }
+                outcome => outcome,
+            };
+            match outcome {
+                Outcome::Reply(reply) => connection.queue(&reply, protocol),
+                Outcome::Relayed(raw) => connection.queue_raw(&raw),
+                Outcome::Deferred | Outcome::Forward(_) | Outcome::Sent { .. } => {
+                    unreachable!("a relayed answer is final")
+                }
+            }
+        }
+    }
+}
+
+/// Sends the request to the slot's owner; its reply is read when the pipeline's replies are
+/// written (see [`Held`]).
+pub(super) fn submit(
+    instance: &Instance,
+    session: &Session,
+    args: &[Bytes],
+    addr: Arc<str>,
+) -> Outcome {
+    let node = instance
+        .cluster
+        .as_deref()
+        .expect("forwarding only in a cluster");
+    match node.proxy.submit(&addr, args, session.id) {
+        Ok(sent) => Outcome::Sent {
+            sent,
+            args: args.to_vec(),
+        },
+        Err(e) => Outcome::Reply(Frame::err(e)),
+    }
+}
+
+/// Turns the owner's reply into the client's. An owner that answers `-MOVED` (this node's
+/// map was behind, e.g. during a migration) is asked again once the map here moved on.
+async fn relay(
+    instance: &Instance,
+    session: &mut Session,
+    args: &[Bytes],
+    mut reply: Result<Bytes, String>,
+) -> Outcome {
+    let node = instance
+        .cluster
+        .as_deref()
+        .expect("forwarding only in a cluster");
+    let mut addr;
+    // Backing off to ~1.4 s in all: long enough for two nodes' maps to agree again after a
+    // hand-over, when a forwarded request came back as `-MOVED` (it is never forwarded twice).
+    for attempt in 0..16u32 {
+        let raw = match reply {
+            Ok(raw) => raw,
+            Err(e) => return Outcome::Reply(Frame::err(e)),
+        };
+        let moved = crate::cluster::proxy::moved_to(&raw).map(Arc::<str>::from);
+        if moved.is_none() && !crate::cluster::proxy::is_tryagain(&raw) {
+            return Outcome::Relayed(raw);
+        }
+        tokio::time::sleep(Duration::from_millis(2u64 << attempt.min(6))).await;
+        match crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
+            .await
+        {
+            Ok((command, guard)) => {
+                let reply = command.apply(instance, session).await;
+                drop(guard);
+                return Outcome::Reply(reply);
+            }
+            // The owner's word is fresher than this node's map, unless it names this node.
+            Err(Redirect::Forward(next)) => {
+                addr = moved.filter(|m| **m != *node.addr).unwrap_or(next)
+            }
+            Err(Redirect::Reply(reply)) => return Outcome::Reply(reply),
+            Err(Redirect::Wait) => return Outcome::Relayed(raw),
+        }
+        reply = node.proxy.forward(&addr, args, session.id).await;
+    }
+    Outcome::Reply(Frame::Error(
+        "TRYAGAIN the key's owner kept changing; retry".into(),
+    ))
+}
