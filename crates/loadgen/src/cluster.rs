@@ -298,9 +298,9 @@ fn tick(
     } = t;
     let loads: Vec<f64> = st.counts.iter().map(|&c| c as f64 / seconds).collect();
     st.counts.iter_mut().for_each(|c| *c = 0);
-    for i in 0..st.counts.len() {
-        st.load_sum[i] += loads[i];
-        st.load_peak[i] = st.load_peak[i].max(loads[i]);
+    for ((sum, peak), &load) in st.load_sum.iter_mut().zip(&mut st.load_peak).zip(&loads) {
+        *sum += load;
+        *peak = peak.max(load);
     }
     let mean = loads.iter().sum::<f64>() / st.counts.len() as f64;
     let max = loads.iter().copied().fold(0.0, f64::max);
