@@ -13,7 +13,8 @@
 use crate::spec::ShadowSpec;
 use crate::window::{TickSample, Window};
 use crate::Sampler;
-use cache::{AccessLog, Algorithm, Cache, Capacity};
+use cache::classes::RuleOp;
+use cache::{AccessLog, Algorithm, Cache, Capacity, RequestCounts, Served};
 use policy::switch::WindowFigures;
 use policy::{Action, Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, TickInput};
 use trace::{Op, Request};
@@ -67,14 +68,16 @@ pub struct ShadowTotals {
     pub metadata_bytes: u64,
 }
 
-#[derive(Clone, Copy, Default)]
-struct Counters {
-    requests: u64,
-    lookups: u64,
-    puts: u64,
-    deletes: u64,
-    hits: u64,
-    misses: u64,
+/// The cache's name for a trace operation (the mapping `sim::replay_cache::rule_op` makes;
+/// repeated here so the shadow core needs no simulator).
+#[inline(always)]
+fn cache_op(op: Op) -> RuleOp {
+    match op {
+        Op::Get => RuleOp::Get,
+        Op::Put => RuleOp::Put,
+        Op::Delete => RuleOp::Delete,
+        Op::Access => RuleOp::Access,
+    }
 }
 
 pub struct Shadow {
@@ -88,8 +91,8 @@ pub struct Shadow {
     target: Capacity,
     max_objects: u64,
     log: Option<AccessLog>,
-    c: Counters,
-    at_tick: Counters,
+    c: RequestCounts,
+    at_tick: RequestCounts,
     evictions_at_tick: u64,
     last_tick_time: Option<f64>,
     first_time: Option<f64>,
@@ -128,8 +131,8 @@ impl Shadow {
             target: limits.capacity,
             max_objects: limits.max_objects.max(1),
             log: uses_timeseries.then(|| AccessLog::new(limits.timeseries_limit)),
-            c: Counters::default(),
-            at_tick: Counters::default(),
+            c: RequestCounts::default(),
+            at_tick: RequestCounts::default(),
             evictions_at_tick: 0,
             last_tick_time: None,
             first_time: None,
@@ -185,31 +188,13 @@ impl Shadow {
         if !self.sampler.admits(req.key) {
             return;
         }
-        let c = &mut self.c;
-        c.requests += 1;
-        match req.op {
-            Op::Get | Op::Access => {
-                c.lookups += 1;
-                if self.cache.get(req.key) {
-                    c.hits += 1;
-                } else {
-                    c.misses += 1;
-                    self.cache.insert(req.key, req.size);
-                }
-                if let Some(log) = &mut self.log {
-                    log.record(req.time, req.key);
-                }
-            }
-            Op::Put => {
-                c.puts += 1;
-                self.cache.insert(req.key, req.size);
-                if let Some(log) = &mut self.log {
-                    log.record(req.time, req.key);
-                }
-            }
-            Op::Delete => {
-                c.deletes += 1;
-                self.cache.remove(req.key);
+        let op = cache_op(req.op);
+        let served = self.cache.serve(op, req.key, req.size);
+        self.c.count(op, req.size, served);
+        // The time series holds lookups and writes, as replay's access log does.
+        if served != Served::Deleted {
+            if let Some(log) = &mut self.log {
+                log.record(req.time, req.key);
             }
         }
         self.account();
@@ -226,10 +211,9 @@ impl Shadow {
         if !self.sampler.admits(key) {
             return;
         }
-        let c = &mut self.c;
-        c.requests += 1;
-        c.lookups += 1;
-        c.misses += 1;
+        // Counted as a get that missed but inserted nothing (no size: byte figures are not
+        // kept for shadows).
+        self.c.count(RuleOp::Get, 0, Served::Miss);
         self.cache.remove(key);
         if let Some(log) = &mut self.log {
             log.record(time, key);
@@ -270,10 +254,10 @@ impl Shadow {
                 .map_or(f64::INFINITY, |c| c as f64),
             hits: c.hits as f64 * k,
             misses: c.misses as f64 * k,
-            gets: c.lookups as f64 * k,
+            gets: c.lookups() as f64 * k,
             puts: c.puts as f64 * k,
             reqrate: per_s(c.requests, p.requests),
-            getrate: per_s(c.lookups, p.lookups),
+            getrate: per_s(c.lookups(), p.lookups()),
             putrate: per_s(c.puts, p.puts),
             missrate: per_s(c.misses, p.misses),
             hitrate: per_s(c.hits, p.hits),
@@ -341,7 +325,7 @@ impl Shadow {
         let (c, p, k) = (self.c, self.at_tick, self.scale);
         let evictions = self.cache.evictions();
         let mut s = std::mem::take(&mut self.current);
-        s.lookups = (c.lookups - p.lookups) as f64 * k;
+        s.lookups = (c.lookups() - p.lookups()) as f64 * k;
         s.hits = (c.hits - p.hits) as f64 * k;
         s.misses = (c.misses - p.misses) as f64 * k;
         s.evictions = (evictions - self.evictions_at_tick) as f64 * k;
@@ -376,7 +360,7 @@ impl Shadow {
     pub fn totals(&self) -> ShadowTotals {
         let (c, k) = (&self.c, self.scale);
         let requests = c.requests as f64 * k;
-        let lookups = c.lookups as f64 * k;
+        let lookups = c.lookups() as f64 * k;
         let misses = c.misses as f64 * k;
         ShadowTotals {
             requests,

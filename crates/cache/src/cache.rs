@@ -74,11 +74,7 @@ impl Cache {
     /// whether it hit. A hit keeps the cached size even if `size` differs.
     #[inline]
     pub fn access(&mut self, key: u64, size: u32) -> bool {
-        if self.get(key) {
-            return true;
-        }
-        self.insert(key, size);
-        false
+        self.serve(crate::classes::RuleOp::Access, key, size) == crate::Served::Hit
     }
 
     /// Inserts `key` (or updates its size if present), evicting as the algorithm decides until

@@ -33,6 +33,7 @@ mod classed;
 mod eviction;
 mod layer;
 mod queue;
+mod request;
 mod slab;
 
 pub use access_log::AccessLog;
@@ -42,6 +43,7 @@ pub use cache::{Cache, SlotHint};
 pub use capacity::Capacity;
 pub use classed::{ClassFigures, ClassStats, ClassedCache, Classes};
 pub use layer::{ClassLayer, NoClasses, Rewrite};
+pub use request::{RequestCounts, Served};
 
 /// Class files and rules (cache hints, seed 004): parsed once, matched per request.
 pub mod classes;

@@ -201,3 +201,79 @@ fn range_placement_keeps_a_hot_key_range_on_one_node() {
             > default["imbalance"]["mean"].as_f64().unwrap()
     );
 }
+
+/// `--nodes 1` is plain `replay`: a policy whose capacity decision reads its metrics and
+/// `timeseries()`, on a trace with a 40 s and a 3,000 s pause, runs the same ticks (the
+/// gaps' empty ticks included), takes the same decisions and leaves the same counters.
+#[test]
+fn one_node_ticks_decides_and_counts_as_plain_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("gap.csv");
+    let mut text = String::new();
+    let (mut x, mut time) = (0x9e37_79b9_7f4a_7c15u64, 50.0f64);
+    for i in 0..20_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        time += match i {
+            7_000 => 40.0,
+            14_000 => 3_000.0,
+            _ => 0.002,
+        };
+        let op = ["get", "get", "get", "set", "delete"][(x >> 9) as usize % 5];
+        text.push_str(&format!(
+            "{time:.3},{},{},{op}\n",
+            (x >> 20) % 400,
+            (x >> 40) % 200 + 1
+        ));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let policy = dir.path().join("cap.lua");
+    std::fs::write(
+        &policy,
+        r#"
+local target = 0
+function when()
+  local s = servers[whoami]
+  local queued = 0
+  if s.backend_queue > 0 then queued = 5 end
+  target = 20 + (math.floor(s.hits) % 13) + (timeseries():size() % 11) + queued
+    + (math.floor(s.reqrate) % 7) + (tick % 3)
+  return s.capacity ~= target
+end
+function howmuch() return {capacity = target} end
+"#,
+    )
+    .unwrap();
+    let base = [
+        "replay",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--csv",
+        "time-col=1,obj-id-col=2,obj-size-col=3,op-col=4,has-header=false",
+        "--cache-size",
+        "60",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--tick",
+        "1s",
+        "--json",
+    ];
+    let single = json_of(&mantle(&base));
+    let mut args = base.to_vec();
+    args.extend(["--nodes", "1"]);
+    let nodes = json_of(&mantle(&args));
+    let ticks = single["policy"]["ticks"].as_u64().unwrap();
+    assert!(ticks > 1_000, "the gaps' empty ticks run: {ticks}");
+    assert_eq!(nodes["ticks"].as_u64(), Some(ticks));
+    assert_eq!(single["policy"]["errors"], 0);
+    assert_eq!(nodes["policy"]["errors"], 0);
+    assert!(single["policy"]["actions"].as_u64().unwrap() > 100);
+    assert_eq!(nodes["policy"]["actions"], single["policy"]["actions"]);
+    let node = &nodes["per_node"][0];
+    assert_eq!(nodes["requests"], single["requests"]);
+    assert_eq!(node["hits"], single["hits"]);
+    assert_eq!(node["misses"], single["misses"]);
+    assert_eq!(node["cached_objects"], single["final_cache_objects"]);
+    assert_eq!(nodes["backend"], single["backend"]);
+}

@@ -6,7 +6,7 @@
 //!   again after every tick and on `MOVED`), one at a time in trace order, so a node counts
 //!   exactly the trace requests the simulator gives it: no redirections, and no fill of a
 //!   missed key (a live miss is not written back, unlike `replay --server` alone).
-//! - Ticks come at the simulator's times (the same rule as `sim::nodes`); each is a
+//! - Ticks come at the simulator's times (its `NodeClock`, replay's schedule); each is a
 //!   `POLICY TICK now` sent to every node at once: every node publishes its measurement,
 //!   then decides once all have (the server's lock-step tick, `cluster::balance`).
 //! - A lock-step tick answers once the migrations it started are done; the replay then
@@ -19,8 +19,9 @@
 use anyhow::{anyhow, bail, Context, Result};
 use cluster::{exports, key_slot, SLOTS};
 use redis::Value as Reply;
-use sim::nodes::{ClusterReport, MigrationRecord, NodeParts, NodesConfig, NodesTickRow, Parts};
-use sim::Tick;
+use sim::nodes::{
+    ClusterReport, DueTick, MigrationRecord, NodeClock, NodeParts, NodesConfig, NodesTickRow, Parts,
+};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use trace::{Op, Request};
@@ -141,124 +142,45 @@ pub fn replay_cluster(
         .collect::<Result<_>>()?;
 
     let n = config.nodes;
-    let mut counts = vec![0u64; n];
     let mut requests_of = vec![0u64; n];
     let mut lookups_of = vec![0u64; n];
-    let mut load_sum = vec![0.0f64; n];
-    let mut load_peak = vec![0.0f64; n];
-    let mut exported = vec![0u64; n];
-    let mut imported = vec![0u64; n];
-    let mut slot_requests = vec![0u32; usize::from(SLOTS)];
-    let mut imbalances = Vec::new();
-    let mut rows = Vec::new();
-    let mut migrations: Vec<MigrationRecord> = Vec::new();
+    let mut st = Tally {
+        counts: vec![0; n],
+        load_sum: vec![0.0; n],
+        load_peak: vec![0.0; n],
+        exported: vec![0; n],
+        imported: vec![0; n],
+        slot_requests: vec![0; usize::from(SLOTS)],
+        imbalances: Vec::new(),
+        rows: Vec::new(),
+        migrations: Vec::new(),
+    };
     let mut digits = itoa::Buffer::new();
     let zeros = vec![0u8; 1 << 20];
 
-    let has_time_ticks = matches!(config.tick, Tick::Seconds(_));
-    let (mut tick_no, mut requests, mut requests_at_tick) = (0u64, 0u64, 0u64);
-    let (mut first_time, mut last_time, mut last_tick_time) = (None::<f64>, 0.0, 0.0);
-    loop {
-        let request = next()?;
-        loop {
-            // The simulator's tick rule (sim::nodes), so ticks fall at the same times.
-            let due = match (config.tick, &request) {
-                (Tick::Seconds(every), Some(r)) => {
-                    first_time.is_some() && r.time - last_tick_time >= every
-                }
-                (Tick::Ops(every), Some(_)) => requests - requests_at_tick >= every,
-                (_, None) => false,
-            };
-            if !due {
-                break;
-            }
-            tick_no += 1;
-            let prev = last_tick_time;
-            let now = match (config.tick, &request) {
-                (Tick::Seconds(every), Some(r)) => {
-                    let next = prev + ((r.time - prev) / every).floor().max(1.0) * every;
-                    if next > prev {
-                        next
-                    } else {
-                        r.time
-                    }
-                }
-                _ => tick_no as f64,
-            };
-            let seconds = if has_time_ticks {
-                (now - prev).max(f64::MIN_POSITIVE)
-            } else {
-                1.0
-            };
-            last_tick_time = now;
-            requests_at_tick = requests;
-            let loads: Vec<f64> = counts.iter().map(|&c| c as f64 / seconds).collect();
-            counts.iter_mut().for_each(|c| *c = 0);
-            for i in 0..n {
-                load_sum[i] += loads[i];
-                load_peak[i] = load_peak[i].max(loads[i]);
-            }
-            let mean = loads.iter().sum::<f64>() / n as f64;
-            let max = loads.iter().copied().fold(0.0, f64::max);
-            let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
-            if mean > 0.0 {
-                imbalances.push(imbalance);
-            }
-
-            tick_everyone(&mut nodes, now)?;
-            let after = settle(&mut nodes, &ids)?;
-            // Who gave which slots to whom at this tick.
-            let mut moved: BTreeMap<(u16, u16), Vec<u16>> = BTreeMap::new();
-            for s in 0..SLOTS {
-                if let (Some(a), Some(b)) = (owner[usize::from(s)], after[usize::from(s)]) {
-                    if a != b {
-                        moved.entry((a, b)).or_default().push(s);
-                    }
-                }
-            }
-            for ((from, to), slots) in moved {
-                let load = slots
-                    .iter()
-                    .map(|&s| f64::from(slot_requests[usize::from(s)]) / seconds)
-                    .sum();
-                exported[usize::from(from)] += slots.len() as u64;
-                imported[usize::from(to)] += slots.len() as u64;
-                migrations.push(MigrationRecord {
-                    from: usize::from(from),
-                    to: usize::from(to),
-                    ranges: exports::ranges(&slots),
-                    slots: slots.len() as u64,
-                    bytes: 0,
-                    load,
-                    amount: 0.0,
-                    start_tick: tick_no,
-                    start_time: now,
-                    copy_seconds: 0.0,
-                    done_tick: Some(tick_no),
-                });
-            }
-            owner = after;
-            if config.record_ticks {
-                rows.push(NodesTickRow {
-                    tick: tick_no,
-                    time: now,
-                    loads,
-                    max_over_mean: imbalance,
-                    migrations_in_flight: 0,
-                });
-            }
-            slot_requests.iter_mut().for_each(|c| *c = 0);
+    // The simulator's ticks (`sim::nodes::NodeClock`), so both tick at the same times.
+    let mut clock = NodeClock::new(config.tick);
+    let (mut requests, mut first_time, mut last_time) = (0u64, None::<f64>, 0.0);
+    while let Some(r) = next()? {
+        let due = clock
+            .before(r.time)
+            .map_err(|e| anyhow!("request {} (time {} s): {e}", requests + 1, r.time))?;
+        for &t in due {
+            tick(
+                t,
+                &mut st,
+                &mut nodes,
+                &ids,
+                &mut owner,
+                config.record_ticks,
+            )?;
         }
-        let Some(r) = request else { break };
-        if first_time.is_none() {
-            first_time = Some(r.time);
-            last_tick_time = if has_time_ticks { r.time } else { 0.0 };
-        }
+        first_time.get_or_insert(r.time);
         last_time = r.time;
         requests += 1;
         let key = digits.format(r.key);
         let slot = key_slot(key.as_bytes());
-        slot_requests[usize::from(slot)] += 1;
+        st.slot_requests[usize::from(slot)] += 1;
         let mut attempts = 0;
         let target = loop {
             let Some(i) = owner[usize::from(slot)] else {
@@ -291,10 +213,20 @@ pub fn replay_cluster(
                 }
             }
         };
-        counts[target] += 1;
+        st.counts[target] += 1;
         requests_of[target] += 1;
         if matches!(r.op, Op::Get | Op::Access) {
             lookups_of[target] += 1;
+        }
+        if let Some(t) = clock.after() {
+            tick(
+                t,
+                &mut st,
+                &mut nodes,
+                &ids,
+                &mut owner,
+                config.record_ticks,
+            )?;
         }
     }
 
@@ -310,11 +242,11 @@ pub fn replay_cluster(
             lookups: lookups_of[i],
             hits: delta("hits"),
             misses: delta("misses"),
-            load_sum: load_sum[i],
-            load_peak: load_peak[i],
+            load_sum: st.load_sum[i],
+            load_peak: st.load_peak[i],
             cached_objects: after.get("objects").copied().unwrap_or(0).max(0) as u64,
-            exported_slots: exported[i],
-            imported_slots: imported[i],
+            exported_slots: st.exported[i],
+            imported_slots: st.imported[i],
         });
     }
     let owner: Vec<u16> = owner.iter().map(|o| o.unwrap_or(u16::MAX)).collect();
@@ -322,16 +254,105 @@ pub fn replay_cluster(
         config,
         nodes: &parts,
         owner: &owner,
-        imbalances: &imbalances,
-        ticks: tick_no,
-        migrations,
+        imbalances: &st.imbalances,
+        ticks: clock.ticks(),
+        migrations: st.migrations,
         unfinished: Vec::new(),
-        rows,
+        rows: st.rows,
         policy: None,
+        backend: None,
         duration: first_time.map(|t| last_time - t),
         wall_seconds: started.elapsed().as_secs_f64(),
         requests,
     }))
+}
+
+/// What the live replay keeps across ticks.
+struct Tally {
+    /// Requests each node served since the last tick.
+    counts: Vec<u64>,
+    load_sum: Vec<f64>,
+    load_peak: Vec<f64>,
+    exported: Vec<u64>,
+    imported: Vec<u64>,
+    slot_requests: Vec<u32>,
+    imbalances: Vec<f64>,
+    rows: Vec<NodesTickRow>,
+    migrations: Vec<MigrationRecord>,
+}
+
+/// One lock-step tick: every node ticks at `now`, then the slots that changed owner are
+/// recorded as this tick's migrations.
+fn tick(
+    t: DueTick,
+    st: &mut Tally,
+    nodes: &mut [Node],
+    ids: &[String],
+    owner: &mut Vec<Option<u16>>,
+    record_ticks: bool,
+) -> Result<()> {
+    let DueTick {
+        tick: tick_no,
+        now,
+        seconds,
+    } = t;
+    let loads: Vec<f64> = st.counts.iter().map(|&c| c as f64 / seconds).collect();
+    st.counts.iter_mut().for_each(|c| *c = 0);
+    for ((sum, peak), &load) in st.load_sum.iter_mut().zip(&mut st.load_peak).zip(&loads) {
+        *sum += load;
+        *peak = peak.max(load);
+    }
+    let mean = loads.iter().sum::<f64>() / st.counts.len() as f64;
+    let max = loads.iter().copied().fold(0.0, f64::max);
+    let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
+    if mean > 0.0 {
+        st.imbalances.push(imbalance);
+    }
+
+    tick_everyone(nodes, now)?;
+    let after = settle(nodes, ids)?;
+    // Who gave which slots to whom at this tick.
+    let mut moved: BTreeMap<(u16, u16), Vec<u16>> = BTreeMap::new();
+    for s in 0..SLOTS {
+        if let (Some(a), Some(b)) = (owner[usize::from(s)], after[usize::from(s)]) {
+            if a != b {
+                moved.entry((a, b)).or_default().push(s);
+            }
+        }
+    }
+    for ((from, to), slots) in moved {
+        let load = slots
+            .iter()
+            .map(|&s| f64::from(st.slot_requests[usize::from(s)]) / seconds)
+            .sum();
+        st.exported[usize::from(from)] += slots.len() as u64;
+        st.imported[usize::from(to)] += slots.len() as u64;
+        st.migrations.push(MigrationRecord {
+            from: usize::from(from),
+            to: usize::from(to),
+            ranges: exports::ranges(&slots),
+            slots: slots.len() as u64,
+            bytes: 0,
+            load,
+            amount: 0.0,
+            start_tick: tick_no,
+            start_time: now,
+            copy_seconds: 0.0,
+            done_tick: Some(tick_no),
+        });
+    }
+    *owner = after;
+    if record_ticks {
+        st.rows.push(NodesTickRow {
+            tick: tick_no,
+            time: now,
+            loads,
+            max_over_mean: imbalance,
+            migrations_in_flight: 0,
+        });
+    }
+    st.slot_requests.iter_mut().for_each(|c| *c = 0);
+    Ok(())
 }
 
 /// `POLICY TICK now` on every node at once (each on its own thread), so each publishes its

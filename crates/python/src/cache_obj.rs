@@ -4,54 +4,23 @@
 use crate::input::TraceInput;
 use crate::run::{parse_algorithm, parse_cache_size, resolve_capacity_of};
 use crate::{error, Signals, Stop};
+use cache::classes::RuleOp;
+use cache::{RequestCounts, Served};
 use pyo3::prelude::*;
-use trace::{Op, Request};
+use sim::replay_cache::rule_op;
 
 #[pyclass(module = "mantle._mantle")]
 pub struct Cache {
     cache: cache::Cache,
 }
 
-/// Lookups and misses of one pass, in requests and bytes.
-#[derive(Default)]
-struct Tally {
-    lookups: u64,
-    misses: u64,
-    lookup_bytes: u64,
-    miss_bytes: u64,
-}
-
-impl Tally {
-    fn ratios(&self) -> (f64, f64) {
-        let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
-        (
-            ratio(self.misses, self.lookups),
-            ratio(self.miss_bytes, self.lookup_bytes),
-        )
-    }
-}
-
-/// One request with the replay's semantics (DESIGN.md §5): get and access look up and insert
-/// on a miss, put (re)inserts, delete removes.
-#[inline]
-fn serve(cache: &mut cache::Cache, r: &Request, t: &mut Tally) {
-    match r.op {
-        Op::Get | Op::Access => {
-            t.lookups += 1;
-            t.lookup_bytes += u64::from(r.size);
-            if !cache.get(r.key) {
-                t.misses += 1;
-                t.miss_bytes += u64::from(r.size);
-                cache.insert(r.key, r.size);
-            }
-        }
-        Op::Put => {
-            cache.insert(r.key, r.size);
-        }
-        Op::Delete => {
-            cache.remove(r.key);
-        }
-    }
+/// The miss ratio and byte miss ratio of one pass.
+fn ratios(n: &RequestCounts) -> (f64, f64) {
+    let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+    (
+        ratio(n.misses, n.lookups()),
+        ratio(n.miss_bytes, n.lookup_bytes),
+    )
 }
 
 fn serve_trace(
@@ -59,9 +28,9 @@ fn serve_trace(
     input: &TraceInput,
     start: u64,
     max: Option<u64>,
-) -> Result<Tally, Stop> {
+) -> Result<RequestCounts, Stop> {
     let mut reader = trace::Batched::new(input.open()?);
-    let mut tally = Tally::default();
+    let mut tally = RequestCounts::default();
     let mut signals = Signals::new();
     let mut skipped = 0;
     while skipped < start {
@@ -76,7 +45,10 @@ fn serve_trace(
         let Some(r) = reader.next_request()? else {
             break;
         };
-        serve(cache, &r, &mut tally);
+        // The one request path every simulated cache shares (docs/replay.md).
+        let op = rule_op(r.op);
+        let served = cache.serve(op, r.key, r.size);
+        tally.count(op, r.size, served);
         left -= 1;
     }
     Ok(tally)
@@ -121,13 +93,13 @@ impl Cache {
         let max = u64::try_from(max_req).ok();
         let cache = &mut self.cache;
         let tally = py.detach(|| serve_trace(cache, &input, start_req, max))?;
-        Ok(tally.ratios())
+        Ok(ratios(&tally))
     }
 
     /// A lookup that inserts `key` on a miss, as a trace's get does; returns whether it hit.
     #[pyo3(signature = (key, size=1))]
     fn get(&mut self, key: u64, size: u32) -> bool {
-        self.cache.access(key, size)
+        self.cache.serve(RuleOp::Get, key, size) == Served::Hit
     }
 
     /// A lookup that never inserts; a hit counts as an access for the eviction algorithm.

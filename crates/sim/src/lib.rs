@@ -3,6 +3,7 @@
 //! and back-end load.
 
 pub mod backend;
+pub mod cache_metrics;
 pub mod compare;
 pub mod control;
 pub mod metrics_csv;

@@ -5,15 +5,16 @@
 //! removes from the cache and writes to the back-end. `miss_ratio = misses / (gets + accesses)`.
 
 use crate::backend::{Backend, BackendSpec, BackendSummary};
+use crate::cache_metrics::{cache_metrics, CacheSample};
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
-use crate::replay_cache::{class_reports, classify, ClassReport};
+use crate::replay_cache::{class_reports, classify, rule_op, ClassReport};
 use crate::tick_schedule::TickSchedule;
 pub use crate::tick_schedule::MAX_EMPTY_TICKS;
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use cache::classes::ClassSet;
-use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer};
+use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
 use std::time::{Duration, Instant};
-use trace::{Op, Request};
+use trace::Request;
 
 /// When decision ticks (and metrics rows) happen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -233,16 +234,20 @@ pub struct ClientFigures {
 /// Counters the tick logic differences to get per-tick figures.
 #[derive(Clone, Copy, Default)]
 struct Counters {
-    requests: u64,
-    gets: u64,
-    puts: u64,
-    deletes: u64,
-    accesses: u64,
-    hits: u64,
-    misses: u64,
-    backend_reads: u64,
-    backend_writes: u64,
+    r: RequestCounts,
+    /// Back-end reads of warm-up bulk loads (the requests' own are `r`'s misses).
+    restart_reads: u64,
     evictions: u64,
+}
+
+impl Counters {
+    fn backend_reads(&self) -> u64 {
+        self.r.backend_reads() + self.restart_reads
+    }
+
+    fn backend_writes(&self) -> u64 {
+        self.r.backend_writes()
+    }
 }
 
 struct Loop<'c, L: ClassLayer> {
@@ -259,8 +264,6 @@ struct Loop<'c, L: ClassLayer> {
     last_tick_time: f64,
     tick_no: u64,
     ticks: Vec<TickRow>,
-    lookup_bytes: u64,
-    miss_bytes: u64,
     peak_objects: u64,
     peak_bytes: u64,
     sum_objects: u128,
@@ -341,8 +344,6 @@ fn run<E, L: ClassLayer>(
         last_tick_time: 0.0,
         tick_no: 0,
         ticks: Vec::new(),
-        lookup_bytes: 0,
-        miss_bytes: 0,
         peak_objects: 0,
         peak_bytes: 0,
         sum_objects: 0,
@@ -373,7 +374,8 @@ fn run<E, L: ClassLayer>(
         }
     }
     // A final tick closes the last partial interval so the metrics series covers the trace.
-    if lp.c.requests > lp.at_last_tick.requests && (config.record_ticks || lp.controller.is_some())
+    if lp.c.r.requests > lp.at_last_tick.r.requests
+        && (config.record_ticks || lp.controller.is_some())
     {
         let now = lp.last_time;
         lp.record_row(now, String::new(), false);
@@ -387,7 +389,7 @@ impl<L: ClassLayer> Loop<'_, L> {
     fn check_time<E>(&mut self, req: &Request) -> Result<(), ReplayError<E>> {
         if !req.time.is_finite() {
             return Err(ReplayError::Clock {
-                request: self.c.requests + 1,
+                request: self.c.r.requests + 1,
                 time: req.time,
                 reason: "a request time must be a finite number of seconds".to_string(),
             });
@@ -410,7 +412,7 @@ impl<L: ClassLayer> Loop<'_, L> {
         schedule
             .before(req.time, |at| self.tick(at))
             .map_err(|reason| ReplayError::Clock {
-                request: self.c.requests + 1,
+                request: self.c.r.requests + 1,
                 time: req.time,
                 reason,
             })
@@ -425,7 +427,10 @@ impl<L: ClassLayer> Loop<'_, L> {
         for req in batch {
             self.check_time(req)?;
             self.ticks_before(schedule, req)?;
-            let restart = self.warmup.as_ref().is_some_and(|w| w.due(self.c.requests));
+            let restart = self
+                .warmup
+                .as_ref()
+                .is_some_and(|w| w.due(self.c.r.requests));
             if restart {
                 self.restart(req.time);
             }
@@ -469,7 +474,7 @@ impl<L: ClassLayer> Loop<'_, L> {
         if let Some(w) = &mut self.warmup {
             let reads = w.restart(&mut self.cache, now);
             self.backend.count_reads(reads);
-            self.c.backend_reads += reads;
+            self.c.restart_reads += reads;
         }
     }
 
@@ -477,8 +482,6 @@ impl<L: ClassLayer> Loop<'_, L> {
     /// controller (each only if present); without, the loop has none of those branches.
     #[inline(always)]
     fn serve<const WATCHED: bool>(&mut self, req: &Request) {
-        let c = &mut self.c;
-        c.requests += 1;
         let now = req.time;
         if now > self.last_time {
             let dt = now - self.last_time;
@@ -487,55 +490,26 @@ impl<L: ClassLayer> Loop<'_, L> {
             self.last_time = now;
         }
         let class = classify(&self.cache, req);
-        let mut hit = None;
-        match req.op {
-            Op::Get | Op::Access => {
-                if req.op == Op::Get {
-                    c.gets += 1;
-                } else {
-                    c.accesses += 1;
-                }
-                self.lookup_bytes += req.size as u64;
-                if self.cache.get_as(req.key, class) {
-                    c.hits += 1;
-                    hit = Some(true);
-                } else {
-                    c.misses += 1;
-                    hit = Some(false);
-                    self.miss_bytes += req.size as u64;
-                    c.backend_reads += 1;
-                    self.backend.read(now);
-                    self.cache.insert_as(req.key, req.size, class, |_, _| {});
-                    self.note_peaks();
-                }
-                if WATCHED && self.record_log {
-                    if let Some(log) = &mut self.log {
-                        log.record(now, req.key);
-                    }
-                }
-            }
-            Op::Put => {
-                c.puts += 1;
-                c.backend_writes += 1;
-                self.backend.write(now);
-                self.cache.insert_as(req.key, req.size, class, |_, _| {});
-                self.note_peaks();
-                if WATCHED && self.record_log {
-                    if let Some(log) = &mut self.log {
-                        log.record(now, req.key);
-                    }
-                }
-            }
-            Op::Delete => {
-                c.deletes += 1;
-                c.backend_writes += 1;
-                self.backend.write(now);
-                self.cache.remove(req.key);
-            }
+        let op = rule_op(req.op);
+        let served = self.cache.serve_as(op, req.key, req.size, class);
+        self.c.r.count(op, req.size, served);
+        match served {
+            Served::Miss => self.backend.read(now),
+            Served::Written | Served::Deleted => self.backend.write(now),
+            Served::Hit => {}
+        }
+        if served.inserted() {
+            self.note_peaks();
         }
         if WATCHED {
+            // The access log holds what a policy's `timeseries()` shows: lookups and writes.
+            if self.record_log && served != Served::Deleted {
+                if let Some(log) = &mut self.log {
+                    log.record(now, req.key);
+                }
+            }
             if let Some(w) = &mut self.warmup {
-                w.observe(req, class, hit);
+                w.observe(req, class, served.lookup());
             }
         }
         let objects = self.cache.len();
@@ -558,37 +532,18 @@ impl<L: ClassLayer> Loop<'_, L> {
     }
 
     fn metrics(&self, now: f64) -> TickMetrics {
-        let c = &self.c;
-        let p = &self.at_last_tick;
-        let dt = now - self.last_tick_time;
-        let per_s = |a: u64, b: u64| if dt > 0.0 { (a - b) as f64 / dt } else { 0.0 };
-        let cap = self.cache.capacity();
-        TickMetrics {
-            cachesize: self.cache.len() as f64,
-            cachebytes: self.cache.bytes() as f64,
-            capacity: cap
-                .objects
-                .or(cap.bytes)
-                .map_or(f64::INFINITY, |c| c as f64),
-            hits: c.hits as f64,
-            misses: c.misses as f64,
-            gets: (c.gets + c.accesses) as f64,
-            puts: c.puts as f64,
-            reqrate: per_s(c.requests, p.requests),
-            getrate: per_s(c.gets + c.accesses, p.gets + p.accesses),
-            putrate: per_s(c.puts, p.puts),
-            missrate: per_s(c.misses, p.misses),
-            hitrate: per_s(c.hits, p.hits),
-            backend_rate: per_s(
-                c.backend_reads + c.backend_writes,
-                p.backend_reads + p.backend_writes,
+        let (c, p) = (&self.c, &self.at_last_tick);
+        cache_metrics(&CacheSample {
+            cache: &self.cache,
+            now: &c.r,
+            then: &p.r,
+            backend_ops: (
+                c.backend_reads() + c.backend_writes(),
+                p.backend_reads() + p.backend_writes(),
             ),
             backend_queue: self.backend.queue_len(now),
-            evictions: self.cache.evictions() as f64,
-            load: per_s(c.requests, p.requests),
-            cpu: None,
-            mem: None,
-        }
+            seconds: now - self.last_tick_time,
+        })
     }
 
     fn tick(&mut self, now: f64) {
@@ -649,13 +604,13 @@ impl<L: ClassLayer> Loop<'_, L> {
         if self.record_ticks {
             let c = &self.c;
             let p = &self.at_last_tick;
-            let lookups = (c.gets + c.accesses) - (p.gets + p.accesses);
-            let hits = c.hits - p.hits;
+            let lookups = c.r.lookups() - p.r.lookups();
+            let hits = c.r.hits - p.r.hits;
             let cap = self.cache.capacity();
             self.ticks.push(TickRow {
                 tick: self.tick_no,
                 time: now,
-                requests: c.requests - p.requests,
+                requests: c.r.requests - p.r.requests,
                 cache_objects: self.cache.len(),
                 cache_bytes: self.cache.bytes(),
                 capacity_objects: cap.objects,
@@ -663,8 +618,8 @@ impl<L: ClassLayer> Loop<'_, L> {
                 lookups,
                 hits,
                 hit_ratio: (lookups > 0).then(|| hits as f64 / lookups as f64),
-                backend_reads: c.backend_reads - p.backend_reads,
-                backend_writes: c.backend_writes - p.backend_writes,
+                backend_reads: c.backend_reads() - p.backend_reads(),
+                backend_writes: c.backend_writes() - p.backend_writes(),
                 backend_queue: self.backend.queue_len(now),
                 evictions: self.cache.evictions() - p.evictions,
                 action,
@@ -677,8 +632,8 @@ impl<L: ClassLayer> Loop<'_, L> {
     }
 
     fn finish(mut self, wall: Duration) -> ReplayReport {
-        let c = self.c;
-        let lookups = c.gets + c.accesses;
+        let c = self.c.r;
+        let lookups = c.lookups();
         let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
         let duration = self.first_time.map(|t0| self.last_time - t0).unwrap_or(0.0);
         let timed = duration > 0.0;
@@ -693,7 +648,7 @@ impl<L: ClassLayer> Loop<'_, L> {
             hits: c.hits,
             misses: c.misses,
             miss_ratio: ratio(c.misses, lookups),
-            byte_miss_ratio: Some(ratio(self.miss_bytes, self.lookup_bytes)),
+            byte_miss_ratio: Some(ratio(c.miss_bytes, c.lookup_bytes)),
             evictions: self.cache.evictions(),
             peak_cache_objects: self.peak_objects,
             mean_cache_objects: mean(self.sum_objects, c.requests),
@@ -738,6 +693,7 @@ mod tests {
     use super::*;
     use crate::control::ControllerSummary;
     use crate::TickDecision;
+    use trace::Op;
 
     /// A mixed trace: every op, repeated keys, sizes that force evictions, and time steps
     /// (some zero, some across several ticks).

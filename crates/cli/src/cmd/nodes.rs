@@ -105,6 +105,8 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
         tick,
         migration_rate: args.cluster.migration_rate,
         record_ticks: args.cluster.loads_out.is_some(),
+        backend: args.backend,
+        timeseries_limit: args.policy.timeseries,
     };
     let mut balancer = match &args.policy.policy {
         Some(path) => {

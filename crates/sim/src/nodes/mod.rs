@@ -16,22 +16,34 @@
 //!   size) at `--migration-rate` bytes per second of trace time; the source serves the
 //!   slots until the copy is done, then ownership flips, the source drops its cached copies
 //!   and the target starts cold for them.
-//! - Without timestamps, a tick counts as one second of trace time.
+//! - Ticks fall where `replay`'s do (`TickSchedule`: a time tick runs up to 1,000 empty
+//!   ticks of an idle gap one by one); a request-count tick `k` is at time `k` and counts
+//!   as one second of trace time (a trace without timestamps has no other clock).
+//! - Each node serves a request as `replay` does (`Cache::serve`), the store behind them
+//!   is `replay`'s back-end model (one store every node shares), a node's policy sees
+//!   `replay`'s metrics of its cache and its own `timeseries()`, and its cache decision
+//!   (`{capacity=N}`, evictions) applies to its cache: one node replays as `replay` does.
 //! - Keys map to slots by hash (the live cluster's rule) or, with [`Placement::Range`], by
 //!   their place in the trace's key order ([`KeyRanges`]): each node then owns contiguous
 //!   ranges of the key space and every unit a balancer moves is one.
 
+mod clock;
 mod report;
+
+pub use clock::{DueTick, NodeClock};
 
 pub use report::{
     build as build_report, write_loads_csv, ClusterReport, MigrationRecord, NodeParts, NodeReport,
-    NodesTickRow, Parts,
+    NodesTickRow, Parts, PolicyParts,
 };
 
-use crate::replay::Tick;
-use cache::{Algorithm, Cache, Capacity};
+use crate::backend::{Backend, BackendSpec};
+use crate::cache_metrics::{cache_metrics, CacheSample};
+use crate::replay::{ReplayError, Tick};
+use crate::replay_cache::rule_op;
+use cache::{AccessLog, Algorithm, Cache, Capacity, RequestCounts, Served};
 use cluster::{exports, key_slot, NodeId, SlotMap, SLOTS};
-use policy::{Limits, LoadError, Metrics, NoSeries, Params, PolicyEngine, SlotLoad, TickInput};
+use policy::{Action, Limits, LoadError, Metrics, Params, PolicyEngine, SlotLoad, TickInput};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -131,6 +143,10 @@ pub struct NodesConfig {
     pub migration_rate: f64,
     /// Keep one row per tick (for CSV output and reports).
     pub record_ticks: bool,
+    /// The store every node shares (`--backend`), modelled as `replay` models it.
+    pub backend: BackendSpec,
+    /// Bound of each node's access log (`timeseries()`, `--timeseries`).
+    pub timeseries_limit: usize,
 }
 
 impl Default for NodesConfig {
@@ -144,6 +160,8 @@ impl Default for NodesConfig {
             tick: Tick::Seconds(1.0),
             migration_rate: 100.0 * 1024.0 * 1024.0,
             record_ticks: false,
+            backend: BackendSpec::default(),
+            timeseries_limit: 1_000_000,
         }
     }
 }
@@ -153,6 +171,8 @@ pub struct Balancer {
     engines: Vec<PolicyEngine>,
     params: Params,
     name: String,
+    /// The policy reads `timeseries()`: each node then keeps its access log.
+    uses_timeseries: bool,
 }
 
 impl Balancer {
@@ -170,28 +190,25 @@ impl Balancer {
             name = engine.load_file(path)?.to_string();
             engines.push(engine);
         }
+        // The same test replay's policy driver makes (a source it cannot read keeps the log).
+        let uses_timeseries = std::fs::read_to_string(path)
+            .map(|s| s.contains("timeseries"))
+            .unwrap_or(true);
         Ok(Balancer {
             engines,
             params,
             name,
+            uses_timeseries,
         })
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Counters {
-    requests: u64,
-    gets: u64,
-    puts: u64,
-    lookups: u64,
-    hits: u64,
-    misses: u64,
-}
-
 struct Node {
     cache: Cache,
-    c: Counters,
-    at_tick: Counters,
+    c: RequestCounts,
+    at_tick: RequestCounts,
+    /// What the node's policy sees as `timeseries()`: its lookups and writes.
+    log: AccessLog,
     /// Load at the last tick (requests per second).
     load: f64,
     load_sum: f64,
@@ -209,12 +226,36 @@ struct InFlight {
     done_at: f64,
 }
 
-/// Replays every request `next` yields across `config.nodes` nodes.
+/// The state of a multi-node replay between requests.
+struct Cluster<'b> {
+    config: &'b NodesConfig,
+    balancer: Option<&'b mut Balancer>,
+    nodes: Vec<Node>,
+    owner: Vec<u16>,
+    /// The store every node shares (a miss reads it, a put or delete writes it).
+    backend: Backend,
+    slot_requests: Vec<u32>,
+    slot_bytes: Vec<u64>,
+    key_sizes: HashMap<u64, u32>,
+    in_flight: Vec<InFlight>,
+    migrations: Vec<MigrationRecord>,
+    rows: Vec<NodesTickRow>,
+    imbalances: Vec<f64>,
+    slotter: Slotter,
+    policy_errors: u64,
+    policy_decisions: u64,
+    policy_actions: u64,
+}
+
+/// Replays every request `next` yields across `config.nodes` nodes. Ticks fall where
+/// `replay`'s do ([`crate::tick_schedule::TickSchedule`]), and each node serves its requests, counts them and shows
+/// them to its policy as `replay` does, so one node replays exactly as `replay` (for the
+/// policy's time ticks; a request-count tick `k` is at time `k` and counts as one second).
 pub fn replay_nodes<E>(
     config: &NodesConfig,
-    mut balancer: Option<&mut Balancer>,
+    balancer: Option<&mut Balancer>,
     mut next: impl FnMut() -> Result<Option<Request>, E>,
-) -> Result<ClusterReport, E> {
+) -> Result<ClusterReport, ReplayError<E>> {
     assert!(
         (1..=MAX_NODES).contains(&config.nodes),
         "node count checked by the caller"
@@ -227,17 +268,25 @@ pub fn replay_nodes<E>(
         .rebalance(&ids)
         .expect("at least one node");
     let table = map.owner_table();
-    let mut owner: Vec<u16> = (0..SLOTS)
+    let owner: Vec<u16> = (0..SLOTS)
         .map(|s| {
             let id = table.owner_of(s).expect("every slot owned");
             ids.iter().position(|x| x == id).expect("a known node") as u16
         })
         .collect();
-    let mut nodes: Vec<Node> = (0..config.nodes)
+    // A policy that ignores the time series still gets an (empty) one to hand out.
+    let record_log = balancer.as_ref().is_some_and(|b| b.uses_timeseries);
+    let log_limit = if record_log {
+        config.timeseries_limit
+    } else {
+        1
+    };
+    let nodes: Vec<Node> = (0..config.nodes)
         .map(|_| Node {
             cache: Cache::new(config.algorithm, config.capacity),
-            c: Counters::default(),
-            at_tick: Counters::default(),
+            c: RequestCounts::default(),
+            at_tick: RequestCounts::default(),
+            log: AccessLog::new(log_limit),
             load: 0.0,
             load_sum: 0.0,
             load_peak: 0.0,
@@ -246,238 +295,56 @@ pub fn replay_nodes<E>(
             imported_slots: 0,
         })
         .collect();
-    let mut slot_requests = vec![0u32; usize::from(SLOTS)];
-    let mut slot_bytes = vec![0u64; usize::from(SLOTS)];
-    let mut key_sizes: HashMap<u64, u32> = HashMap::new();
-    let mut in_flight: Vec<InFlight> = Vec::new();
-    let mut migrations: Vec<MigrationRecord> = Vec::new();
-    let mut rows: Vec<NodesTickRow> = Vec::new();
-    let mut imbalances: Vec<f64> = Vec::new();
-    let mut slotter = Slotter::of(config);
+    let mut sim = Cluster {
+        config,
+        balancer,
+        nodes,
+        owner,
+        backend: Backend::new(config.backend),
+        slot_requests: vec![0u32; usize::from(SLOTS)],
+        slot_bytes: vec![0u64; usize::from(SLOTS)],
+        key_sizes: HashMap::new(),
+        in_flight: Vec::new(),
+        migrations: Vec::new(),
+        rows: Vec::new(),
+        imbalances: Vec::new(),
+        slotter: Slotter::of(config),
+        policy_errors: 0,
+        policy_decisions: 0,
+        policy_actions: 0,
+    };
 
-    let mut tick_no: u64 = 0;
+    let mut clock = NodeClock::new(config.tick);
     let mut first_time: Option<f64> = None;
     let mut last_time: f64 = 0.0;
-    let mut last_tick_time: f64 = 0.0;
     let mut requests: u64 = 0;
-    let mut requests_at_tick: u64 = 0;
-    let mut policy_errors: u64 = 0;
-    let mut policy_decisions: u64 = 0;
-    let has_time_ticks = matches!(config.tick, Tick::Seconds(_));
-
-    loop {
-        let request = next()?;
-        // Ticks due before this request (or at the end of the trace).
-        loop {
-            let due = match (config.tick, &request) {
-                (Tick::Seconds(every), Some(r)) => {
-                    first_time.is_some() && r.time - last_tick_time >= every
-                }
-                (Tick::Ops(every), Some(_)) => requests - requests_at_tick >= every,
-                // A last, partial tick would measure rates over a sliver of time.
-                (_, None) => false,
-            };
-            if !due {
-                break;
-            }
-            tick_no += 1;
-            let prev = last_tick_time;
-            let now = match (config.tick, &request) {
-                // Skip an idle stretch in one tick instead of one tick per period.
-                (Tick::Seconds(every), Some(r)) => {
-                    let next = prev + ((r.time - prev) / every).floor().max(1.0) * every;
-                    // Where the clock cannot resolve `every` (huge timestamps), jump to the
-                    // request rather than tick in place forever.
-                    if next > prev {
-                        next
-                    } else {
-                        r.time
-                    }
-                }
-                (Tick::Seconds(_), None) => unreachable!("no tick at the end"),
-                (Tick::Ops(_), _) => tick_no as f64,
-            };
-            let seconds = if has_time_ticks {
-                (now - prev).max(f64::MIN_POSITIVE)
-            } else {
-                1.0
-            };
-            last_tick_time = now;
-            requests_at_tick = requests;
-
-            // Migrations whose copy is done flip now.
-            finish_migrations(
-                &mut in_flight,
-                now,
-                tick_no,
-                &mut owner,
-                &mut nodes,
-                &mut migrations,
-                &mut slotter,
-            );
-
-            let metrics: Vec<Metrics> =
-                nodes.iter_mut().map(|n| node_metrics(n, seconds)).collect();
-            let loads: Vec<f64> = metrics.iter().map(|m| m.load).collect();
-            let mean = loads.iter().sum::<f64>() / loads.len() as f64;
-            let max = loads.iter().copied().fold(0.0, f64::max);
-            let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
-            if mean > 0.0 {
-                imbalances.push(imbalance);
-            }
-
-            let mut started_now = Vec::new();
-            if let Some(b) = balancer.as_deref_mut() {
-                // Each node's slots that may move (owned, not migrating) with their loads:
-                // what `slots()` shows and what exports are chosen from.
-                let mut moving = vec![false; usize::from(SLOTS)];
-                for m in &in_flight {
-                    for &s in &m.slots {
-                        moving[usize::from(s)] = true;
-                    }
-                }
-                let mut available: Vec<Vec<(u16, f64)>> = vec![Vec::new(); config.nodes];
-                for s in 0..SLOTS {
-                    if !moving[usize::from(s)] {
-                        let load = f64::from(slot_requests[usize::from(s)]) / seconds;
-                        available[usize::from(owner[usize::from(s)])].push((s, load));
-                    }
-                }
-                for (i, engine) in b.engines.iter_mut().enumerate() {
-                    engine.set_slots(SlotLoad::hottest(available[i].iter().copied()));
-                    let outcome = engine.tick(&TickInput {
-                        now,
-                        tick: tick_no,
-                        whoami: i,
-                        servers: &metrics,
-                        params: &b.params,
-                        timeseries: &NoSeries,
-                    });
-                    let _ = engine.drain_logs();
-                    if outcome.error.is_some() {
-                        policy_errors += 1;
-                        continue;
-                    }
-                    let targets: Vec<(usize, f64)> = outcome
-                        .decision
-                        .targets
-                        .iter()
-                        .copied()
-                        .filter(|&(t, amount)| t != i && t < config.nodes && amount > 0.0)
-                        .collect();
-                    if targets.is_empty() {
-                        continue;
-                    }
-                    policy_decisions += 1;
-                    if nodes[i].exporting {
-                        continue;
-                    }
-                    let plan = exports::plan(&targets, &available[i], &outcome.decision.units);
-                    for export in plan {
-                        let (target, amount, load) = (export.target, export.amount, export.load);
-                        let chosen = export.slots;
-                        if chosen.is_empty() {
-                            continue;
-                        }
-                        let bytes: u64 = chosen.iter().map(|&s| slot_bytes[usize::from(s)]).sum();
-                        let copy_seconds = bytes as f64 / config.migration_rate;
-                        let record = MigrationRecord {
-                            from: i,
-                            to: target,
-                            ranges: exports::ranges(&chosen),
-                            slots: chosen.len() as u64,
-                            bytes,
-                            load,
-                            amount,
-                            start_tick: tick_no,
-                            start_time: now,
-                            copy_seconds,
-                            done_tick: None,
-                        };
-                        started_now.push(InFlight {
-                            record,
-                            slots: chosen,
-                            done_at: now + copy_seconds,
-                        });
-                        nodes[i].exporting = true;
-                    }
-                }
-            }
-            in_flight.extend(started_now);
-            // A move that copies nothing (`--migration-rate unlimited`) is done at once, as
-            // a live replay in lock step waits for its migrations before going on.
-            finish_migrations(
-                &mut in_flight,
-                now,
-                tick_no,
-                &mut owner,
-                &mut nodes,
-                &mut migrations,
-                &mut slotter,
-            );
-
-            if config.record_ticks {
-                rows.push(NodesTickRow {
-                    tick: tick_no,
-                    time: now,
-                    loads,
-                    max_over_mean: imbalance,
-                    migrations_in_flight: in_flight.len() as u64,
-                });
-            }
-            slot_requests.iter_mut().for_each(|c| *c = 0);
+    while let Some(r) = next().map_err(ReplayError::Source)? {
+        let due = clock.before(r.time).map_err(|reason| ReplayError::Clock {
+            request: requests + 1,
+            time: r.time,
+            reason,
+        })?;
+        for &t in due {
+            sim.tick(t);
         }
-        let Some(r) = request else { break };
-
-        if first_time.is_none() {
-            first_time = Some(r.time);
-            last_tick_time = if has_time_ticks { r.time } else { 0.0 };
-        }
+        first_time.get_or_insert(r.time);
         last_time = r.time;
         requests += 1;
-        let slot = slotter.slot(r.key);
-        slot_requests[usize::from(slot)] += 1;
-        if r.op != Op::Delete {
-            let old = key_sizes.insert(r.key, r.size).unwrap_or(0);
-            slot_bytes[usize::from(slot)] += u64::from(r.size);
-            slot_bytes[usize::from(slot)] -= u64::from(old);
-        }
-        let node = &mut nodes[usize::from(owner[usize::from(slot)])];
-        node.c.requests += 1;
-        match r.op {
-            Op::Get | Op::Access => {
-                node.c.lookups += 1;
-                if r.op == Op::Get {
-                    node.c.gets += 1;
-                }
-                if node.cache.get(r.key) {
-                    node.c.hits += 1;
-                } else {
-                    node.c.misses += 1;
-                    node.cache.insert(r.key, r.size);
-                }
-            }
-            Op::Put => {
-                node.c.puts += 1;
-                node.cache.insert(r.key, r.size);
-            }
-            Op::Delete => {
-                node.cache.remove(r.key);
-                if let Some(old) = key_sizes.remove(&r.key) {
-                    slot_bytes[usize::from(slot)] -= u64::from(old);
-                }
-            }
+        sim.serve(&r, record_log);
+        if let Some(t) = clock.after() {
+            sim.tick(t);
         }
     }
 
     let wall = started.elapsed().as_secs_f64();
+    let nodes = &sim.nodes;
     Ok(report::build(report::Parts {
         config,
         nodes: &nodes
             .iter()
             .map(|n| report::NodeParts {
                 requests: n.c.requests,
-                lookups: n.c.lookups,
+                lookups: n.c.lookups(),
                 hits: n.c.hits,
                 misses: n.c.misses,
                 load_sum: n.load_sum,
@@ -487,17 +354,210 @@ pub fn replay_nodes<E>(
                 imported_slots: n.imported_slots,
             })
             .collect::<Vec<_>>(),
-        owner: &owner,
-        imbalances: &imbalances,
-        ticks: tick_no,
-        migrations,
-        unfinished: in_flight.into_iter().map(|m| m.record).collect(),
-        rows,
-        policy: balancer.map(|b| (b.name.clone(), policy_decisions, policy_errors)),
+        owner: &sim.owner,
+        imbalances: &sim.imbalances,
+        ticks: clock.ticks(),
+        migrations: sim.migrations,
+        unfinished: sim.in_flight.into_iter().map(|m| m.record).collect(),
+        rows: sim.rows,
+        policy: sim.balancer.map(|b| PolicyParts {
+            name: b.name.clone(),
+            decisions: sim.policy_decisions,
+            actions: Some(sim.policy_actions),
+            errors: sim.policy_errors,
+        }),
+        backend: Some(
+            sim.backend
+                .summary(first_time.is_some_and(|t| last_time > t)),
+        ),
         duration: first_time.map(|t| last_time - t),
         wall_seconds: wall,
         requests,
     }))
+}
+
+impl Cluster<'_> {
+    /// One request, on the node owning its key's slot, through the one request path.
+    fn serve(&mut self, r: &Request, record_log: bool) {
+        let slot = self.slotter.slot(r.key);
+        let s = usize::from(slot);
+        self.slot_requests[s] += 1;
+        if r.op == Op::Delete {
+            if let Some(old) = self.key_sizes.remove(&r.key) {
+                self.slot_bytes[s] -= u64::from(old);
+            }
+        } else {
+            let old = self.key_sizes.insert(r.key, r.size).unwrap_or(0);
+            self.slot_bytes[s] += u64::from(r.size);
+            self.slot_bytes[s] -= u64::from(old);
+        }
+        let node = &mut self.nodes[usize::from(self.owner[s])];
+        let op = rule_op(r.op);
+        let served = node.cache.serve(op, r.key, r.size);
+        node.c.count(op, r.size, served);
+        match served {
+            Served::Miss => self.backend.read(r.time),
+            Served::Written | Served::Deleted => self.backend.write(r.time),
+            Served::Hit => {}
+        }
+        if record_log && served != Served::Deleted {
+            node.log.record(r.time, r.key);
+        }
+    }
+
+    /// One tick at `now`, ending an interval of `seconds`: migrations done flip, every
+    /// node's policy runs, its cache decision applies and its exports start.
+    fn tick(&mut self, due: DueTick) {
+        let DueTick {
+            tick: tick_no,
+            now,
+            seconds,
+        } = due;
+        let config = self.config;
+        // Migrations whose copy is done flip now.
+        finish_migrations(
+            &mut self.in_flight,
+            now,
+            tick_no,
+            &mut self.owner,
+            &mut self.nodes,
+            &mut self.migrations,
+            &mut self.slotter,
+        );
+
+        let queue = self.backend.queue_len(now);
+        let metrics: Vec<Metrics> = self
+            .nodes
+            .iter_mut()
+            .map(|n| node_metrics(n, seconds, queue))
+            .collect();
+        let loads: Vec<f64> = metrics.iter().map(|m| m.load).collect();
+        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+        let max = loads.iter().copied().fold(0.0, f64::max);
+        let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
+        if mean > 0.0 {
+            self.imbalances.push(imbalance);
+        }
+
+        let mut started_now = Vec::new();
+        if let Some(b) = self.balancer.as_deref_mut() {
+            // Each node's slots that may move (owned, not migrating) with their loads:
+            // what `slots()` shows and what exports are chosen from.
+            let mut moving = vec![false; usize::from(SLOTS)];
+            for m in &self.in_flight {
+                for &s in &m.slots {
+                    moving[usize::from(s)] = true;
+                }
+            }
+            let mut available: Vec<Vec<(u16, f64)>> = vec![Vec::new(); config.nodes];
+            for s in 0..SLOTS {
+                if !moving[usize::from(s)] {
+                    let load = f64::from(self.slot_requests[usize::from(s)]) / seconds;
+                    available[usize::from(self.owner[usize::from(s)])].push((s, load));
+                }
+            }
+            for (i, engine) in b.engines.iter_mut().enumerate() {
+                engine.set_slots(SlotLoad::hottest(available[i].iter().copied()));
+                let node = &mut self.nodes[i];
+                let outcome = engine.tick(&TickInput {
+                    now,
+                    tick: tick_no,
+                    whoami: i,
+                    servers: &metrics,
+                    params: &b.params,
+                    timeseries: &node.log,
+                });
+                let _ = engine.drain_logs();
+                if outcome.error.is_some() {
+                    self.policy_errors += 1;
+                    continue;
+                }
+                // The node's own cache decision, as `replay` applies it.
+                match outcome.decision.action {
+                    Action::None => {}
+                    Action::Evict(n) => {
+                        self.policy_actions += 1;
+                        node.cache.evict(n);
+                    }
+                    Action::SetCapacity(n) => {
+                        self.policy_actions += 1;
+                        let mut cap = node.cache.capacity();
+                        cap.objects = Some(n);
+                        node.cache.set_capacity(cap);
+                    }
+                }
+                let targets: Vec<(usize, f64)> = outcome
+                    .decision
+                    .targets
+                    .iter()
+                    .copied()
+                    .filter(|&(t, amount)| t != i && t < config.nodes && amount > 0.0)
+                    .collect();
+                if targets.is_empty() {
+                    continue;
+                }
+                self.policy_decisions += 1;
+                if node.exporting {
+                    continue;
+                }
+                let plan = exports::plan(&targets, &available[i], &outcome.decision.units);
+                for export in plan {
+                    let (target, amount, load) = (export.target, export.amount, export.load);
+                    let chosen = export.slots;
+                    if chosen.is_empty() {
+                        continue;
+                    }
+                    let bytes: u64 = chosen
+                        .iter()
+                        .map(|&s| self.slot_bytes[usize::from(s)])
+                        .sum();
+                    let copy_seconds = bytes as f64 / config.migration_rate;
+                    let record = MigrationRecord {
+                        from: i,
+                        to: target,
+                        ranges: exports::ranges(&chosen),
+                        slots: chosen.len() as u64,
+                        bytes,
+                        load,
+                        amount,
+                        start_tick: tick_no,
+                        start_time: now,
+                        copy_seconds,
+                        done_tick: None,
+                    };
+                    started_now.push(InFlight {
+                        record,
+                        slots: chosen,
+                        done_at: now + copy_seconds,
+                    });
+                    self.nodes[i].exporting = true;
+                }
+            }
+        }
+        self.in_flight.extend(started_now);
+        // A move that copies nothing (`--migration-rate unlimited`) is done at once, as
+        // a live replay in lock step waits for its migrations before going on.
+        finish_migrations(
+            &mut self.in_flight,
+            now,
+            tick_no,
+            &mut self.owner,
+            &mut self.nodes,
+            &mut self.migrations,
+            &mut self.slotter,
+        );
+
+        if config.record_ticks {
+            self.rows.push(NodesTickRow {
+                tick: tick_no,
+                time: now,
+                loads,
+                max_over_mean: imbalance,
+                migrations_in_flight: self.in_flight.len() as u64,
+            });
+        }
+        self.slot_requests.iter_mut().for_each(|c| *c = 0);
+    }
 }
 
 /// Flips the migrations whose copy is done by `now`: the target owns their slots, the source
@@ -538,35 +598,26 @@ fn finish_migrations(
     });
 }
 
-/// One node's metrics for the tick that just ended, and its counters moved on.
-fn node_metrics(node: &mut Node, seconds: f64) -> Metrics {
-    let c = node.c;
-    let p = node.at_tick;
+/// One node's metrics for the tick that just ended (replay's definitions, with the shared
+/// store's queue), and its counters moved on.
+fn node_metrics(node: &mut Node, seconds: f64, backend_queue: f64) -> Metrics {
+    let (c, p) = (node.c, node.at_tick);
     node.at_tick = c;
-    let rate = |now: u64, then: u64| (now - then) as f64 / seconds;
-    let load = rate(c.requests, p.requests);
-    node.load = load;
-    node.load_sum += load;
-    node.load_peak = node.load_peak.max(load);
-    let capacity = node.cache.capacity();
-    Metrics {
-        cachesize: node.cache.len() as f64,
-        cachebytes: node.cache.bytes() as f64,
-        capacity: capacity.objects.map_or(f64::INFINITY, |n| n as f64),
-        hits: c.hits as f64,
-        misses: c.misses as f64,
-        gets: c.gets as f64,
-        puts: c.puts as f64,
-        reqrate: load,
-        getrate: rate(c.lookups, p.lookups),
-        putrate: rate(c.puts, p.puts),
-        missrate: rate(c.misses, p.misses),
-        hitrate: rate(c.hits, p.hits),
-        backend_rate: rate(c.misses + c.puts, p.misses + p.puts),
-        evictions: node.cache.evictions() as f64,
-        load,
-        ..Metrics::default()
-    }
+    let metrics = cache_metrics(&CacheSample {
+        cache: &node.cache,
+        now: &c,
+        then: &p,
+        backend_ops: (
+            c.backend_reads() + c.backend_writes(),
+            p.backend_reads() + p.backend_writes(),
+        ),
+        backend_queue,
+        seconds,
+    });
+    node.load = metrics.load;
+    node.load_sum += metrics.load;
+    node.load_peak = node.load_peak.max(metrics.load);
+    metrics
 }
 
 #[cfg(test)]

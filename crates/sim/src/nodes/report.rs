@@ -2,6 +2,7 @@
 //! behind its charts.
 
 use super::{NodesConfig, Placement};
+use crate::backend::BackendSummary;
 use cluster::SlotRange;
 use serde::Serialize;
 
@@ -77,6 +78,17 @@ pub struct BalancerSummary {
     pub name: String,
     /// Node-ticks whose policy asked to send load elsewhere.
     pub decisions: u64,
+    /// Node-ticks whose policy changed its own cache (`{capacity=N}`, evictions), as
+    /// `replay` counts them; null live.
+    pub actions: Option<u64>,
+    pub errors: u64,
+}
+
+/// The balancer's figures for [`build`].
+pub struct PolicyParts {
+    pub name: String,
+    pub decisions: u64,
+    pub actions: Option<u64>,
     pub errors: u64,
 }
 
@@ -94,6 +106,8 @@ pub struct ClusterReport {
     pub per_node: Vec<NodeReport>,
     pub migrations: MigrationSummary,
     pub policy: Option<BalancerSummary>,
+    /// The store every node shares, modelled as `replay` models it (null live).
+    pub backend: Option<BackendSummary>,
     pub wall_seconds: f64,
     pub requests_per_second: f64,
     #[serde(skip)]
@@ -134,7 +148,9 @@ pub struct Parts<'a> {
     pub migrations: Vec<MigrationRecord>,
     pub unfinished: Vec<MigrationRecord>,
     pub rows: Vec<NodesTickRow>,
-    pub policy: Option<(String, u64, u64)>,
+    pub policy: Option<PolicyParts>,
+    /// The shared store's model (null live).
+    pub backend: Option<BackendSummary>,
     pub duration: Option<f64>,
     pub wall_seconds: f64,
     pub requests: u64,
@@ -219,11 +235,13 @@ pub fn build(p: Parts<'_>) -> ClusterReport {
         },
         per_node,
         migrations,
-        policy: p.policy.map(|(name, decisions, errors)| BalancerSummary {
-            name,
-            decisions,
-            errors,
+        policy: p.policy.map(|b| BalancerSummary {
+            name: b.name,
+            decisions: b.decisions,
+            actions: b.actions,
+            errors: b.errors,
         }),
+        backend: p.backend,
         wall_seconds: p.wall_seconds,
         requests_per_second: if p.wall_seconds > 0.0 {
             p.requests as f64 / p.wall_seconds

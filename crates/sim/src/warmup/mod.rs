@@ -12,7 +12,7 @@ pub use cache::warmup::{Strategy, WarmupSpec};
 use cache::warmup::LoadBudget;
 pub use monitor::{Granularity, Monitor};
 
-use crate::replay_cache::classify;
+use crate::replay_cache::{classify, rule_op};
 use cache::{Cache, ClassLayer};
 use std::str::FromStr;
 use trace::{Op, Request};
@@ -368,8 +368,12 @@ impl<L: ClassLayer> WarmupRun<L> {
                 }
             }
         }
-        let warm_hit = serve(&mut self.warm, req, class);
-        let ondemand_hit = self.ondemand.as_mut().map(|c| serve(c, req, class));
+        let op = rule_op(req.op);
+        let warm_hit = self.warm.serve_as(op, req.key, req.size, class).lookup();
+        let ondemand_hit = self
+            .ondemand
+            .as_mut()
+            .map(|c| c.serve_as(op, req.key, req.size, class).lookup());
         if !self.restarted {
             return;
         }
@@ -595,28 +599,6 @@ impl Converging {
     fn converged(&self, end: &Totals, evidence: u64) -> Option<Totals> {
         let after = end.lookups - self.at.lookups;
         (end.lookups > 0 && after >= evidence.min(end.lookups)).then_some(self.at)
-    }
-}
-
-/// One request through a shadow cache with the replay's semantics; `Some(hit)` for lookups.
-#[inline]
-fn serve<L: ClassLayer>(cache: &mut Cache<L>, req: &Request, class: L::Class) -> Option<bool> {
-    match req.op {
-        Op::Get | Op::Access => {
-            let hit = cache.get_as(req.key, class);
-            if !hit {
-                cache.insert_as(req.key, req.size, class, |_, _| {});
-            }
-            Some(hit)
-        }
-        Op::Put => {
-            cache.insert_as(req.key, req.size, class, |_, _| {});
-            None
-        }
-        Op::Delete => {
-            cache.remove(req.key);
-            None
-        }
     }
 }
 
