@@ -3,7 +3,7 @@
 //! slots instead of directory fragments. Shared by the simulator (`mantle replay --nodes`)
 //! and the live cluster's balancer, so both choose the same slots from the same loads.
 
-use crate::slot::SLOTS;
+use slots::SLOTS;
 use crate::slotmap::SlotRange;
 
 /// Share of the amount at which an export is big enough.

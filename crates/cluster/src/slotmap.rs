@@ -5,7 +5,7 @@
 //! migrations) so a map that breaks them is refused before it is written.
 
 use crate::node::NodeId;
-use crate::slot::SLOTS;
+use slots::SLOTS;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

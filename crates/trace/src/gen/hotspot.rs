@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cluster::{key_slot, SLOTS};
+use slots::{key_slot, SLOTS};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
