@@ -40,7 +40,8 @@ pub mod parse;
 pub mod server;
 pub mod server_cache;
 pub mod shadow;
-pub mod store;
+/// The store is its own crate (`crates/store`); `crate::store` keeps naming it here.
+pub use ::store;
 pub mod warmup;
 
 /// The old name of [`metrics`], where the server's counters live.
