@@ -4,12 +4,12 @@
 //! it. Without a switch policy the shadows only report; the real cache keeps its `--policy`
 //! (or none).
 
+use crate::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
 use crate::shadow::{Shadow, ShadowLimits, ShadowTotals};
 use crate::spec::ShadowSpec;
 use crate::window::{TickSample, Window};
 use policy::switch::{Candidate, SwitchPolicy, WindowFigures};
 use policy::{Limits, LoadError, Params, PolicyEngine, TickInput};
-use crate::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
 
 /// A stretch of the replay during which one version managed the real cache.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

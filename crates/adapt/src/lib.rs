@@ -15,9 +15,7 @@ pub mod spec;
 pub mod window;
 
 pub use adaptive::{Adaptive, AdaptiveReport, CandidateReport, Segment};
-pub use control::{
-    Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics,
-};
+pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use policy::switch::{Candidate, SwitchPolicy, WindowFigures};
 pub use sample::Sampler;
 pub use shadow::{Shadow, ShadowTotals};

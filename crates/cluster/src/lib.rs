@@ -42,5 +42,5 @@ pub use control::{
 pub use node::{Member, NodeId};
 #[cfg(feature = "etcd")]
 pub use registry_store::{PolicyStore, PolicyWatch, RegistryState};
-pub use slots::{key_slot, SLOTS};
 pub use slotmap::{MapError, Migration, OwnerTable, SlotMap, SlotRange};
+pub use slots::{key_slot, SLOTS};

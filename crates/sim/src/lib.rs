@@ -16,10 +16,10 @@ pub mod ticks;
 pub mod warmup;
 pub mod working_set;
 
-pub use backend::{BackendParams, BackendSpec, BackendSummary};
 /// The controller seam lives in `adapt`, below both hosts, so the server can host shadows
 /// without compiling the simulator; `crate::control` keeps naming it here.
 pub use adapt::control;
+pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{
     replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport, Tick,
