@@ -1,15 +1,15 @@
-//! Replay's host of shadows and the switch policy: a [`sim::Controller`] that feeds every
+//! Replay's host of shadows and the switch policy: a [`Controller`] that feeds every
 //! shadow each request the real cache serves, ticks them with the real cache, asks the switch
 //! policy which candidate should manage the real cache, and runs that candidate's policy on
 //! it. Without a switch policy the shadows only report; the real cache keeps its `--policy`
 //! (or none).
 
+use crate::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
 use crate::shadow::{Shadow, ShadowLimits, ShadowTotals};
 use crate::spec::ShadowSpec;
 use crate::window::{TickSample, Window};
 use policy::switch::{Candidate, SwitchPolicy, WindowFigures};
 use policy::{Limits, LoadError, Params, PolicyEngine, TickInput};
-use sim::{Action, Controller, ControllerSummary, TickContext, TickDecision};
 
 /// A stretch of the replay during which one version managed the real cache.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

@@ -3,15 +3,19 @@
 //! optionally sampling the key space, and reports what it would have done over sliding
 //! windows; a *switch policy* (Lua, `switch(candidates, current)`) reads those figures and
 //! names the version that should manage the real cache. Replay drives it through
-//! [`Adaptive`], a [`sim::Controller`]; the server feeds the same [`Shadow`] type.
+//! [`Adaptive`], a [`Controller`]; the server feeds the same [`Shadow`] type. The controller
+//! seam ([`control`]) lives here, below both hosts, so the server does not compile the
+//! simulator to host shadows.
 
 pub mod adaptive;
+pub mod control;
 pub mod sample;
 pub mod shadow;
 pub mod spec;
 pub mod window;
 
 pub use adaptive::{Adaptive, AdaptiveReport, CandidateReport, Segment};
+pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use policy::switch::{Candidate, SwitchPolicy, WindowFigures};
 pub use sample::Sampler;
 pub use shadow::{Shadow, ShadowTotals};

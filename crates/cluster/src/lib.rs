@@ -2,7 +2,8 @@
 //! space of 16,384 Redis Cluster slots, and etcd holds who is alive and who owns which
 //! slots. This crate is the part every node and the `mantle cluster` command share:
 //!
-//! - [`slot`]: which slot a key belongs to (CRC16 with hash tags, as Redis Cluster);
+//! - key slots themselves (CRC16 with hash tags, as Redis Cluster) live in the `slots` crate,
+//!   re-exported here, so readers and the store can use them without the control plane;
 //! - [`slotmap`]: the versioned slot map and its invariants (one owner per slot, migrations
 //!   only of owned ranges);
 //! - [`control`]: membership under kept-alive leases, the slot map changed only by
@@ -28,7 +29,6 @@ pub mod lease;
 pub mod node;
 #[cfg(feature = "etcd")]
 pub mod registry_store;
-pub mod slot;
 pub mod slotmap;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -44,5 +44,5 @@ pub use lease::LeaseClock;
 pub use node::{Member, NodeId};
 #[cfg(feature = "etcd")]
 pub use registry_store::{PolicyStore, PolicyWatch, RegistryState};
-pub use slot::{key_slot, SLOTS};
 pub use slotmap::{MapError, Migration, OwnerTable, SlotMap, SlotRange};
+pub use slots::{key_slot, SLOTS};

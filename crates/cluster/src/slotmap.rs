@@ -5,8 +5,8 @@
 //! migrations) so a map that breaks them is refused before it is written.
 
 use crate::node::NodeId;
-use crate::slot::SLOTS;
 use serde::{Deserialize, Serialize};
+use slots::SLOTS;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::RangeInclusive;

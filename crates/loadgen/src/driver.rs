@@ -2,6 +2,7 @@
 //! comes back.
 
 use super::keys::KeysInFlight;
+use super::outcome::Outcome;
 use super::schedule::Schedule;
 use super::server::{request_error, Server};
 use super::{LiveOptions, MAX_IN_FLIGHT, MAX_LATENCY_US, MAX_VALUE_BYTES};
@@ -87,19 +88,6 @@ impl Tally {
             });
         }
     }
-}
-
-/// The result of one trace request on the server.
-pub(super) struct Outcome {
-    pub(super) request: Request,
-    /// The round trip of the request's own command (a fill's SET not included).
-    pub(super) latency: Duration,
-    /// A GET answered nil: the key is in neither the cache nor the store.
-    pub(super) nil: bool,
-    /// The nil was followed by a SET of the request's size that stored it.
-    pub(super) filled: bool,
-    /// The server answered with an error (the connection itself is fine).
-    pub(super) error: Option<RedisError>,
 }
 
 /// Issues the trace's requests: at most [`MAX_IN_FLIGHT`] at once, writes to a key never

@@ -1,7 +1,7 @@
 //! Per-key ordering of the requests in flight: what keeps a pipelined live replay as faithful
 //! to the trace's order as the simulator.
 
-use super::driver::Outcome;
+use super::outcome::Outcome;
 use super::MAX_IN_FLIGHT;
 use std::collections::HashMap;
 use trace::{Op, Request};

@@ -9,6 +9,7 @@ mod driver;
 mod footprint;
 mod keys;
 mod lockstep;
+mod outcome;
 mod report;
 mod schedule;
 mod server;

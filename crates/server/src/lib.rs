@@ -42,7 +42,8 @@ pub mod parse;
 pub mod server;
 pub mod server_cache;
 pub mod shadow;
-pub mod store;
+/// The store is its own crate (`crates/store`); `crate::store` keeps naming it here.
+pub use ::store;
 pub mod warmup;
 
 pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};

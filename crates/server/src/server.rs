@@ -136,7 +136,7 @@ impl Server {
             max_open_files: i32::try_from(budget.store_files).unwrap_or(i32::MAX),
             wal_recovery: config.wal_recovery,
         };
-        let store = Store::open(&config, options).await?;
+        let store = Store::open(&config.backend, options, config.upstream_options()).await?;
         let db = Db::with_classes(
             store,
             config.eviction,

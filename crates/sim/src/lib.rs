@@ -5,7 +5,6 @@
 pub mod backend;
 pub mod cache_metrics;
 pub mod compare;
-pub mod control;
 pub mod metrics_csv;
 pub mod nodes;
 pub mod page;
@@ -18,6 +17,9 @@ pub mod ticks;
 pub mod warmup;
 pub mod working_set;
 
+/// The controller seam lives in `adapt`, below both hosts, so the server can host shadows
+/// without compiling the simulator; `crate::control` keeps naming it here.
+pub use adapt::control;
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{

@@ -9,10 +9,10 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cluster::{key_slot, SLOTS};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
+use slots::{key_slot, SLOTS};
 
 use crate::{Op, Request};
 

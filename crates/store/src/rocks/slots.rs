@@ -5,7 +5,7 @@
 //! range being migrated are written meanwhile, so they are copied again.
 
 use super::{record, rocks_error, RocksStore, StoreError, SLOT_PREFIX};
-use crate::store::Record;
+use crate::Record;
 use bytes::Bytes;
 use cluster::SlotRange;
 use rocksdb::{ReadOptions, WriteBatch, DB};
@@ -253,8 +253,8 @@ impl RocksStore {
 mod tests {
     use super::super::{OpenOptions, LAYOUT_KEY, POLICY_FAMILY};
     use super::*;
-    use crate::config::Fsync;
-    use crate::store::Condition;
+    use crate::Condition;
+    use crate::Fsync;
 
     fn record(value: &str) -> Record {
         Record {

@@ -12,6 +12,7 @@
 //! MIDDLE.., LAST fragments of one logical record, a write batch whose first 12 bytes are its
 //! sequence number (u64) and entry count (u32). A block's last < 7 bytes are zero padding.
 
+use crc::{Crc, CRC_32_ISCSI};
 use std::path::{Path, PathBuf};
 
 const BLOCK: usize = 32 * 1024;
@@ -215,7 +216,7 @@ impl ScanState {
 
 fn checksum_matches(header: &[u8], payload: &[u8]) -> bool {
     let stored = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-    let crc = crc32c_extend(crc32c_extend(0, &header[6..7]), payload);
+    let crc = record_crc(&header[6..7], payload);
     unmask(stored) == crc
 }
 
@@ -225,34 +226,15 @@ fn unmask(masked: u32) -> u32 {
     rot.rotate_left(15)
 }
 
-/// CRC-32C (Castagnoli), continuing from `crc`.
-fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = crc32c_table();
-    let mut crc = !crc;
-    for &byte in data {
-        crc = TABLE[((crc ^ u32::from(byte)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
+/// CRC-32C (Castagnoli; `CRC_32_ISCSI` in the `crc` catalogue), RocksDB's record checksum.
+const CRC32C: Crc<u32> = Crc::<u32>::new(&CRC_32_ISCSI);
 
-const fn crc32c_table() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
+/// The checksum of a record: CRC-32C of its type byte, then its payload.
+fn record_crc(kind: &[u8], payload: &[u8]) -> u32 {
+    let mut digest = CRC32C.digest();
+    digest.update(kind);
+    digest.update(payload);
+    digest.finalize()
 }
 
 #[cfg(test)]
@@ -261,7 +243,8 @@ mod tests {
 
     #[test]
     fn crc32c_matches_the_standard_check_value() {
-        assert_eq!(crc32c_extend(0, b"123456789"), 0xE306_9283);
+        assert_eq!(CRC32C.checksum(b"123456789"), 0xE306_9283);
+        assert_eq!(record_crc(b"1", b"23456789"), 0xE306_9283);
     }
 
     /// A log file of `batches` one-write batches, fragmented across blocks as RocksDB does.
@@ -287,7 +270,7 @@ mod tests {
                     (false, false) => 3,
                     (false, true) => 4,
                 };
-                let crc = crc32c_extend(crc32c_extend(0, &[kind]), &rest[..n]);
+                let crc = record_crc(&[kind], &rest[..n]);
                 let masked = crc.rotate_right(15).wrapping_add(0xa282_ead8);
                 out.extend_from_slice(&masked.to_le_bytes());
                 out.extend_from_slice(&(n as u16).to_le_bytes());

@@ -1,12 +1,17 @@
 //! The store behind the cache, which holds every key: embedded RocksDB or an upstream tier.
 //! The cache in front may drop anything at any time; the store never does.
+//!
+//! The server sees [`Store`] and the types named here; no RocksDB type crosses this crate's
+//! boundary (the server does not depend on `rocksdb`), so the engine can change behind it.
 
+mod backend;
+mod log;
 pub mod record;
 pub mod rocks;
 pub mod upstream;
 pub mod wal_scan;
 
-use crate::config::{Backend, Config};
+pub use backend::{Backend, Fsync, WalRecovery};
 use bytes::Bytes;
 pub use record::Record;
 use std::fmt;
@@ -36,22 +41,19 @@ pub enum Store {
     Upstream(upstream::UpstreamStore),
 }
 
-fn upstream_options(config: &Config) -> upstream::UpstreamOptions {
-    upstream::UpstreamOptions {
-        connect_timeout: config.upstream_connect_timeout,
-        timeout: config.upstream_timeout,
-        max_bulk_len: config.proto_max_bulk_len,
-    }
-}
-
 impl Store {
-    pub async fn open(config: &Config, options: rocks::OpenOptions) -> Result<Store, StoreError> {
-        match &config.backend {
+    /// Opens RocksDB with `options` or connects to the upstream with `upstream`.
+    pub async fn open(
+        backend: &Backend,
+        options: rocks::OpenOptions,
+        upstream: upstream::UpstreamOptions,
+    ) -> Result<Store, StoreError> {
+        match backend {
             Backend::RocksDb { data_dir, fsync } => Ok(Store::Rocks(rocks::RocksStore::open(
                 data_dir, *fsync, options,
             )?)),
             Backend::Upstream { url } => Ok(Store::Upstream(
-                upstream::UpstreamStore::connect(url, upstream_options(config)).await?,
+                upstream::UpstreamStore::connect(url, upstream).await?,
             )),
         }
     }

@@ -1,0 +1,96 @@
+//! The background thread that forces the log to disk: on demand for `--fsync always` (group
+//! commit: concurrent writers share one fsync) or once a second for `everysec`.
+
+use super::guard::{WalGuard, PROBE_INTERVAL};
+use super::lock;
+use crate::Fsync;
+use rocksdb::DB;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The background thread that forces the log to disk: on demand (`always`) or every second.
+pub(super) struct Syncer {
+    pub(super) shared: Arc<SyncShared>,
+    pub(super) synced: watch::Receiver<u64>,
+    pub(super) thread: Option<JoinHandle<()>>,
+}
+
+pub(super) struct SyncShared {
+    /// Highest sequence number some writer waits to see durable.
+    pub(super) wanted: Mutex<u64>,
+    pub(super) wake: Condvar,
+    pub(super) stop: AtomicBool,
+}
+
+impl Syncer {
+    pub(super) fn start(db: Arc<DB>, guard: Arc<WalGuard>, fsync: Fsync) -> Syncer {
+        let shared = Arc::new(SyncShared {
+            wanted: Mutex::new(0),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let (tx, synced) = watch::channel(0u64);
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("mantle-wal-sync".into())
+            .spawn(move || sync_loop(&db, &guard, &thread_shared, &tx, fsync))
+            .ok();
+        Syncer {
+            shared,
+            synced,
+            thread,
+        }
+    }
+}
+
+fn sync_loop(
+    db: &DB,
+    guard: &WalGuard,
+    shared: &SyncShared,
+    synced: &watch::Sender<u64>,
+    fsync: Fsync,
+) {
+    let mut done = 0u64;
+    loop {
+        {
+            let mut wanted = lock(&shared.wanted);
+            while !shared.stop.load(Ordering::Relaxed)
+                && (fsync == Fsync::Always && *wanted <= done)
+            {
+                wanted = shared
+                    .wake
+                    .wait(wanted)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            if fsync == Fsync::EverySec && !shared.stop.load(Ordering::Relaxed) {
+                let (guard, _) = shared
+                    .wake
+                    .wait_timeout(wanted, Duration::from_secs(1))
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                drop(guard);
+            }
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if guard.is_failed() {
+            // Wake the writers waiting on this sync: they answer with the store's error.
+            // Probing for recovery is the write path's job.
+            synced.send_modify(|_| {});
+            if fsync == Fsync::Always {
+                std::thread::sleep(PROBE_INTERVAL);
+            }
+            continue;
+        }
+        let target = db.latest_sequence_number();
+        if guard.flush(db, true).is_ok() {
+            done = target;
+            synced.send_replace(target);
+        } else {
+            synced.send_modify(|_| {});
+        }
+    }
+}
