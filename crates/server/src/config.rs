@@ -43,6 +43,10 @@ pub fn parse_period(text: &str) -> Result<Duration, String> {
 // The store's own settings, named here as every flag is.
 pub use store::{Backend, Fsync, WalRecovery};
 
+/// Versions kept per policy name (`--policy-keep-versions`); older ones are deleted when a
+/// new one is stored, except those on the activation stack or recorded as wedged.
+pub const DEFAULT_KEEP_VERSIONS: usize = 50;
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub listen: SocketAddr,
@@ -126,7 +130,7 @@ impl Config {
             policy_limits: policy::Limits::default(),
             policy_echo: true,
             no_policy: false,
-            policy_keep_versions: crate::live::registry::DEFAULT_KEEP_VERSIONS,
+            policy_keep_versions: DEFAULT_KEEP_VERSIONS,
             metrics_listen: None,
             http_admin: false,
             warmup: None,

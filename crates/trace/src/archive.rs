@@ -5,7 +5,7 @@
 
 use std::io::{self, Read};
 
-use crate::source::Stream;
+use crate::Stream;
 
 /// The largest GNU long name/link or pax header member read. Linux paths stop at 4 KiB; pax
 /// records are a handful of `key=value` lines.

@@ -5,7 +5,7 @@
 
 use std::io::{self, Read};
 
-use crate::source::Stream;
+use crate::Stream;
 
 /// The largest zstd window accepted: 2^27 bytes, zstd's own default limit (files made with
 /// `zstd --long=31` or `--ultra -22` ask for more).

@@ -5,7 +5,8 @@
 use std::io::{self, Read};
 use std::path::PathBuf;
 
-use crate::source::{Progress, Source, Stream};
+use crate::source::{Progress, Source};
+use crate::Stream;
 use crate::TraceError;
 
 /// Read granularity; big enough that the per-call cost of the decoders vanishes.

@@ -29,6 +29,9 @@ mod source;
 
 use std::path::Path;
 
+/// A boxed byte stream that may move to another thread with its reader.
+pub(crate) type Stream = Box<dyn std::io::Read + Send>;
+
 pub use error::TraceError;
 pub use format::Format;
 pub use options::{CsvSpec, ReadOptions};

@@ -10,10 +10,7 @@ use std::sync::Arc;
 
 use crate::archive::first_tar_member;
 use crate::compression::Compression;
-use crate::TraceError;
-
-/// A boxed byte stream that may move to another thread with its reader.
-pub(crate) type Stream = Box<dyn Read + Send>;
+use crate::{Stream, TraceError};
 
 /// How many leading bytes of the decompressed stream format detection may look at.
 pub(crate) const SNIFF_LEN: usize = 64 * 1024;

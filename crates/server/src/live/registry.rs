@@ -36,9 +36,7 @@ pub const MAX_HISTORY: usize = 32;
 pub const MAX_NAME_LEN: usize = 64;
 /// Largest policy source accepted.
 pub const MAX_SOURCE_BYTES: usize = policy::Limits::MAX_SOURCE_BYTES;
-/// Versions kept per policy name (`--policy-keep-versions`); older ones are deleted when a
-/// new one is stored, except those on the activation stack or recorded as wedged.
-pub const DEFAULT_KEEP_VERSIONS: usize = 50;
+pub use crate::config::DEFAULT_KEEP_VERSIONS;
 /// Marks a registry whose every version has its `m/` listing.
 const META_COMPLETE: &[u8] = b"meta-complete";
 /// The author a listing shows for a version record that cannot be read back.
