@@ -5,7 +5,7 @@
 
 use crate::cluster::ClusterNode;
 use cluster::failover;
-use cluster::{CentralLog, LogEntry};
+use cluster::{CentralLog, Level, LogEntry, LogKind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,7 +52,12 @@ pub async fn start(
                     );
                     crate::log::log_line!("mantle: cluster: {message}");
                     let _ = log
-                        .append(&[LogEntry::new("warn", "slots_reassigned", "", &message)])
+                        .append(&[LogEntry::new(
+                            Level::Warn,
+                            LogKind::SlotsReassigned,
+                            "",
+                            &message,
+                        )])
                         .await;
                 }
                 Ok(None) => {}
