@@ -33,30 +33,134 @@ pub const QUEUE_CAPACITY: usize = 1_024;
 const BATCH: usize = 64;
 const APPEND_ATTEMPTS: usize = 32;
 
+/// How serious a [`LogEntry`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+/// What a [`LogEntry`] records. Serialized in snake case (`rolled_back`), the word
+/// `POLICY LOG` shows after `event=` and the dashboard shows in its log table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogKind {
+    /// A version was stored in the registry.
+    Loaded,
+    Activated,
+    RolledBack,
+    /// A version that does not compile was refused.
+    Rejected,
+    Error,
+    /// A decision changed the cache's capacity.
+    Capacity,
+    /// A policy's own `log()` line.
+    Log,
+    Param,
+    /// A version whose tick never finished is not reactivated.
+    Quarantined,
+    /// `--no-policy`: the active version is not run.
+    Suspended,
+    /// A node joining with `--policy` keeps the cluster's active version.
+    Kept,
+    Shadow,
+    Switch,
+    Switched,
+    /// An engine thread stuck in a tick or request was replaced.
+    Abandoned,
+    Balance,
+    MigrationBegun,
+    MigrationDone,
+    MigrationFailed,
+    SlotsReassigned,
+    /// A registry record that cannot be read back was skipped at start.
+    Unreadable,
+    /// An unreadable registry record was deleted (`POLICY UNREADABLE DROP`).
+    Dropped,
+    /// A kind this build does not know (an entry written by a newer node).
+    #[serde(other)]
+    Other,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        }
+    }
+}
+
+impl LogKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogKind::Loaded => "loaded",
+            LogKind::Activated => "activated",
+            LogKind::RolledBack => "rolled_back",
+            LogKind::Rejected => "rejected",
+            LogKind::Error => "error",
+            LogKind::Capacity => "capacity",
+            LogKind::Log => "log",
+            LogKind::Param => "param",
+            LogKind::Quarantined => "quarantined",
+            LogKind::Suspended => "suspended",
+            LogKind::Kept => "kept",
+            LogKind::Shadow => "shadow",
+            LogKind::Switch => "switch",
+            LogKind::Switched => "switched",
+            LogKind::Abandoned => "abandoned",
+            LogKind::Balance => "balance",
+            LogKind::MigrationBegun => "migration_begun",
+            LogKind::MigrationDone => "migration_done",
+            LogKind::MigrationFailed => "migration_failed",
+            LogKind::SlotsReassigned => "slots_reassigned",
+            LogKind::Unreadable => "unreadable",
+            LogKind::Dropped => "dropped",
+            LogKind::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for LogKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One event of a policy log: a node's own journal (the server's `live::journal`), the
+/// cluster's central log, `POLICY LOG` and the dashboard all carry this one type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogEntry {
     /// Given by the log when the entry is appended.
     pub seq: u64,
     /// Milliseconds since the Unix epoch, on the node that wrote it.
     pub at_ms: u64,
-    /// `info`, `warn` or `error`.
-    pub level: String,
-    /// What happened: `loaded`, `activated`, `rolled_back`, `error`, `migration_begun`, ...
-    pub kind: String,
+    pub level: Level,
+    pub kind: LogKind,
     /// `name@N`, or empty when no policy version is concerned.
     pub policy: String,
     pub message: String,
-    /// The node it happened on.
+    /// The node it happened on; empty in a node's own journal.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub node: String,
 }
 
 impl LogEntry {
-    pub fn new(level: &str, kind: &str, policy: &str, message: &str) -> LogEntry {
+    pub fn new(level: Level, kind: LogKind, policy: &str, message: &str) -> LogEntry {
         LogEntry {
             seq: 0,
             at_ms: now_ms(),
-            level: level.to_string(),
-            kind: kind.to_string(),
+            level,
+            kind,
             policy: policy.to_string(),
             message: message.to_string(),
             node: String::new(),
@@ -66,8 +170,8 @@ impl LogEntry {
     /// A slot migration started: `ranges` (e.g. `0-99,200`) leave `from` for `to`.
     pub fn migration_begun(ranges: &str, from: &NodeId, to: &NodeId) -> LogEntry {
         LogEntry::new(
-            "info",
-            "migration_begun",
+            Level::Info,
+            LogKind::MigrationBegun,
             "",
             &format!("slots {ranges} from {from} to {to}"),
         )
@@ -82,9 +186,9 @@ impl LogEntry {
         detail: &str,
     ) -> LogEntry {
         let (level, kind) = if ok {
-            ("info", "migration_done")
+            (Level::Info, LogKind::MigrationDone)
         } else {
-            ("error", "migration_failed")
+            (Level::Error, LogKind::MigrationFailed)
         };
         let mut message = format!("slots {ranges} from {from} to {to}");
         if !detail.is_empty() {
@@ -94,10 +198,12 @@ impl LogEntry {
         LogEntry::new(level, kind, "", &message)
     }
 
-    /// The line `POLICY LOG` shows (the node's own journal line, plus where it happened).
+    /// The line `POLICY LOG` returns and a server's stderr shows: `key=value` words, the
+    /// message quoted (it may hold spaces), `node=` only in a cluster's central log. For
+    /// people and `grep`; programs read the entry itself (the dashboard gets it as JSON).
     pub fn line(&self) -> String {
-        format!(
-            "seq={} at_ms={} level={} event={} policy={} msg={:?} node={}",
+        let mut line = format!(
+            "seq={} at_ms={} level={} event={} policy={} msg={:?}",
             self.seq,
             self.at_ms,
             self.level,
@@ -108,8 +214,12 @@ impl LogEntry {
                 &self.policy
             },
             self.message,
-            self.node
-        )
+        );
+        if !self.node.is_empty() {
+            line.push_str(" node=");
+            line.push_str(&self.node);
+        }
+        line
     }
 }
 
@@ -328,5 +438,40 @@ impl LogQueue {
 impl Drop for LogQueue {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod entry_tests {
+    use super::*;
+
+    #[test]
+    fn entries_serialize_with_typed_words_and_read_unknown_kinds() {
+        let mut entry = LogEntry::new(
+            Level::Warn,
+            LogKind::RolledBack,
+            "p@2",
+            "a \"quoted\"\nline",
+        );
+        entry.at_ms = 5;
+        let json = serde_json::to_value(&entry).unwrap();
+        assert_eq!(json["level"], "warn");
+        assert_eq!(json["kind"], "rolled_back");
+        assert!(json.get("node").is_none(), "empty node left out");
+        let back: LogEntry = serde_json::from_value(json).unwrap();
+        assert_eq!(back, entry);
+        assert!(entry
+            .line()
+            .starts_with("seq=0 at_ms=5 level=warn event=rolled_back policy=p@2 msg="));
+        let newer = r#"{"seq":1,"at_ms":2,"level":"info","kind":"teleported","policy":"","message":"m","node":"n"}"#;
+        let read: LogEntry = serde_json::from_str(newer).unwrap();
+        assert_eq!(read.kind, LogKind::Other);
+        for kind in [
+            LogKind::Loaded,
+            LogKind::SlotsReassigned,
+            LogKind::Abandoned,
+        ] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
     }
 }

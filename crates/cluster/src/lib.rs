@@ -34,7 +34,7 @@ pub mod slotmap;
 pub mod testing;
 
 #[cfg(feature = "etcd")]
-pub use central_log::{CentralLog, LogEntry, LogQueue};
+pub use central_log::{CentralLog, Level, LogEntry, LogKind, LogQueue};
 #[cfg(feature = "etcd")]
 pub use control::{
     ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, Membership,

@@ -6,7 +6,9 @@
 #![cfg(feature = "etcd")]
 
 use cluster::testing::Etcd;
-use cluster::{CentralLog, ClusterConfig, ControlPlane, LogEntry, NodeId, PolicyStore};
+use cluster::{
+    CentralLog, ClusterConfig, ControlPlane, Level, LogEntry, LogKind, NodeId, PolicyStore,
+};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -108,7 +110,7 @@ async fn the_central_log_is_one_bounded_sequence_for_all_writers() {
         let log = CentralLog::new(plane(&etcd, "log").await, id(node), capacity);
         writers.push(tokio::spawn(async move {
             for i in 0..12 {
-                let entry = LogEntry::new("info", "activated", "p@1", &format!("{i}"));
+                let entry = LogEntry::new(Level::Info, LogKind::Activated, "p@1", &format!("{i}"));
                 log.append(&[entry]).await.unwrap();
             }
         }));

@@ -178,7 +178,7 @@ fn state_json_carries_live_samples_policy_and_no_classes_or_cluster_alone() {
             && state["policy"]["params"]["n"] == "7"
             && log
                 .iter()
-                .any(|e| e["event"] == "loaded" && e["policy"] == "quiet@1")
+                .any(|e| e["kind"] == "loaded" && e["policy"] == "quiet@1")
     });
 }
 
@@ -369,7 +369,7 @@ fn admin_actions_need_the_password_and_go_through_the_registry() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["event"].as_str().unwrap())
+        .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert!(events.contains(&"rolled_back"), "{events:?}");
 }

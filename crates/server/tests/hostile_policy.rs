@@ -122,6 +122,104 @@ fn unmetered_policy_code_is_stopped_and_rolled_back() {
     );
 }
 
+/// Limits no loop reaches: the stand-in for work below the instruction hook (a C function
+/// the budget does not see), which nothing but abandoning the engine's thread ends.
+fn spin_limits() -> policy::Limits {
+    policy::Limits {
+        instructions: u64::MAX / 2,
+        time_limit: Duration::from_secs(3_600),
+        ..policy::Limits::default()
+    }
+}
+
+/// What the engine is busy with, per `POLICY STATUS`.
+fn busy(c: &mut redis::Connection) -> (String, u64) {
+    let s = status(c);
+    (s["busy_with"].clone(), s["busy_ms"].parse().unwrap())
+}
+
+/// A wedged tick holds only the engine's thread: the commands that need no Lua state answer
+/// while it still runs (each answer is read while `busy_with` still names the tick; a
+/// command that waited for the tick would hang into the client's read timeout), a request
+/// that needs the engine is refused with the way out, and `POLICY ROLLBACK` abandons the
+/// wedged engine, takes effect, and leaves a working engine behind.
+#[test]
+fn a_wedged_tick_never_blocks_the_policy_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = in_process(dir.path(), spin_limits());
+    let mut c = client(server.addr);
+    assert_eq!(load(&mut c, "good", GOOD).unwrap(), 1);
+    assert_eq!(load(&mut c, "spin", SPIN).unwrap(), 1);
+    eventually("the spinning tick counted as wedged", || {
+        let (what, ms) = busy(&mut c);
+        what == "a tick of spin@1" && ms >= 2_000
+    });
+
+    let events = log(&mut c).join("\n");
+    assert!(events.contains("event=activated policy=spin@1"), "{events}");
+    let list: Vec<String> = redis::cmd("POLICY").arg("LIST").query(&mut c).unwrap();
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert!(
+        list[1].starts_with("spin@1 ") && list[1].ends_with(" active"),
+        "{list:?}"
+    );
+    let source: String = redis::cmd("POLICY")
+        .arg("SHOW")
+        .arg("spin")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(source, SPIN);
+    let ok: String = redis::cmd("POLICY")
+        .arg("PARAM")
+        .arg("n")
+        .arg("5")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(status(&mut c)["params"], "n=5");
+    let refused = load(&mut c, "other", GOOD).unwrap_err().to_string();
+    assert!(
+        refused.contains("wedged") && refused.contains("POLICY ROLLBACK"),
+        "{refused}"
+    );
+    assert_eq!(
+        busy(&mut c).0,
+        "a tick of spin@1",
+        "all of it answered mid-tick"
+    );
+
+    let reinstated: String = redis::cmd("POLICY").arg("ROLLBACK").query(&mut c).unwrap();
+    assert_eq!(reinstated, "good@1");
+    let s = status(&mut c);
+    assert_eq!(s["active"], "good@1", "{s:?}");
+    assert_eq!(
+        s["params"], "n=5",
+        "the new engine read the parameter: {s:?}"
+    );
+    let events = log(&mut c).join("\n");
+    assert!(events.contains("event=abandoned policy=spin@1"), "{events}");
+    assert!(
+        events.contains("event=quarantined policy=spin@1"),
+        "{events}"
+    );
+    assert!(
+        !events.contains("event=rolled_back policy=good@1"),
+        "one rollback, not two: {events}"
+    );
+    // The new engine serves what needs it.
+    assert_eq!(
+        load(&mut c, "good", "function when() return false end").unwrap(),
+        2
+    );
+    assert_eq!(status(&mut c)["active"], "good@2");
+    let stack_after: i64 = redis::cmd("POLICY")
+        .arg("ROLLBACK")
+        .query::<String>(&mut c)
+        .map(|s| (s == "good@1") as i64)
+        .unwrap();
+    assert_eq!(stack_after, 1);
+}
+
 #[test]
 fn policy_param_is_bounded_in_size_and_count() {
     let dir = tempfile::tempdir().unwrap();

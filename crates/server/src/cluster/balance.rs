@@ -28,7 +28,9 @@
 
 use crate::cluster::ClusterNode;
 use cluster::board::Board;
-use cluster::{exports, CentralLog, LogEntry, LogQueue, NodeId, SlotMap, SlotRange, SLOTS};
+use cluster::{
+    exports, CentralLog, Level, LogEntry, LogKind, LogQueue, NodeId, SlotMap, SlotRange, SLOTS,
+};
 use policy::{Decision, Metrics, SlotLoad};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -142,9 +144,9 @@ impl Balance {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn log(&self, level: &str, kind: &str, policy: &str, message: String) {
+    fn log(&self, level: Level, policy: &str, message: String) {
         self.queue
-            .push(LogEntry::new(level, kind, policy, &message));
+            .push(LogEntry::new(level, LogKind::Balance, policy, &message));
     }
 
     /// Every live node's metrics (this node's are `own`, measured now, with its load from
@@ -326,18 +328,12 @@ impl Balance {
             decision.load
         );
         let Some(map) = node.current_map() else {
-            self.log(
-                "warn",
-                "balance",
-                policy,
-                format!("{head}; no slot map yet"),
-            );
+            self.log(Level::Warn, policy, format!("{head}; no slot map yet"));
             return;
         };
         if let Some(m) = map.value.migrations.iter().find(|m| m.from == node.id) {
             self.log(
-                "info",
-                "balance",
+                Level::Info,
                 policy,
                 format!(
                     "{head}; not acted on: slots {} are still moving to {}",
@@ -403,7 +399,7 @@ impl Balance {
                 }
             }
         }
-        self.log("info", "balance", policy, format!("{head}; {outcome}"));
+        self.log(Level::Info, policy, format!("{head}; {outcome}"));
         if self.state().lockstep {
             // Lock step: the tick is done when its moves are (the simulator's view with
             // `--migration-rate unlimited`), so the next requests go to the new owners.

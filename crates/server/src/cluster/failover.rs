@@ -9,7 +9,7 @@
 
 use crate::cluster::ClusterNode;
 use cluster::failover::{self, Absences};
-use cluster::{CentralLog, LogEntry, NodeId};
+use cluster::{CentralLog, Level, LogEntry, LogKind, NodeId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,7 +71,12 @@ pub async fn start(
                     );
                     crate::log::log_line!("mantle: cluster: {message}");
                     let _ = log
-                        .append(&[LogEntry::new("warn", "slots_reassigned", "", &message)])
+                        .append(&[LogEntry::new(
+                            Level::Warn,
+                            LogKind::SlotsReassigned,
+                            "",
+                            &message,
+                        )])
                         .await;
                 }
                 Ok(None) => {}

@@ -11,7 +11,7 @@ use crate::cluster::ClusterNode;
 use crate::live::journal::Event;
 use crate::live::registry::{Shared, VersionRecord, VersionRef, MAX_HISTORY};
 use crate::store::StoreError;
-use cluster::{CentralLog, ClusterError, LogEntry, LogQueue, PolicyStore, PolicyWatch};
+use cluster::{CentralLog, ClusterError, LogQueue, PolicyStore, PolicyWatch};
 use policy::{Params, Scalar};
 use std::future::Future;
 use std::sync::Mutex;
@@ -234,9 +234,7 @@ impl Shared for EtcdRegistry {
     }
 
     fn record(&self, event: &Event) {
-        let mut entry = LogEntry::new(&event.level, &event.kind, &event.policy, &event.message);
-        entry.at_ms = event.at_ms;
-        if !self.queue.push(entry) {
+        if !self.queue.push(event.clone()) {
             crate::live::stderr_line(
                 "mantle: the central policy log queue is full (etcd unreachable?); event kept \
                  in this node's journal only",
@@ -270,21 +268,8 @@ impl Shared for EtcdRegistry {
     fn tail(&self, n: usize) -> Result<Vec<Event>, StoreError> {
         self.block(self.queue.flush(FLUSH_WAIT));
         self.block(self.balance.flush(FLUSH_WAIT));
-        let entries = self
-            .block(self.log.tail(n))
-            .map_err(|e| StoreError(e.to_string()))?;
-        Ok(entries
-            .into_iter()
-            .map(|e| Event {
-                seq: e.seq,
-                at_ms: e.at_ms,
-                level: e.level,
-                kind: e.kind,
-                policy: e.policy,
-                message: e.message,
-                node: e.node,
-            })
-            .collect())
+        self.block(self.log.tail(n))
+            .map_err(|e| StoreError(e.to_string()))
     }
 }
 

@@ -284,8 +284,16 @@ fn status_map(s: &Status) -> Frame {
         ("durable", int(u64::from(s.durable))),
         ("suspended", text(&s.suspended)),
         ("activated_at_us", int(s.activated_at_us)),
-        ("params", text(&s.params)),
+        ("params", text(&params_line(&s.params))),
+        ("busy_ms", int(s.busy_ms)),
+        ("busy_with", text(&s.busy_with)),
     ])
+}
+
+/// `k=v k2=v2`: the parameters as one RESP string.
+fn params_line(params: &std::collections::BTreeMap<String, String>) -> String {
+    let pairs: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(" ")
 }
 
 /// A float as RESP2 clients read it: a bulk string.

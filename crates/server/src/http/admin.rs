@@ -7,7 +7,6 @@
 //! `mantle_auth_failures_total`. Bodies are JSON, which a cross-site form cannot send.
 
 use super::AppState;
-use crate::frame::Frame;
 use crate::live::Op;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -90,15 +89,12 @@ fn error(status: StatusCode, message: &str) -> Response {
 
 /// Runs `op` and answers with the engine's reply; an error reply is a 400.
 async fn run(state: &AppState, op: Op) -> Response {
-    let reply = crate::cmd::policy::reply_frame(state.instance.live.request(op).await);
+    let reply = state.instance.live.request(op).await;
     // The page shows the outcome in the log at once, not a second later.
     state.history.refresh_policy(&state.instance).await;
     match reply {
-        Frame::Error(e) => error(
-            StatusCode::BAD_REQUEST,
-            e.strip_prefix("ERR ").unwrap_or(&e),
-        ),
-        other => Json(json!({ "ok": super::api::frame_to_json(&other) })).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, &e),
+        Ok(reply) => Json(json!({ "ok": reply })).into_response(),
     }
 }
 

@@ -1,124 +1,13 @@
 //! `GET /api/state`: everything the dashboard shows, as one JSON object (see
 //! docs/dashboard.md for the keys). Built from the server's own accessors: the counters and
-//! cache snapshot, the sampler's history, the policy engine's `POLICY STATUS` and `POLICY LOG`
-//! replies, and the cluster node's routing view.
+//! cache snapshot, the sampler's history, the policy's typed `POLICY STATUS` and `POLICY LOG`
+//! replies (serialized as they are: the same values `POLICY` turns into RESP), and the cluster
+//! node's routing view.
 
 use super::sampler::{History, PolicyView, Sample};
-use crate::frame::Frame;
 use crate::instance::Instance;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
-
-/// One event of the policy log.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct LogEntry {
-    pub seq: u64,
-    pub at_ms: u64,
-    pub level: String,
-    /// `loaded`, `activated`, `rolled_back`, `capacity`, `param`, ... (see live::journal).
-    pub event: String,
-    /// `name@N`, empty when no version is concerned.
-    pub policy: String,
-    pub message: String,
-}
-
-/// A reply frame as JSON: maps become objects, errors `{"error": text}`.
-pub fn frame_to_json(frame: &Frame) -> Value {
-    let text = |b: &[u8]| Value::String(String::from_utf8_lossy(b).into_owned());
-    match frame {
-        Frame::Simple(b) | Frame::Bulk(b) | Frame::Verbatim(b) => text(b),
-        Frame::Error(e) => json!({ "error": e }),
-        Frame::Integer(n) => json!(n),
-        Frame::Null => Value::Null,
-        Frame::Array(items) => Value::Array(items.iter().map(frame_to_json).collect()),
-        Frame::Map(pairs) => Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| {
-                    let key = match frame_to_json(k) {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    (key, frame_to_json(v))
-                })
-                .collect(),
-        ),
-    }
-}
-
-/// The events of a `POLICY LOG` reply (lines as `live::journal::Event::line` writes them).
-pub fn log_entries(frame: &Frame) -> Result<Vec<LogEntry>, String> {
-    match frame {
-        Frame::Array(lines) => lines
-            .iter()
-            .map(|line| match line {
-                Frame::Bulk(b) => parse_log_line(&String::from_utf8_lossy(b)),
-                other => Err(format!("unexpected log line {other:?}")),
-            })
-            .collect(),
-        Frame::Error(e) => Err(e.clone()),
-        other => Err(format!("unexpected reply {other:?}")),
-    }
-}
-
-/// Parses `seq=N at_ms=N level=L event=E policy=P msg="..."` (the message is a Rust string
-/// literal, the only field that may hold spaces).
-pub fn parse_log_line(line: &str) -> Result<LogEntry, String> {
-    let bad = || format!("unreadable policy log line {line:?}");
-    let (head, msg) = line.split_once(" msg=").ok_or_else(bad)?;
-    let mut entry = LogEntry {
-        seq: 0,
-        at_ms: 0,
-        level: String::new(),
-        event: String::new(),
-        policy: String::new(),
-        message: unquote(msg),
-    };
-    for field in head.split(' ') {
-        let (key, value) = field.split_once('=').ok_or_else(bad)?;
-        match key {
-            "seq" => entry.seq = value.parse().map_err(|_| bad())?,
-            "at_ms" => entry.at_ms = value.parse().map_err(|_| bad())?,
-            "level" => entry.level = value.into(),
-            "event" => entry.event = value.into(),
-            "policy" if value != "-" => entry.policy = value.into(),
-            _ => {}
-        }
-    }
-    Ok(entry)
-}
-
-/// Undoes `{:?}` on a string: the quotes and the common escapes.
-fn unquote(text: &str) -> String {
-    let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else {
-        return text.to_string();
-    };
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('0') => out.push('\0'),
-            Some('u') => {
-                // \u{XXXX}
-                let code: String = chars.by_ref().take_while(|&c| c != '}').collect();
-                let code = code.trim_start_matches('{');
-                if let Some(c) = u32::from_str_radix(code, 16).ok().and_then(char::from_u32) {
-                    out.push(c);
-                }
-            }
-            Some(other) => out.push(other),
-            None => out.push('\\'),
-        }
-    }
-    out
-}
+use serde_json::{json, Value};
 
 /// Per-class figures, one row per class when the cache has classes.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -236,17 +125,6 @@ pub fn cluster_view(me: &cluster::NodeId, view: &cluster::ClusterView) -> Value 
     })
 }
 
-/// Splits `k=v k2=v2` (`POLICY STATUS`'s `params`) into an object.
-fn params(status: &Map<String, Value>) -> Map<String, Value> {
-    let Some(Value::String(text)) = status.get("params") else {
-        return Map::new();
-    };
-    text.split_whitespace()
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-        .collect()
-}
-
 /// The whole `/api/state` answer; `after` is the last sample the page has.
 pub fn state(instance: &Instance, history: &History, after: u64, admin: bool) -> Value {
     let snapshot = instance.db.cache_snapshot();
@@ -275,8 +153,8 @@ pub fn state(instance: &Instance, history: &History, after: u64, admin: bool) ->
         },
         "samples": samples,
         "policy": {
-            "active": status.get("active").cloned().unwrap_or(Value::Null),
-            "params": params(&status),
+            "active": status.as_ref().map(|s| s.active.as_str()),
+            "params": status.as_ref().map(|s| &s.params),
             "status": status,
             "log": log,
             "error": error,
@@ -289,56 +167,6 @@ pub fn state(instance: &Instance, history: &History, after: u64, admin: bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn log_lines_round_trip_through_the_journal_format() {
-        let event = crate::live::journal::Event {
-            seq: 7,
-            at_ms: 1_700_000_000_000,
-            level: "info".into(),
-            kind: "loaded".into(),
-            policy: "shrink@2".into(),
-            message: "stored by \"ops\" msg=x\nnext \u{1}".into(),
-            node: String::new(),
-        };
-        let entry = parse_log_line(&event.line()).unwrap();
-        assert_eq!(
-            entry,
-            LogEntry {
-                seq: 7,
-                at_ms: 1_700_000_000_000,
-                level: "info".into(),
-                event: "loaded".into(),
-                policy: "shrink@2".into(),
-                message: event.message.clone(),
-            }
-        );
-        let none = crate::live::journal::Event {
-            policy: String::new(),
-            kind: "param".into(),
-            message: "k=1".into(),
-            ..event
-        };
-        assert_eq!(parse_log_line(&none.line()).unwrap().policy, "");
-        assert!(parse_log_line("garbage").is_err());
-    }
-
-    #[test]
-    fn frames_become_json() {
-        let frame = Frame::Map(vec![
-            (Frame::bulk_str("active"), Frame::bulk_str("p@1")),
-            (Frame::bulk_str("ticks"), Frame::Integer(3)),
-            (Frame::bulk_str("list"), Frame::Array(vec![Frame::Null])),
-        ]);
-        assert_eq!(
-            frame_to_json(&frame),
-            json!({"active": "p@1", "ticks": 3, "list": [null]})
-        );
-        assert_eq!(
-            frame_to_json(&Frame::err("boom")),
-            json!({"error": "ERR boom"})
-        );
-    }
 
     #[test]
     fn class_rows_carry_the_class_counters() {

@@ -4,9 +4,10 @@
 //! commands make) every [`POLICY_PERIOD`]. Pages ask for the samples after the last one they
 //! have, so any number of viewers see one history and none of them waits on the engine.
 
-use super::api::{self, LogEntry};
 use crate::instance::Instance;
-use crate::live::{Gauges, Op};
+use crate::live::journal::Event;
+use crate::live::reply::Status;
+use crate::live::{Gauges, Op, Reply};
 use crate::metrics::Stats;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -20,7 +21,8 @@ pub const PERIOD: Duration = Duration::from_millis(500);
 pub const KEPT: usize = 600;
 /// Time between refreshes of the policy status and log.
 pub const POLICY_PERIOD: Duration = Duration::from_secs(1);
-/// Longest wait for the policy engine's answer; a tick that runs long leaves the last view.
+/// Longest wait for the policy's answer (STATUS and LOG come from the control thread, which
+/// never runs Lua, so this is only a guard).
 const POLICY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Policy log entries shown.
 pub const LOG_LINES: usize = 30;
@@ -85,10 +87,10 @@ impl Reading {
 /// What the engine said last.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PolicyView {
-    /// `POLICY STATUS` as an object; empty until the engine first answered.
-    pub status: serde_json::Map<String, serde_json::Value>,
+    /// `POLICY STATUS`; `None` until it first answered.
+    pub status: Option<Status>,
     /// The last [`LOG_LINES`] events, oldest first.
-    pub log: Vec<LogEntry>,
+    pub log: Vec<Event>,
     /// Why the last refresh failed, if it did.
     pub error: Option<String>,
 }
@@ -127,25 +129,24 @@ impl History {
     /// Asks the engine for its status and log (after an admin action, and periodically).
     pub async fn refresh_policy(&self, instance: &Instance) {
         let ask = |op| async {
-            let reply = tokio::time::timeout(POLICY_TIMEOUT, instance.live.request(op)).await;
-            reply.map(crate::cmd::policy::reply_frame)
+            tokio::time::timeout(POLICY_TIMEOUT, instance.live.request(op))
+                .await
+                .map_err(|_| "the policy engine did not answer in time".to_string())
+                .and_then(|reply| reply)
         };
         let status = ask(Op::Status).await;
         let log = ask(Op::Log { count: LOG_LINES }).await;
         let mut view = self.policy.lock().unwrap_or_else(|e| e.into_inner());
         view.error = None;
         match status {
-            Ok(frame) => match api::frame_to_json(&frame) {
-                serde_json::Value::Object(map) => view.status = map,
-                other => view.error = Some(format!("POLICY STATUS: {other}")),
-            },
-            Err(_) => view.error = Some("the policy engine did not answer in time".into()),
+            Ok(Reply::Status(status)) => view.status = Some(*status),
+            Ok(other) => view.error = Some(format!("POLICY STATUS: unexpected {other:?}")),
+            Err(e) => view.error = Some(format!("POLICY STATUS: {e}")),
         }
-        if let Ok(frame) = log {
-            match api::log_entries(&frame) {
-                Ok(entries) => view.log = entries,
-                Err(e) => view.error = Some(format!("POLICY LOG: {e}")),
-            }
+        match log {
+            Ok(Reply::Log(events)) => view.log = events,
+            Ok(other) => view.error = Some(format!("POLICY LOG: unexpected {other:?}")),
+            Err(e) => view.error = Some(format!("POLICY LOG: {e}")),
         }
     }
 }

@@ -8,7 +8,7 @@
 use super::registry::Shared;
 use super::space::{Change, Space};
 use crate::store::StoreError;
-use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Events kept; older ones are deleted as new ones arrive.
@@ -16,51 +16,14 @@ pub const JOURNAL_CAPACITY: u64 = 1_000;
 /// Longest message kept per event (a policy could log huge strings).
 pub const MAX_MESSAGE_BYTES: usize = 1_024;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
-    pub seq: u64,
-    /// Milliseconds since the Unix epoch.
-    pub at_ms: u64,
-    /// `info`, `warn` or `error`.
-    pub level: String,
-    /// `loaded`, `activated`, `rolled_back`, `rejected`, `error`, `capacity`, `log`, `param`,
-    /// `quarantined`, `suspended`.
-    pub kind: String,
-    /// `name@N`, or empty when no version is concerned.
-    pub policy: String,
-    pub message: String,
-    /// The node it happened on, in a cluster's central log; empty on a node of its own.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub node: String,
-}
+/// One event: the type a cluster's central log, `POLICY LOG` and the dashboard share.
+pub use cluster::{Level, LogEntry as Event, LogKind};
 
-impl Event {
-    /// The line `POLICY LOG` returns and stderr shows.
-    pub fn line(&self) -> String {
-        let mut line = format!(
-            "seq={} at_ms={} level={} event={} policy={} msg={:?}",
-            self.seq,
-            self.at_ms,
-            self.level,
-            self.kind,
-            if self.policy.is_empty() {
-                "-"
-            } else {
-                &self.policy
-            },
-            self.message
-        );
-        if !self.node.is_empty() {
-            line.push_str(" node=");
-            line.push_str(&self.node);
-        }
-        line
-    }
-}
-
+/// Shared by the engine's thread, which records, and the control thread, which reads (and
+/// records what it does itself): sequence numbers are taken atomically.
 pub struct Journal {
     space: Space,
-    next_seq: u64,
+    next_seq: AtomicU64,
     /// Print events on stderr (off in unit tests).
     echo: bool,
     /// A cluster's central log: every event goes there too, and `tail` reads it.
@@ -81,7 +44,7 @@ impl Journal {
         });
         Ok(Journal {
             space,
-            next_seq: last.map_or(1, |s| s + 1),
+            next_seq: AtomicU64::new(last.map_or(1, |s| s + 1)),
             echo,
             shared: None,
         })
@@ -95,7 +58,7 @@ impl Journal {
 
     /// Records an event; a store failure is reported on stderr only (logging must not fail
     /// the operation it describes).
-    pub fn record(&mut self, level: &str, kind: &str, policy: &str, message: &str, at_ms: u64) {
+    pub fn record(&self, level: Level, kind: LogKind, policy: &str, message: &str, at_ms: u64) {
         let mut message = message.to_string();
         if message.len() > MAX_MESSAGE_BYTES {
             let mut cut = MAX_MESSAGE_BYTES;
@@ -106,15 +69,14 @@ impl Journal {
             message.push_str("...");
         }
         let event = Event {
-            seq: self.next_seq,
+            seq: self.next_seq.fetch_add(1, Ordering::SeqCst),
             at_ms,
-            level: level.to_string(),
-            kind: kind.to_string(),
+            level,
+            kind,
             policy: policy.to_string(),
             message,
             node: String::new(),
         };
-        self.next_seq += 1;
         if self.echo {
             super::stderr_line(&format!("mantle: policy {}", event.line()));
         }
@@ -166,15 +128,15 @@ mod tests {
     #[test]
     fn the_log_is_bounded_and_continues_after_reopen() {
         let space = Space::memory();
-        let mut journal = Journal::open(space.clone(), false).unwrap();
+        let journal = Journal::open(space.clone(), false).unwrap();
         for i in 0..(JOURNAL_CAPACITY + 5) {
-            journal.record("info", "log", "p@1", &format!("m{i}"), i);
+            journal.record(Level::Info, LogKind::Log, "p@1", &format!("m{i}"), i);
         }
         let all = journal.tail(usize::MAX).unwrap();
         assert_eq!(all.len() as u64, JOURNAL_CAPACITY);
         assert_eq!(all[0].message, "m5");
-        let mut reopened = Journal::open(space, false).unwrap();
-        reopened.record("warn", "rolled_back", "p@2", "back to p@1", 0);
+        let reopened = Journal::open(space, false).unwrap();
+        reopened.record(Level::Warn, LogKind::RolledBack, "p@2", "back to p@1", 0);
         let last = reopened.tail(1).unwrap();
         assert_eq!(last[0].seq, JOURNAL_CAPACITY + 6);
         assert!(last[0].line().contains("event=rolled_back policy=p@2"));
@@ -182,8 +144,8 @@ mod tests {
 
     #[test]
     fn long_messages_are_cut() {
-        let mut journal = Journal::open(Space::memory(), false).unwrap();
-        journal.record("info", "log", "", &"é".repeat(2_000), 0);
+        let journal = Journal::open(Space::memory(), false).unwrap();
+        journal.record(Level::Info, LogKind::Log, "", &"é".repeat(2_000), 0);
         let event = &journal.tail(1).unwrap()[0];
         assert!(event.message.len() <= MAX_MESSAGE_BYTES + 3);
         assert!(event.line().contains("policy=-"));

@@ -6,11 +6,14 @@
 //! The engine lives on its own thread, [`runner`]: it ticks on the wall clock, or with
 //! `--tick manual` once per `POLICY TICK` (so a replay can tick the server at the trace's tick
 //! boundaries and get replay's decisions). A tick that spends its whole instruction
-//! budget delays the next tick, never a client. Commands reach that thread as messages and
-//! await the reply, so they never block a worker thread either; cache actions take the cache
-//! lock in short batches (see `Db::evict`).
+//! budget delays the next tick, never a client. Commands reach a second thread, [`control`],
+//! as messages and await the reply, so they never block a worker thread either; that thread
+//! never runs Lua, answers what needs no Lua state itself and supervises the engine's thread,
+//! so a wedged policy cannot hold up `POLICY STATUS`, `LOG` or `ROLLBACK`. Cache actions take
+//! the cache lock in short batches (see `Db::evict`).
 
 pub mod actions;
+mod control;
 pub mod journal;
 pub mod registry;
 pub mod reply;
@@ -28,12 +31,12 @@ use space::Space;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchdog::TickWatch;
 
 /// How long shutting down waits for the engine's thread to finish its tick. The thread is
 /// interrupted first, so it normally exits at once; past this the server exits without it.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
-/// Times the engine's thread is rebuilt after a panic before the engine stays stopped.
+/// Times the engine's thread is rebuilt (after a panic, or abandoned wedged) before the
+/// engine stays stopped.
 const MAX_RESTARTS: u32 = 10;
 
 /// Writes one line to stderr, the server's log, ignoring failures: a log reader that went
@@ -105,22 +108,19 @@ pub enum Op {
 }
 
 enum Message {
-    Request(Op, tokio::sync::oneshot::Sender<Result<Reply, String>>),
+    Request(Op, runner::Replier),
     Stop,
 }
 
 /// The live policy's gauges live with every other metric.
 pub use crate::metrics::PolicyGauges as Gauges;
 
-/// The handle connections and the server hold on the engine's thread.
+/// The handle connections and the server hold on the policy threads.
 pub struct LivePolicy {
     sender: Mutex<mpsc::Sender<Message>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Signalled when the engine's thread has finished.
+    /// Signalled when the control thread has finished.
     exited: Mutex<Option<mpsc::Receiver<()>>>,
-    interrupt: policy::Interrupt,
-    watch: Arc<TickWatch>,
-    watchdog: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl LivePolicy {
@@ -128,7 +128,7 @@ impl LivePolicy {
     /// (unless `--no-policy`, or it was quarantined), loads `--policy` if given, and starts
     /// ticking. Fails when `--policy` cannot be loaded. A panic on the engine's thread is
     /// logged and the engine rebuilt from the registry, quarantining a version whose tick
-    /// panicked.
+    /// panicked; so is an engine thread abandoned in a wedged tick.
     pub async fn start(db: Db, config: &Config) -> anyhow::Result<LivePolicy> {
         LivePolicy::start_shared(db, config, None).await
     }
@@ -143,8 +143,6 @@ impl LivePolicy {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (exited_tx, exited_rx) = mpsc::channel();
         let gauges = db.metrics().policy.clone();
-        let watch = Arc::new(TickWatch::default());
-        let interrupt = policy::Interrupt::default();
         let space = match db.store() {
             Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
             Store::Upstream(_) => Space::memory(),
@@ -157,42 +155,38 @@ impl LivePolicy {
             policy_file: config.policy.clone(),
             echo: config.policy_echo,
             no_policy: config.no_policy,
-            interrupt: interrupt.clone(),
-            watch: watch.clone(),
             shared,
             keep_versions: config.policy_keep_versions,
         };
-        let watchdog = watchdog::spawn(watch.clone(), space.clone())?;
         let thread = std::thread::Builder::new()
-            .name("mantle-policy".into())
+            .name("mantle-policy-control".into())
             .spawn(move || {
-                runner::supervise(db, space, settings, gauges, ready_tx, &receiver);
+                match control::Control::start(db, space, settings, gauges) {
+                    Ok(mut control) => {
+                        let _ = ready_tx.send(Ok(()));
+                        control.run(&receiver);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
                 let _ = exited_tx.send(());
             })?;
-        let live = |thread| LivePolicy {
-            sender: Mutex::new(sender),
-            thread: Mutex::new(Some(thread)),
-            exited: Mutex::new(Some(exited_rx)),
-            interrupt,
-            watch: watch.clone(),
-            watchdog: Mutex::new(Some(watchdog)),
-        };
         match ready_rx.await {
-            Ok(Ok(())) => Ok(live(thread)),
+            Ok(Ok(())) => Ok(LivePolicy {
+                sender: Mutex::new(sender),
+                thread: Mutex::new(Some(thread)),
+                exited: Mutex::new(Some(exited_rx)),
+            }),
             Ok(Err(message)) => {
                 let _ = thread.join();
-                drop(live);
-                watch.shut_down();
                 anyhow::bail!("{message}")
             }
-            Err(_) => {
-                watch.shut_down();
-                anyhow::bail!("the policy thread stopped while starting")
-            }
+            Err(_) => anyhow::bail!("the policy thread stopped while starting"),
         }
     }
 
-    /// Runs `op` on the engine's thread and returns the reply, or why it failed.
+    /// Runs `op` on the policy threads and returns the reply, or why it failed.
     pub async fn request(&self, op: Op) -> Result<Reply, String> {
         let (reply_tx, reply_rx) = tokio::sync::oneshot::channel();
         let sent = self
@@ -208,31 +202,25 @@ impl LivePolicy {
             .unwrap_or_else(|_| Err("the policy engine is stopped".into()))
     }
 
-    /// Stops ticking and waits for the thread (states are persisted after every tick). A
-    /// running callback is interrupted; if the thread still has not finished after
+    /// Stops ticking and waits for the threads (states are persisted after every tick). A
+    /// running callback is interrupted; if the engine's thread still has not finished after
     /// [`STOP_TIMEOUT`], it is left behind and the server exits without it.
     pub fn stop(&self) {
-        self.interrupt.interrupt();
         if let Ok(sender) = self.sender.lock() {
             let _ = sender.send(Message::Stop);
         }
-        self.watch.shut_down();
         let exited = self.exited.lock().ok().and_then(|mut e| e.take());
         let thread = self.thread.lock().ok().and_then(|mut t| t.take());
         if let (Some(exited), Some(thread)) = (exited, thread) {
-            match exited.recv_timeout(STOP_TIMEOUT) {
+            // The control thread waits STOP_TIMEOUT for the engine's thread, then exits.
+            match exited.recv_timeout(STOP_TIMEOUT + Duration::from_secs(1)) {
                 Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let _ = thread.join();
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => stderr_line(&format!(
-                    "mantle: the policy thread did not stop within {} s; exiting without it",
-                    STOP_TIMEOUT.as_secs()
-                )),
+                Err(mpsc::RecvTimeoutError::Timeout) => stderr_line(
+                    "mantle: the policy control thread did not stop; exiting without it",
+                ),
             }
-        }
-        let watchdog = self.watchdog.lock().ok().and_then(|mut t| t.take());
-        if let Some(watchdog) = watchdog {
-            let _ = watchdog.join();
         }
     }
 }

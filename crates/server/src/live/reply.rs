@@ -1,15 +1,20 @@
-//! What the engine's thread answers to an [`Op`](super::Op): plain values, so the thread knows
-//! nothing of the protocol. `cmd::policy` turns them into RESP frames; the dashboard reads
-//! the same frames.
+//! What the policy threads answer to an [`Op`](super::Op): plain values, so they know nothing
+//! of the protocol. `cmd::policy` turns them into RESP frames; the dashboard serializes the
+//! same values to JSON (serde), with no text in between.
 
 use super::journal::Event;
 use super::registry::VersionRef;
 use crate::metrics::{CandidateFigures, ShadowReport};
+use serde::Serialize;
+use std::collections::BTreeMap;
 
-/// The reply to one `POLICY` subcommand.
-#[derive(Debug, Clone, PartialEq)]
+/// The reply to one `POLICY` subcommand. As JSON (the dashboard's admin API) each variant is
+/// its value alone: `Done` is `"OK"`, as RESP shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum Reply {
     /// PARAM, and SYNC.
+    #[serde(serialize_with = "ok")]
     Done,
     /// LOAD and USE: the registry version now active.
     Version(u32),
@@ -36,8 +41,12 @@ pub enum Reply {
     Switch(Box<ShadowReport>),
 }
 
+fn ok<S: serde::Serializer>(serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str("OK")
+}
+
 /// One line of `POLICY LIST`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VersionSummary {
     pub id: VersionRef,
     pub loaded_at_ms: u64,
@@ -48,7 +57,7 @@ pub struct VersionSummary {
 }
 
 /// `POLICY STATUS`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Status {
     /// `name@N` running, empty when none.
     pub active: String,
@@ -65,12 +74,17 @@ pub struct Status {
     /// The top of the stack when it is not running (`--no-policy`), else empty.
     pub suspended: String,
     pub activated_at_us: u64,
-    /// `k=v k2=v2`.
-    pub params: String,
+    /// The parameters, each value as `POLICY PARAM` would set it.
+    pub params: BTreeMap<String, String>,
+    /// How long the engine has been busy with its current tick or request, 0 when idle; past
+    /// 2 s it counts as wedged (see `live::watchdog`).
+    pub busy_ms: u64,
+    /// The tick or request it is busy with, empty when idle.
+    pub busy_with: String,
 }
 
 /// `POLICY TICK`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TickReport {
     pub tick: u64,
     /// The policy clock after the tick.

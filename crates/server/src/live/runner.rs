@@ -1,26 +1,32 @@
 //! The engine's thread: ticks on the wall clock (or, with `--tick manual`, once per
 //! `POLICY TICK`), feeds the policy the server's access series, applies decisions to the cache,
-//! answers `POLICY` commands, keeps the registry's activation stack and the engine in step, rolls back
-//! a version that keeps failing, and writes everything that happens to the journal.
+//! answers the `POLICY` commands that need the Lua state (the control thread, `control`,
+//! answers the others), keeps the registry's activation stack and the engine in step, rolls
+//! back a version that keeps failing, and writes everything that happens to the journal.
+//!
+//! Every tick and request is bracketed in the thread's `JobWatch`; once the control thread
+//! has abandoned the thread (its work wedged), it writes nothing more: every registry write,
+//! journal line and cache action goes through `JobWatch::unless_abandoned`.
 //!
 //! The registry is the one owner of version numbers (`name@N` forever): the engine runs each
 //! version under the id the registry gave it, so every message names the registry version.
 //! Replies are plain values ([`Reply`]); `cmd::policy` makes frames of them.
 
-use super::journal::Journal;
+use super::control::{Exit, Link};
+use super::journal::{Level, LogKind};
 use super::registry::{self, Registry, VersionRecord, VersionRef};
-use super::reply::{Reply, Status, TickReport, VersionSummary};
+use super::reply::{Reply, Status, TickReport};
 use super::sample::Sampler;
 use super::shadows::{ShadowHost, SwitchTo};
 use super::space::Space;
-use super::watchdog::TickWatch;
-use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS};
+use super::watchdog::{Ended, Job};
+use super::{stderr_line, Gauges, Op};
 use crate::db::{now_ms, Db};
 use crate::metrics::Stats;
 use crate::shadow::DRAIN_INTERVAL;
 use cache::AccessLog;
 use policy::{
-    Action, Interrupt, Limits, LogLevel, Params, PolicyEngine, PolicyId, StateValue, TickInput,
+    Action, Limits, LogLevel, Params, PolicyEngine, PolicyId, Scalar, StateValue, TickInput,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -41,73 +47,59 @@ pub struct Settings {
     pub echo: bool,
     /// `--no-policy`: do not reactivate the registry's active version.
     pub no_policy: bool,
-    /// Stops a running callback when the server shuts down.
-    pub interrupt: Interrupt,
-    pub watch: Arc<TickWatch>,
     /// A cluster's registry and central log (`--cluster`).
     pub shared: Option<Arc<dyn registry::Shared>>,
     /// `--policy-keep-versions`: versions kept per name in the node's own registry.
     pub keep_versions: usize,
 }
 
-/// Runs the engine's thread: opens the runner, runs it, and rebuilds it from the registry
-/// after a panic (at most [`MAX_RESTARTS`] times), quarantining the version whose tick
-/// panicked. `ready` gets the outcome of the first open.
-pub fn supervise(
+/// The answer to one request.
+pub type Replier = tokio::sync::oneshot::Sender<Result<Reply, String>>;
+
+/// What the control thread hands the engine thread.
+pub enum EngineMessage {
+    Request(Op, Replier),
+    /// `POLICY ROLLBACK` of the version the caller saw on top of the stack (`None`: none).
+    Rollback {
+        seen: Option<String>,
+        reply: Replier,
+    },
+    /// `POLICY PARAM`, already stored and logged by the control thread.
+    Param(String, Scalar),
+    Stop,
+}
+
+/// The engine thread's body: opens the runner (telling `opened`, for the first thread, how
+/// that went) and runs it until told to stop, abandoned, or it panics.
+pub fn run_engine(
     db: Db,
     space: Space,
-    mut settings: Settings,
+    settings: Settings,
     gauges: Arc<Gauges>,
-    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
-    inbox: &mpsc::Receiver<Message>,
-) {
-    let mut ready = Some(ready);
-    let mut restarts = 0;
-    loop {
-        let opened = Runner::open(db.clone(), space.clone(), settings.clone(), gauges.clone());
-        let mut runner = match opened {
-            Ok(runner) => runner,
-            Err(e) => {
-                match ready.take() {
-                    Some(ready) => {
-                        let _ = ready.send(Err(e));
-                    }
-                    None => stderr_line(&format!("mantle: the policy engine cannot restart: {e}")),
+    link: Link,
+    opened: Option<mpsc::Sender<Result<(), String>>>,
+) -> Exit {
+    let watch = link.watch.clone();
+    let runner = Runner::open(db, space, settings, gauges, link);
+    let mut runner = match runner {
+        Ok(runner) => runner,
+        Err(e) => {
+            match opened {
+                Some(opened) => {
+                    let _ = opened.send(Err(e));
                 }
-                return;
+                None => stderr_line(&format!("mantle: the policy engine cannot restart: {e}")),
             }
-        };
-        if let Some(ready) = ready.take() {
-            let _ = ready.send(Ok(()));
+            return Exit::OpenFailed;
         }
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run(inbox)));
-        if run.is_ok() {
-            return;
-        }
-        restarts += 1;
-        let in_tick = settings.watch.running();
-        settings.watch.end();
-        stderr_line(&format!(
-            "mantle: the policy engine panicked{}; {}",
-            in_tick
-                .as_ref()
-                .map(|v| format!(" in a tick of {v}"))
-                .unwrap_or_default(),
-            if restarts > MAX_RESTARTS {
-                "it stays stopped (too many restarts)"
-            } else {
-                "rebuilding it from the registry"
-            }
-        ));
-        if restarts > MAX_RESTARTS {
-            return;
-        }
-        if let Some(version) = in_tick {
-            // Quarantined by the next open, like a version wedged when the server died.
-            let _ = Registry::new(space.clone()).set_wedged(Some(&version));
-        }
-        // The file is in the registry already; do not activate it over a quarantine.
-        settings.policy_file = None;
+    };
+    if let Some(opened) = opened {
+        let _ = opened.send(Ok(()));
+    }
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.run()));
+    match run {
+        Ok(()) => Exit::Finished,
+        Err(_) => Exit::Panicked(watch.running().and_then(|(job, _)| job.tick_of)),
     }
 }
 
@@ -115,7 +107,8 @@ pub struct Runner {
     db: Db,
     engine: PolicyEngine,
     registry: Registry,
-    journal: Journal,
+    /// The journal, the inbox, the watch and the board, shared with the control thread.
+    link: Link,
     sampler: Sampler,
     params: Params,
     /// The activation stack, as in the registry (last = active).
@@ -149,14 +142,12 @@ impl Runner {
         space: Space,
         settings: Settings,
         gauges: Arc<Gauges>,
+        link: Link,
     ) -> Result<Runner, String> {
-        let registry = Registry::new(space.clone())
+        let registry = Registry::new(space)
             .with_shared(settings.shared.clone())
             .with_keep(settings.keep_versions);
-        let journal = Journal::open(space, settings.echo)
-            .map_err(|e| e.to_string())?
-            .with_shared(settings.shared.clone());
-        let mut engine = PolicyEngine::with_interrupt(settings.limits, settings.interrupt.clone());
+        let mut engine = PolicyEngine::with_interrupt(settings.limits, link.interrupt.clone());
         let persisted = registry.states().map_err(|e| e.to_string())?;
         for (name, value) in &persisted {
             engine.set_state(name, value.clone());
@@ -165,12 +156,12 @@ impl Runner {
         let history = registry.history().map_err(|e| e.to_string())?;
         db.series().clock.set_manual(settings.manual);
         let log = AccessLog::with_bounded_ids(db.series().limit());
-        let shadows = ShadowHost::new(db.clone(), settings.limits, settings.interrupt.clone());
+        let shadows = ShadowHost::new(db.clone(), settings.limits, link.interrupt.clone());
         let mut runner = Runner {
             db,
             engine,
             registry,
-            journal,
+            link,
             sampler: Sampler::default(),
             params,
             history,
@@ -199,8 +190,8 @@ impl Runner {
             if let Some(top) = runner.history.last().cloned() {
                 runner.suspended = true;
                 runner.note(
-                    "warn",
-                    "suspended",
+                    Level::Warn,
+                    LogKind::Suspended,
                     &top.to_string(),
                     "not reactivated: started with --no-policy; the registry is unchanged \
                      (POLICY USE to run a version, POLICY ROLLBACK to drop this one)",
@@ -209,14 +200,14 @@ impl Runner {
         } else if let Some(active) = runner.history.last().cloned() {
             match runner.activate() {
                 Ok(()) => runner.note(
-                    "info",
-                    "activated",
+                    Level::Info,
+                    LogKind::Activated,
                     &active.to_string(),
                     "active again after restart",
                 ),
                 Err(e) => runner.note(
-                    "error",
-                    "error",
+                    Level::Error,
+                    LogKind::Error,
                     &active.to_string(),
                     &format!("cannot reactivate after restart: {e}"),
                 ),
@@ -228,8 +219,8 @@ impl Runner {
             // runs nothing yet.
             match runner.history.last().cloned() {
                 Some(active) if runner.settings.shared.is_some() => runner.note(
-                    "info",
-                    "kept",
+                    Level::Info,
+                    LogKind::Kept,
                     &active.to_string(),
                     &format!(
                         "the cluster already runs it; --policy {} seeds only a cluster without \
@@ -241,6 +232,8 @@ impl Runner {
             }
         }
         runner.update_gauges();
+        runner.link.board.set_params(&runner.params);
+        runner.publish();
         Ok(runner)
     }
 
@@ -261,7 +254,7 @@ impl Runner {
             if !self.settings.echo {
                 stderr_line(&format!("mantle: {message}"));
             }
-            self.note("error", "unreadable", "", &message);
+            self.note(Level::Error, LogKind::Unreadable, "", &message);
         }
     }
 
@@ -275,8 +268,8 @@ impl Runner {
         if self.history.last() == Some(&wedged) {
             let to = self.pop_stack()?;
             self.note(
-                "error",
-                "quarantined",
+                Level::Error,
+                LogKind::Quarantined,
                 &wedged.to_string(),
                 &format!(
                     "its tick did not finish before the engine stopped; not reactivated, \
@@ -312,28 +305,41 @@ impl Runner {
         Ok(())
     }
 
-    pub fn run(&mut self, inbox: &mpsc::Receiver<Message>) {
+    /// Serves the inbox and ticks until told to stop or abandoned.
+    pub fn run(&mut self) {
         let mut next_tick = Instant::now() + self.settings.tick;
+        let inbox = self.link.inbox.clone();
         loop {
             // With shadows, queued accesses are handed to them every DRAIN_INTERVAL too.
             let drain = (!self.shadows.is_idle()).then_some(DRAIN_INTERVAL);
-            let received = match (self.settings.manual, drain) {
-                (true, None) => inbox
-                    .recv()
-                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-                (true, Some(drain)) => inbox.recv_timeout(drain),
-                (false, drain) => {
-                    let to_tick = next_tick.saturating_duration_since(Instant::now());
-                    inbox.recv_timeout(drain.map_or(to_tick, |d| d.min(to_tick)))
+            let received = {
+                let inbox = inbox.lock().unwrap_or_else(|e| e.into_inner());
+                match (self.settings.manual, drain) {
+                    (true, None) => inbox
+                        .recv()
+                        .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                    (true, Some(drain)) => inbox.recv_timeout(drain),
+                    (false, drain) => {
+                        let to_tick = next_tick.saturating_duration_since(Instant::now());
+                        inbox.recv_timeout(drain.map_or(to_tick, |d| d.min(to_tick)))
+                    }
                 }
             };
-            match received {
-                Ok(Message::Request(op, reply)) => {
-                    let _ = reply.send(self.handle(op));
+            let done = match received {
+                Ok(EngineMessage::Request(op, reply)) => self.request(op, reply),
+                Ok(EngineMessage::Rollback { seen, reply }) => {
+                    self.link.pending_rollbacks.fetch_sub(1, Ordering::SeqCst);
+                    self.rollback(seen, reply)
                 }
-                Ok(Message::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Ok(EngineMessage::Param(key, value)) => {
+                    self.shadows.set_param(&key, &value);
+                    self.params.insert(key, value);
+                    self.publish();
+                    Some(())
+                }
+                Ok(EngineMessage::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                     // The interrupt stopped the last callback; saving the states runs Lua.
-                    self.settings.interrupt.clear();
+                    self.link.interrupt.clear();
                     self.persist_states();
                     return;
                 }
@@ -341,9 +347,12 @@ impl Runner {
                     if self.settings.manual || Instant::now() < next_tick =>
                 {
                     self.shadows.drain();
+                    Some(())
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = self.run_tick();
+                    let done = self.job(Job::tick(self.running()), |r| {
+                        r.run_tick();
+                    });
                     // Ticks keep their period; a tick that overran starts the next one at once
                     // rather than running a burst to catch up.
                     next_tick += self.settings.tick;
@@ -351,9 +360,98 @@ impl Runner {
                     if next_tick < now {
                         next_tick = now + self.settings.tick;
                     }
+                    done
                 }
+            };
+            if done.is_none() {
+                return; // abandoned: the control thread runs a new engine thread
             }
         }
+    }
+
+    /// Runs one request as a job and answers it, unless the thread was abandoned meanwhile
+    /// (then the control thread answered it); `None` then.
+    fn request(&mut self, op: Op, reply: Replier) -> Option<()> {
+        let job = match op {
+            Op::Tick { .. } => Job::tick(self.running()),
+            _ => Job::request(&format!("POLICY {}", op_name(&op))),
+        };
+        self.answer_in_job(job, reply, |r| r.handle(op))
+    }
+
+    /// `POLICY ROLLBACK` of `seen`: when another version is on top now (the wedged one was
+    /// taken off already, or a fallback ran), that one is left alone.
+    fn rollback(&mut self, seen: Option<String>, reply: Replier) -> Option<()> {
+        let top = self.history.last().map(ToString::to_string);
+        if seen.is_some() && top != seen {
+            let _ = reply.send(Ok(Reply::Reinstated(self.top_name())));
+            return Some(());
+        }
+        self.answer_in_job(Job::request("POLICY ROLLBACK"), reply, |r| {
+            let result = r.op_rollback();
+            r.update_gauges();
+            r.publish_shadows();
+            result
+        })
+    }
+
+    fn answer_in_job(
+        &mut self,
+        job: Job,
+        reply: Replier,
+        work: impl FnOnce(&mut Self) -> Result<Reply, String>,
+    ) -> Option<()> {
+        *self
+            .link
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(reply);
+        let result = self.job(job, work)?;
+        let reply = self
+            .link
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(reply) = reply {
+            let _ = reply.send(result);
+        }
+        Some(())
+    }
+
+    /// Runs `work` watched by the control thread; `None` if the thread was abandoned while
+    /// it ran (nothing of it may be published then).
+    fn job<T>(&mut self, job: Job, work: impl FnOnce(&mut Self) -> T) -> Option<T> {
+        let tick_of = job.tick_of.clone();
+        if !self.link.watch.begin(job) {
+            return None;
+        }
+        let out = work(self);
+        match self.link.watch.end() {
+            Ended::Abandoned => return None,
+            Ended::Finished { marked: true } => {
+                if let Some(version) = tick_of {
+                    if let Err(e) = self.registry.set_wedged(None) {
+                        self.note(
+                            Level::Error,
+                            LogKind::Error,
+                            &version.to_string(),
+                            &format!("{e}"),
+                        );
+                    }
+                    self.note(
+                        Level::Warn,
+                        LogKind::Log,
+                        &version.to_string(),
+                        "a tick that ran past the wedge threshold finished; no longer recorded \
+                         as wedged",
+                    );
+                }
+            }
+            Ended::Finished { marked: false } => {}
+        }
+        self.publish();
+        Some(out)
     }
 
     /// Runs one tick; returns the action applied in replay's notation (`capacity:N`,
@@ -370,10 +468,7 @@ impl Runner {
         let metrics = self.sampler.sample(&self.db, at);
         series.drain_into(&mut self.log, &mut self.spare);
         self.tick_shadows(now);
-        let Some(running) = self.history.last().cloned() else {
-            return (String::new(), None);
-        };
-        if self.engine.active().is_none() || self.suspended {
+        if self.history.is_empty() || self.engine.active().is_none() || self.suspended {
             return (String::new(), None);
         }
         let own = [metrics];
@@ -393,18 +488,9 @@ impl Runner {
             params: &self.params,
             timeseries: &self.log,
         };
-        self.settings.watch.begin(&running);
         let outcome = self.engine.tick(&input);
-        if self.settings.watch.end() {
-            if let Err(e) = self.registry.set_wedged(None) {
-                self.note("error", "error", &running.to_string(), &format!("{e}"));
-            }
-            self.note(
-                "warn",
-                "log",
-                &running.to_string(),
-                "a tick that ran past the wedge threshold finished; no longer recorded as wedged",
-            );
+        if self.link.watch.is_abandoned() {
+            return (String::new(), None);
         }
         self.relay_logs();
         let policy = outcome
@@ -423,7 +509,7 @@ impl Runner {
         };
         let applied_now = super::actions::apply(&self.db, outcome.decision.action);
         if let Some(message) = &applied_now.capacity_change {
-            self.note("info", "capacity", &policy, message);
+            self.note(Level::Info, LogKind::Capacity, &policy, message);
         }
         self.last_decision = applied_now.decision;
         if let (Some(shared), Some(_)) = (&shared, &cluster) {
@@ -438,8 +524,8 @@ impl Runner {
         } else if !outcome.decision.targets.is_empty() && !self.warned_where {
             self.warned_where = true;
             self.note(
-                "warn",
-                "log",
+                Level::Warn,
+                LogKind::Log,
                 &policy,
                 "where() asked to move load to other servers; ignored on a single node",
             );
@@ -454,17 +540,17 @@ impl Runner {
                 "{from} failed {} consecutive ticks; reinstated {to}",
                 self.settings.limits.max_consecutive_failures
             );
-            self.note("warn", "rolled_back", &from, &message);
-            if let Err(e) = self.registry.set_history(&self.history) {
+            self.note(Level::Warn, LogKind::RolledBack, &from, &message);
+            if let Err(e) = self.write(|r| r.set_history(&self.history)) {
                 self.note(
-                    "error",
-                    "error",
+                    Level::Error,
+                    LogKind::Error,
                     &from,
                     &format!("rollback not persisted: {e}"),
                 );
             }
             if let Err(e) = self.activate() {
-                self.note("error", "error", &to, &e);
+                self.note(Level::Error, LogKind::Error, &to, &e);
             }
         }
         self.persist_states();
@@ -480,7 +566,7 @@ impl Runner {
             .shadows
             .tick(now, self.tick, running.as_ref(), &self.params);
         for (level, message) in result.notes {
-            self.note(level, "shadow", "", &message);
+            self.note(level, LogKind::Shadow, "", &message);
         }
         if let Some(to) = result.switch_to {
             self.switch_to(to);
@@ -496,19 +582,35 @@ impl Runner {
             if self.params.get(key) == Some(value) {
                 continue;
             }
-            if let Err(e) = self.registry.set_param(key, value) {
+            if let Err(e) = self.write(|r| r.set_param(key, value)) {
                 let message = format!("cannot switch to {}: {e}", to.candidate);
-                self.note("error", "error", &to.version.to_string(), &message);
+                self.note(
+                    Level::Error,
+                    LogKind::Error,
+                    &to.version.to_string(),
+                    &message,
+                );
                 return;
             }
-            self.note("info", "param", "", &format!("{key}={value} (switch)"));
+            self.note(
+                Level::Info,
+                LogKind::Param,
+                "",
+                &format!("{key}={value} (switch)"),
+            );
             self.params.insert(key.clone(), value.clone());
+            self.link.board.set_params(&self.params);
             self.shadows.set_param(key, value);
         }
         if self.running() != Some(&to.version) {
             if let Err(e) = self.push_and_activate(to.version.clone()) {
                 let message = format!("cannot switch to {}: {e}", to.candidate);
-                self.note("error", "error", &to.version.to_string(), &message);
+                self.note(
+                    Level::Error,
+                    LogKind::Error,
+                    &to.version.to_string(),
+                    &message,
+                );
                 return;
             }
         }
@@ -516,7 +618,12 @@ impl Runner {
             "at tick {}, from {from} to {}: {}",
             self.tick, to.candidate, to.reason
         );
-        self.note("info", "switched", &to.version.to_string(), &message);
+        self.note(
+            Level::Info,
+            LogKind::Switched,
+            &to.version.to_string(),
+            &message,
+        );
     }
 
     fn publish_shadows(&self) {
@@ -541,8 +648,8 @@ impl Runner {
                     .shadows
                     .add(id.clone(), record.source, &options, &self.params)?;
                 self.note(
-                    "info",
-                    "shadow",
+                    Level::Info,
+                    LogKind::Shadow,
                     &id.to_string(),
                     &format!("shadow {added} added"),
                 );
@@ -550,7 +657,12 @@ impl Runner {
             }
             Op::ShadowDrop { name } => {
                 self.shadows.remove(&name)?;
-                self.note("info", "shadow", "", &format!("shadow {name} dropped"));
+                self.note(
+                    Level::Info,
+                    LogKind::Shadow,
+                    "",
+                    &format!("shadow {name} dropped"),
+                );
                 Ok(Reply::Done)
             }
             Op::ShadowList => {
@@ -589,12 +701,12 @@ impl Runner {
             Op::SwitchLoad { source, options } => {
                 let params = self.shadows.load_switch(&source, &options)?;
                 let message = format!("switch policy loaded ({} bytes) {params}", source.len());
-                self.note("info", "switch", "", message.trim_end());
+                self.note(Level::Info, LogKind::Switch, "", message.trim_end());
                 Ok(Reply::Done)
             }
             Op::SwitchOff => {
                 if self.shadows.unload_switch() {
-                    self.note("info", "switch", "", "switch policy unloaded");
+                    self.note(Level::Info, LogKind::Switch, "", "switch policy unloaded");
                 }
                 Ok(Reply::Done)
             }
@@ -644,21 +756,7 @@ impl Runner {
                 author,
             } => self.op_load(&name, &source, &author),
             Op::Use { name, version } => self.op_use(&name, version),
-            Op::List => self.op_list(),
-            Op::Show { name, version } => match self.registry.version(&name, version) {
-                Ok(Some(record)) => Ok(Reply::Source(record.source)),
-                Ok(None) => Err(no_such(&name, version)),
-                Err(e) => Err(e.to_string()),
-            },
-            Op::Rollback => self.op_rollback(),
             Op::Tick { now } => self.op_tick(now),
-            Op::Status => Ok(Reply::Status(Box::new(self.op_status()))),
-            Op::Param { key, value } => self.op_param(&key, &value),
-            Op::Log { count } => self
-                .journal
-                .tail(count.min(MAX_LOG_REPLY))
-                .map(Reply::Log)
-                .map_err(|e| e.to_string()),
             Op::Sync => self.op_sync(),
             Op::Unreadable => self
                 .registry
@@ -677,13 +775,22 @@ impl Runner {
                     .drop_unreadable(&key)
                     .map_err(|e| e.to_string())?;
                 self.note(
-                    "warn",
-                    "dropped",
+                    Level::Warn,
+                    LogKind::Dropped,
                     "",
                     &format!("unreadable registry record '{key}' deleted"),
                 );
                 Ok(Reply::Done)
             }
+            Op::List
+            | Op::Show { .. }
+            | Op::Rollback
+            | Op::Status
+            | Op::Param { .. }
+            | Op::Log { .. } => Err(format!(
+                "POLICY {} is answered by the control thread",
+                op_name(&op)
+            )),
             op @ (Op::ShadowAdd { .. }
             | Op::ShadowList
             | Op::ShadowStatus { .. }
@@ -725,7 +832,7 @@ impl Runner {
             .map_err(|e| e.to_string())?;
         let label = format!("{name}@{next}");
         let mut scratch =
-            PolicyEngine::with_interrupt(self.settings.limits, self.settings.interrupt.clone());
+            PolicyEngine::with_interrupt(self.settings.limits, self.link.interrupt.clone());
         if let Err(e) =
             scratch.load_version(PolicyId::new(name, next), &format!("={label}"), source)
         {
@@ -735,16 +842,18 @@ impl Runner {
                 .map_or("no policy is running".to_string(), |r| {
                     format!("{r} keeps running")
                 });
-            self.note("error", "rejected", &label, &format!("{e}; {running}"));
+            self.note(
+                Level::Error,
+                LogKind::Rejected,
+                &label,
+                &format!("{e}; {running}"),
+            );
             return Err(format!("policy rejected: {e}"));
         }
-        let record = self
-            .registry
-            .add_version(name, source, author, now_ms())
-            .map_err(|e| e.to_string())?;
+        let record = self.write(|r| r.add_version(name, source, author, now_ms()))?;
         self.note(
-            "info",
-            "loaded",
+            Level::Info,
+            LogKind::Loaded,
             &record.id().to_string(),
             &format!("stored by {author}, {} bytes", source.len()),
         );
@@ -762,7 +871,12 @@ impl Runner {
         } else if self.suspended {
             self.activate()?;
             self.suspended = false;
-            self.note("info", "activated", &record.id().to_string(), "resumed");
+            self.note(
+                Level::Info,
+                LogKind::Activated,
+                &record.id().to_string(),
+                "resumed",
+            );
         }
         Ok(Reply::Version(record.version))
     }
@@ -774,8 +888,8 @@ impl Runner {
         };
         let to = self.pop_stack()?;
         self.note(
-            "info",
-            "rolled_back",
+            Level::Info,
+            LogKind::RolledBack,
             &from.to_string(),
             &format!("by POLICY ROLLBACK; reinstated {to}"),
         );
@@ -792,6 +906,7 @@ impl Runner {
                 self.shadows.set_param(key, value);
             }
             self.params = params;
+            self.link.board.set_params(&self.params);
         }
         if history == self.history {
             return Ok(Reply::Done);
@@ -801,36 +916,21 @@ impl Runner {
         self.suspended = false;
         let top = self.top_name();
         match self.activate() {
-            Ok(()) if top_changed => {
-                self.note("info", "activated", &top, "from the cluster's registry")
-            }
+            Ok(()) if top_changed => self.note(
+                Level::Info,
+                LogKind::Activated,
+                &top,
+                "from the cluster's registry",
+            ),
             Ok(()) => {}
             Err(e) => self.note(
-                "error",
-                "error",
+                Level::Error,
+                LogKind::Error,
                 &top,
                 &format!("cannot run the cluster's active version here: {e}"),
             ),
         }
         Ok(Reply::Done)
-    }
-
-    fn op_list(&self) -> Result<Reply, String> {
-        let active = self.running();
-        let versions = self
-            .registry
-            .summaries()
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|r| VersionSummary {
-                active: Some(&r.id()) == active,
-                id: r.id(),
-                loaded_at_ms: r.loaded_at_ms,
-                bytes: r.bytes,
-                author: r.author,
-            })
-            .collect();
-        Ok(Reply::Versions(versions))
     }
 
     fn op_status(&self) -> Status {
@@ -857,42 +957,17 @@ impl Runner {
             durable: self.registry.is_durable(),
             suspended,
             activated_at_us: self.activated_at_us,
-            params: params_line(&self.params),
+            params: BTreeMap::new(), // the board keeps them (see `control::Board`)
+            busy_ms: 0,
+            busy_with: String::new(),
         }
-    }
-
-    fn op_param(&mut self, key: &str, value: &str) -> Result<Reply, String> {
-        if value.len() > Limits::MAX_PARAM_VALUE_BYTES || key.len() > Limits::MAX_PARAM_KEY_BYTES {
-            return Err(format!(
-                "policy parameter too large: names are at most {} bytes and values at most {} \
-                 bytes",
-                Limits::MAX_PARAM_KEY_BYTES,
-                Limits::MAX_PARAM_VALUE_BYTES
-            ));
-        }
-        let (key, scalar) = policy::parse_param(&format!("{key}={value}"))?;
-        if !self.params.contains_key(&key) && self.params.len() >= Limits::MAX_PARAMS {
-            return Err(format!(
-                "too many policy parameters: at most {} (set an existing one to change it)",
-                Limits::MAX_PARAMS
-            ));
-        }
-        self.registry
-            .set_param(&key, &scalar)
-            .map_err(|e| e.to_string())?;
-        self.note("info", "param", "", &format!("{key}={scalar}"));
-        self.shadows.set_param(&key, &scalar);
-        self.params.insert(key, scalar);
-        Ok(Reply::Done)
     }
 
     /// Takes the top off the activation stack and persists the stack; returns what is on top
     /// now, for the log.
     fn pop_stack(&mut self) -> Result<String, String> {
         self.history.pop();
-        self.registry
-            .set_history(&self.history)
-            .map_err(|e| e.to_string())?;
+        self.write(|r| r.set_history(&self.history))?;
         Ok(self.top_name())
     }
 
@@ -919,10 +994,8 @@ impl Runner {
             let _ = self.activate();
             return Err(e);
         }
-        self.registry
-            .set_history(&self.history)
-            .map_err(|e| e.to_string())?;
-        self.note("info", "activated", &id.to_string(), "");
+        self.write(|r| r.set_history(&self.history))?;
+        self.note(Level::Info, LogKind::Activated, &id.to_string(), "");
         Ok(())
     }
 
@@ -946,8 +1019,8 @@ impl Runner {
                 Ok(_) => {}
                 Err(e) if is_top => loaded = Err(e),
                 Err(e) => self.note(
-                    "warn",
-                    "error",
+                    Level::Warn,
+                    LogKind::Error,
                     &id.to_string(),
                     &format!("fallback version not loadable: {e}"),
                 ),
@@ -988,16 +1061,16 @@ impl Runner {
         let (records, dropped) = self.engine.drain_logs();
         for record in records {
             let (level, kind) = match record.level {
-                LogLevel::Error => ("error", "error"),
-                LogLevel::Warn => ("warn", "log"),
-                LogLevel::Info | LogLevel::Debug => ("info", "log"),
+                LogLevel::Error => (Level::Error, LogKind::Error),
+                LogLevel::Warn => (Level::Warn, LogKind::Log),
+                LogLevel::Info | LogLevel::Debug => (Level::Info, LogKind::Log),
             };
             self.note(level, kind, &record.policy, &record.message);
         }
         if dropped > 0 {
             self.note(
-                "warn",
-                "log",
+                Level::Warn,
+                LogKind::Log,
                 "",
                 &format!("{dropped} policy log lines dropped (buffer full)"),
             );
@@ -1013,14 +1086,38 @@ impl Runner {
         if changed.is_empty() {
             return;
         }
-        match self.registry.save_states(changed.into_iter()) {
+        match self.write(|r| r.save_states(changed.into_iter())) {
             Ok(()) => self.persisted = states,
             Err(e) => stderr_line(&format!("mantle: policy state not persisted: {e}")),
         }
     }
 
-    fn note(&mut self, level: &str, kind: &str, policy: &str, message: &str) {
-        self.journal.record(level, kind, policy, message, now_ms());
+    /// A registry write, unless this thread was abandoned (see `watchdog`).
+    fn write<T>(
+        &self,
+        write: impl FnOnce(&Registry) -> Result<T, crate::store::StoreError>,
+    ) -> Result<T, String> {
+        self.link
+            .watch
+            .unless_abandoned(|| write(&self.registry))
+            .ok_or_else(|| "this policy engine thread was abandoned".to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Records an event, unless this thread was abandoned.
+    fn note(&self, level: Level, kind: LogKind, policy: &str, message: &str) {
+        self.link.watch.unless_abandoned(|| {
+            self.link
+                .journal
+                .record(level, kind, policy, message, now_ms())
+        });
+    }
+
+    /// Publishes the status for the control thread (after every tick and request).
+    fn publish(&self) {
+        if !self.link.watch.is_abandoned() {
+            self.link.board.publish(self.op_status());
+        }
     }
 
     fn update_gauges(&self) {
@@ -1041,13 +1138,32 @@ impl Runner {
     }
 }
 
-/// `k=v k2=v2`, for POLICY STATUS (and the dashboard, which splits it).
-fn params_line(params: &policy::Params) -> String {
-    let pairs: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    pairs.join(" ")
+/// The name of a request, for messages: `LOAD`, `SHADOW ADD`.
+pub fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Load { .. } => "LOAD",
+        Op::Use { .. } => "USE",
+        Op::List => "LIST",
+        Op::Show { .. } => "SHOW",
+        Op::Rollback => "ROLLBACK",
+        Op::Tick { .. } => "TICK",
+        Op::Status => "STATUS",
+        Op::Param { .. } => "PARAM",
+        Op::Log { .. } => "LOG",
+        Op::Sync => "SYNC",
+        Op::Unreadable => "UNREADABLE",
+        Op::DropUnreadable { .. } => "UNREADABLE DROP",
+        Op::ShadowAdd { .. } => "SHADOW ADD",
+        Op::ShadowList => "SHADOW LIST",
+        Op::ShadowStatus { .. } => "SHADOW STATUS",
+        Op::ShadowDrop { .. } => "SHADOW DROP",
+        Op::SwitchLoad { .. } => "SWITCH LOAD",
+        Op::SwitchOff => "SWITCH OFF",
+        Op::SwitchStatus => "SWITCH STATUS",
+    }
 }
 
-fn no_such(name: &str, version: Option<u32>) -> String {
+pub fn no_such(name: &str, version: Option<u32>) -> String {
     match version {
         Some(v) => format!("no policy version {name}@{v}"),
         None => format!("no policy named '{name}'"),

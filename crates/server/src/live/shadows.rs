@@ -3,6 +3,7 @@
 //! policy's ticks on the same clock, the real cache's window figures, and the optional switch
 //! policy whose choice the runner activates through the registry.
 
+use super::journal::Level;
 use super::registry::VersionRef;
 use crate::db::Db;
 use crate::metrics::{CandidateFigures, ShadowReport, Stats};
@@ -36,7 +37,7 @@ pub struct SwitchTo {
 }
 
 /// A line for the policy log: level and message.
-pub type Note = (&'static str, String);
+pub type Note = (Level, String);
 
 /// What a tick of the shadows produced for the runner.
 #[derive(Default)]
@@ -337,7 +338,7 @@ impl ShadowHost {
             if error.is_some() && error != e.logged_error.as_deref() {
                 let error = error.unwrap_or_default().to_string();
                 result.notes.push((
-                    "warn",
+                    Level::Warn,
                     format!("shadow {} failed: {error}", e.shadow.name()),
                 ));
                 e.logged_error = Some(error);
@@ -349,7 +350,7 @@ impl ShadowHost {
             for e in &self.entries {
                 result
                     .notes
-                    .push(("info", summary(e.shadow.name(), &e.shadow.figures())));
+                    .push((Level::Info, summary(e.shadow.name(), &e.shadow.figures())));
             }
         }
         result.switch_to = self.run_switch(now, tick, running, live, &mut result.notes);
@@ -410,7 +411,10 @@ impl ShadowHost {
             Ok(Some(name)) => name,
             Ok(None) => return None,
             Err(e) => {
-                notes.push(("warn", format!("switch policy failed at tick {tick}: {e}")));
+                notes.push((
+                    Level::Warn,
+                    format!("switch policy failed at tick {tick}: {e}"),
+                ));
                 return None;
             }
         };

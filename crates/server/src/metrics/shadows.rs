@@ -2,10 +2,11 @@
 //! `POLICY SHADOW`/`POLICY SWITCH` change), so `INFO`, `/metrics` and the dashboard read them
 //! without a round trip to that thread.
 
+use serde::Serialize;
 use std::sync::Mutex;
 
 /// One candidate: a shadow, or the real cache under the active version.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CandidateFigures {
     /// The candidate's name (the real cache's row: the running version, `name@N`).
     pub name: String,
@@ -35,7 +36,7 @@ pub struct CandidateFigures {
 }
 
 /// What the policy thread publishes.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ShadowReport {
     /// The real cache first (when a version runs), then every shadow in the order added.
     pub candidates: Vec<CandidateFigures>,

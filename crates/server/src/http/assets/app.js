@@ -124,8 +124,8 @@ function markers() {
   const out = [];
   for (const s of samples) if (s.policy_actions > 0) out.push({ t_ms: s.t_ms, kind: "decision" });
   for (const e of log) {
-    if (ERROR_EVENTS.has(e.event)) out.push({ t_ms: e.at_ms, kind: "error" });
-    else if (CHANGE_EVENTS.has(e.event)) out.push({ t_ms: e.at_ms, kind: "change" });
+    if (ERROR_EVENTS.has(e.kind)) out.push({ t_ms: e.at_ms, kind: "error" });
+    else if (CHANGE_EVENTS.has(e.kind)) out.push({ t_ms: e.at_ms, kind: "change" });
   }
   return out;
 }
@@ -200,7 +200,7 @@ function showPolicy(policy) {
   defs($("policy-params"), Object.entries(policy.params || {}));
   log = policy.log || [];
   fill($("policy-log").tBodies[0], log.slice().reverse().map((e) => [[
-    [time(e.at_ms)], [e.event], [e.policy || "–"], [e.message],
+    [time(e.at_ms)], [e.kind], [e.policy || "–"], [e.message],
   ], e.level === "error" ? "error" : e.level === "warn" ? "warn" : ""]));
 }
 
