@@ -330,7 +330,6 @@ const KNOWN_LOOPS: &[&str] = &[
     "policy: crate: pattern, sandbox",
     "python: crate: input, reader",
     "server: cluster: balance, policy",
-    "server: http: api, sampler",
     "server: live: journal, registry",
     "sim: crate: replay, tick_schedule",
 ];

@@ -13,15 +13,15 @@
 //! version off the activation stack. A panicked engine thread is rebuilt the same way.
 
 use super::journal::{Journal, Level, LogKind};
+use super::link::{Board, EngineMessage, Exit, Link, Replier};
 use super::registry::{self, Registry};
 use super::reply::{Reply, Status, VersionSummary};
-use super::runner::{self, EngineMessage, Replier, Settings};
+use super::runner::{self, Settings};
 use super::space::Space;
 use super::watchdog::{JobWatch, WEDGE_AFTER};
 use super::{stderr_line, Gauges, Message, Op, MAX_RESTARTS, STOP_TIMEOUT};
 use crate::db::{now_ms, Db};
 use policy::{Interrupt, Limits};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -29,74 +29,6 @@ use std::time::Duration;
 
 /// How often the control thread looks at the engine thread between commands.
 const POLL: Duration = Duration::from_millis(100);
-
-/// What the engine thread last published: the `POLICY STATUS` the control thread answers.
-/// The parameters are kept apart: `POLICY PARAM` sets them here at once, before the engine
-/// thread (perhaps busy) adopts them.
-#[derive(Default)]
-pub struct Board {
-    status: Mutex<Status>,
-    params: Mutex<BTreeMap<String, String>>,
-}
-
-impl Board {
-    /// The engine's status; its `params` are ignored (see [`Board::set_params`]).
-    pub fn publish(&self, status: Status) {
-        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = status;
-    }
-
-    pub fn set_params(&self, params: &policy::Params) {
-        *self.params.lock().unwrap_or_else(|e| e.into_inner()) = params
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect();
-    }
-
-    fn set_param(&self, key: &str, value: &policy::Scalar) {
-        self.params
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_string(), value.to_string());
-    }
-
-    pub fn status(&self) -> Status {
-        let mut status = self
-            .status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        status.params = self
-            .params
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        status
-    }
-}
-
-/// Everything one engine thread shares with the control thread.
-#[derive(Clone)]
-pub struct Link {
-    pub watch: Arc<JobWatch>,
-    pub interrupt: Interrupt,
-    /// The reply to the request being worked on, so an abandoned thread's caller is answered.
-    pub in_flight: Arc<Mutex<Option<Replier>>>,
-    pub board: Arc<Board>,
-    pub journal: Arc<Journal>,
-    /// The engine threads' one inbox: a new thread takes over what an abandoned one left.
-    pub inbox: Arc<Mutex<mpsc::Receiver<EngineMessage>>>,
-    /// `POLICY ROLLBACK`s queued for the engine thread and not yet taken.
-    pub pending_rollbacks: Arc<AtomicUsize>,
-}
-
-/// How an engine thread ended.
-pub enum Exit {
-    Finished,
-    /// Its runner could not be opened (the reason was logged).
-    OpenFailed,
-    /// It panicked, in a tick of this version if one was running.
-    Panicked(Option<registry::VersionRef>),
-}
 
 struct Engine {
     link: Link,

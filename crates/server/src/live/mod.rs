@@ -15,6 +15,7 @@
 pub mod actions;
 mod control;
 pub mod journal;
+mod link;
 pub mod registry;
 pub mod reply;
 mod runner;
@@ -108,7 +109,7 @@ pub enum Op {
 }
 
 enum Message {
-    Request(Op, runner::Replier),
+    Request(Op, link::Replier),
     Stop,
 }
 

@@ -12,8 +12,8 @@
 //! version under the id the registry gave it, so every message names the registry version.
 //! Replies are plain values ([`Reply`]); `cmd::policy` makes frames of them.
 
-use super::control::{Exit, Link};
 use super::journal::{Level, LogKind};
+use super::link::{EngineMessage, Exit, Link, Replier};
 use super::registry::{self, Registry, VersionRecord, VersionRef};
 use super::reply::{Reply, Status, TickReport};
 use super::sample::Sampler;
@@ -25,9 +25,7 @@ use crate::db::{now_ms, Db};
 use crate::metrics::Stats;
 use crate::shadow::DRAIN_INTERVAL;
 use cache::AccessLog;
-use policy::{
-    Action, Limits, LogLevel, Params, PolicyEngine, PolicyId, Scalar, StateValue, TickInput,
-};
+use policy::{Action, Limits, LogLevel, Params, PolicyEngine, PolicyId, StateValue, TickInput};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -51,22 +49,6 @@ pub struct Settings {
     pub shared: Option<Arc<dyn registry::Shared>>,
     /// `--policy-keep-versions`: versions kept per name in the node's own registry.
     pub keep_versions: usize,
-}
-
-/// The answer to one request.
-pub type Replier = tokio::sync::oneshot::Sender<Result<Reply, String>>;
-
-/// What the control thread hands the engine thread.
-pub enum EngineMessage {
-    Request(Op, Replier),
-    /// `POLICY ROLLBACK` of the version the caller saw on top of the stack (`None`: none).
-    Rollback {
-        seen: Option<String>,
-        reply: Replier,
-    },
-    /// `POLICY PARAM`, already stored and logged by the control thread.
-    Param(String, Scalar),
-    Stop,
 }
 
 /// The engine thread's body: opens the runner (telling `opened`, for the first thread, how
