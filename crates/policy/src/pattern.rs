@@ -9,7 +9,7 @@
 
 use mlua::{Function, Lua, MultiValue, Value};
 
-use crate::sandbox::{Budget, Stop};
+use crate::budget::{Budget, Stop};
 
 /// Nesting of the recursive matcher, as Lua's `MAXCCALLS` (pattern too complex beyond).
 const MAX_DEPTH: usize = 200;
