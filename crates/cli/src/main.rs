@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Replay a trace through a cache and report hit ratio, footprint and back-end load.
-    Replay(cmd::replay::Args),
+    Replay(cmd::replay_args::Args),
     /// Replay one trace under several setups (no management, fixed sizes, policies) and compare.
     Compare(cmd::compare::Args),
     /// Analyze a trace: key-space activity, popularity, miss-ratio curve, access fans, regimes.

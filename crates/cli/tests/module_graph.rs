@@ -320,45 +320,12 @@ fn loops() -> Vec<String> {
     out
 }
 
-/// The two-file loops (ten, one since broken) found when this test went workspace-wide (issue 24), each in code
-/// another change was rewriting at the time. The list only shrinks: a loop not in it fails,
-/// and so does an entry that is no longer a loop (delete it then).
-const KNOWN_LOOPS: &[&str] = &[
-    "cli: cmd: nodes, replay",
-    "policy: crate: env, program",
-    "policy: crate: fans, series",
-    "policy: crate: pattern, sandbox",
-    "python: crate: input, reader",
-    "server: cluster: balance, policy",
-    "server: live: journal, registry",
-    "sim: crate: replay, tick_schedule",
-];
-
 #[test]
 fn no_module_imports_a_sibling_that_imports_it_back() {
     let server = graphs_of("server");
     assert!(server[&vec![]].contains_key("db") && server[&vec![]].contains_key("cmd"));
     let loops = loops();
-    let new: Vec<&String> = loops
-        .iter()
-        .filter(|l| !KNOWN_LOOPS.contains(&l.as_str()))
-        .collect();
-    let gone: Vec<&&str> = KNOWN_LOOPS
-        .iter()
-        .filter(|k| !loops.iter().any(|l| l == *k))
-        .collect();
-    assert!(
-        new.is_empty(),
-        "import loops:\n{}",
-        new.iter()
-            .map(|l| l.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    assert!(
-        gone.is_empty(),
-        "no longer loops, remove them from KNOWN_LOOPS: {gone:?}"
-    );
+    assert!(loops.is_empty(), "import loops:\n{}", loops.join("\n"));
 }
 
 #[test]

@@ -10,12 +10,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::budget::Interrupt;
 use crate::decision::Decision;
+use crate::env::TickInput;
 use crate::error::{ErrorKind, LoadError, PolicyError, PolicyId};
 use crate::host::{HostShared, LogLevel, LogRecord, SlotLoad};
 use crate::limits::Limits;
-use crate::program::{Program, TickInput};
-use crate::sandbox::Interrupt;
+use crate::program::Program;
 use crate::value::StateValue;
 
 /// Counters a host reports (replay's JSON `policy` object).

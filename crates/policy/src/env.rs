@@ -1,5 +1,6 @@
-//! Sets the per-tick environment (`whoami`, `now`, `tick`, `servers`/`server`/`mds`,
-//! `nservers`, `params`). It runs at every tick, so a tick of a trivial policy must cost well
+//! What the host tells a policy at a tick ([`TickInput`]), and how it becomes the per-tick
+//! environment (`whoami`, `now`, `tick`, `servers`/`server`/`mds`, `nservers`, `params`).
+//! That runs at every tick, so a tick of a trivial policy must cost well
 //! under a microsecond for replay to tick every second of trace time at full speed.
 //!
 //! The tables live across ticks: they are created once, with a small Lua *writer* function
@@ -25,8 +26,24 @@ use std::ffi::c_int;
 use mlua::{ffi, Lua, Value};
 
 use crate::metrics::Metrics;
-use crate::program::TickInput;
+use crate::series::TimeSeries;
 use crate::value::{Params, Scalar};
+
+/// Everything the host tells a policy at one tick.
+pub struct TickInput<'a> {
+    /// Seconds: trace time in replay, wall time in serve.
+    pub now: f64,
+    /// Tick number, from 1.
+    pub tick: u64,
+    /// Index of this server in `servers`.
+    pub whoami: usize,
+    /// Metrics of every server, index = server number (0-based).
+    pub servers: &'a [Metrics],
+    /// `--param` values.
+    pub params: &'a Params,
+    /// The recent accesses.
+    pub timeseries: &'a dyn TimeSeries,
+}
 
 /// Called once per build with the tables; returns the writer and the `load()` updater.
 const WRITER: &str = r#"

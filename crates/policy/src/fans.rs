@@ -13,7 +13,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use fans::FanStack;
 
-use crate::series::{SeriesSlot, TimeSeries};
+use crate::series::TimeSeries;
 
 /// One access fan, as Fig. 9 defines it. Indices are 1-based positions in the series.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -546,92 +546,6 @@ impl ReuseIndex {
         };
         self.marks.between(base + start as u64, end)
     }
-}
-
-/// The Lua function behind `series:fans()`: a table of fans, newest first, each a table with
-/// `first`, `last`, `start`, `finish`, `bottom`, `top`.
-pub(crate) fn fans_function(lua: &mlua::Lua, slot: &SeriesSlot) -> mlua::Result<mlua::Function> {
-    let addr = slot as *const SeriesSlot as usize;
-    lua.create_function(move |lua, _: mlua::MultiValue| {
-        // SAFETY: the slot is boxed by the program that owns this Lua state and outlives it.
-        let slot = unsafe { &*(addr as *const SeriesSlot) };
-        let fans = slot
-            .with_series(|series| slot.fans.borrow_mut().fans(series))
-            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))?;
-        let out = lua.create_table_with_capacity(fans.len(), 0)?;
-        for (i, fan) in fans.iter().enumerate() {
-            let t = lua.create_table_with_capacity(0, 6)?;
-            t.raw_set("first", fan.first)?;
-            t.raw_set("last", fan.last)?;
-            t.raw_set("start", fan.start)?;
-            t.raw_set("finish", fan.finish)?;
-            t.raw_set("bottom", fan.bottom)?;
-            t.raw_set("top", fan.top)?;
-            out.raw_set(i + 1, t)?;
-        }
-        Ok(out)
-    })
-}
-
-/// The Lua function behind `series:fansummary()`: the number of fans and the greatest
-/// `top - bottom` among them (what `:fans()` gives, without building a table per fan).
-pub(crate) fn fansummary_function(
-    lua: &mlua::Lua,
-    slot: &SeriesSlot,
-) -> mlua::Result<mlua::Function> {
-    let addr = slot as *const SeriesSlot as usize;
-    lua.create_function(move |_, _: mlua::MultiValue| {
-        // SAFETY: as in `fans_function`.
-        let slot = unsafe { &*(addr as *const SeriesSlot) };
-        slot.with_series(|series| slot.fans.borrow_mut().summary(series))
-            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))
-    })
-}
-
-/// The Lua function behind `series:openfans(hold)`: a table `{since, record, new_keys, keys,
-/// held}` (`since` is nil when no read is held). `hold` defaults to 1.
-pub(crate) fn openfans_function(
-    lua: &mlua::Lua,
-    slot: &SeriesSlot,
-) -> mlua::Result<mlua::Function> {
-    let addr = slot as *const SeriesSlot as usize;
-    lua.create_function(move |lua, (_, hold): (mlua::Value, Option<f64>)| {
-        let hold = hold.unwrap_or(1.0);
-        if !(hold.is_finite() && hold >= 0.0) {
-            return Err(mlua::Error::runtime(format!(
-                "timeseries:openfans(hold) expects a finite hold >= 0, got {hold}"
-            )));
-        }
-        // SAFETY: the slot is boxed by the program that owns this Lua state and outlives it.
-        let slot = unsafe { &*(addr as *const SeriesSlot) };
-        let open = slot
-            .with_series(|series| slot.reuse.borrow_mut().open_fans(series, hold))
-            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))?;
-        let t = lua.create_table_with_capacity(0, 5)?;
-        if let Some(since) = open.since {
-            t.raw_set("since", since)?;
-        }
-        t.raw_set("record", open.record)?;
-        t.raw_set("new_keys", open.new_keys)?;
-        t.raw_set("keys", open.keys)?;
-        t.raw_set("held", open.held)?;
-        Ok(t)
-    })
-}
-
-/// The Lua function behind `series:distinct(time)`: distinct keys whose latest retained access
-/// is at or after `time`, i.e. the LRU capacity that keeps every key read since then.
-pub(crate) fn distinct_function(
-    lua: &mlua::Lua,
-    slot: &SeriesSlot,
-) -> mlua::Result<mlua::Function> {
-    let addr = slot as *const SeriesSlot as usize;
-    lua.create_function(move |_, (_, time): (mlua::Value, f64)| {
-        // SAFETY: as in `openfans_function`.
-        let slot = unsafe { &*(addr as *const SeriesSlot) };
-        slot.with_series(|series| slot.reuse.borrow_mut().distinct_since(series, time))
-            .ok_or_else(|| mlua::Error::runtime("timeseries() can only be read during a tick"))
-    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! take the host down; see `docs/policy-language.md` for the language reference.
 
 mod access_log;
+mod budget;
 mod decision;
 mod engine;
 mod env;
@@ -20,6 +21,7 @@ mod pattern;
 mod program;
 mod sandbox;
 mod series;
+mod series_object;
 mod source_file;
 mod source_scan;
 mod value;
@@ -28,15 +30,17 @@ pub mod check;
 pub mod switch;
 pub mod testenv;
 
+pub use budget::Interrupt;
 pub use decision::{Action, Decision};
 pub use engine::{EngineStats, Fallback, PolicyEngine, TickOutcome};
+pub use env::TickInput;
 pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
 pub use fans::Fan;
 pub use host::{LogLevel, LogRecord, SlotLoad};
 pub use limits::Limits;
 pub use metrics::Metrics;
-pub use program::{TickInput, CALLBACKS};
-pub use sandbox::{Interrupt, FORBIDDEN_GLOBALS};
+pub use program::CALLBACKS;
+pub use sandbox::FORBIDDEN_GLOBALS;
 pub use series::{NoSeries, TimeSeries, VecSeries};
 pub use source_file::{read_policy_file, read_policy_source};
 pub use source_scan::{check_compile_cost, MAX_CHAIN_TOKENS};

@@ -9,7 +9,7 @@
 
 use mlua::{Function, Lua, MultiValue, Value};
 
-use crate::sandbox::{Budget, Stop};
+use crate::budget::{Budget, Stop};
 
 /// Nesting of the recursive matcher, as Lua's `MAXCCALLS` (pattern too complex beyond).
 const MAX_DEPTH: usize = 200;
@@ -807,8 +807,9 @@ pub(crate) fn install(
 mod tests {
     use std::sync::Arc;
 
+    use crate::budget::Interrupt;
     use crate::limits::Limits;
-    use crate::sandbox::{new_state, Interrupt};
+    use crate::sandbox::new_state;
 
     /// Runs `expr` in the sandbox (Rust patterns) and in a plain Lua state (Lua's C
     /// matcher); both must give the same results or the same error.

@@ -6,32 +6,18 @@ use std::sync::{Arc, Mutex};
 
 use mlua::{ffi, ChunkMode, Function, Lua, RegistryKey, Value};
 
+use crate::budget::{Budget, Interrupt, Stop, StopReason};
 use crate::decision::{self, Action, Decision};
-use crate::env::{error_from, TickEnv};
+use crate::env::{error_from, TickEnv, TickInput};
 use crate::error::PolicyId;
 use crate::error::{is_memory_error, line_of, root_message, ErrorKind, LoadError, PolicyError};
 use crate::host::{HostShared, LogLevel};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::sandbox::{self, Budget, Interrupt, StopReason};
-use crate::series::{build_series_object, NoSeries, SeriesSlot, TimeSeries};
+use crate::sandbox;
+use crate::series::NoSeries;
+use crate::series_object::{build_series_object, SeriesSlot};
 use crate::value::{number_to_lua, Params, Scalar, StateValue};
-
-/// Everything the host tells a policy at one tick.
-pub struct TickInput<'a> {
-    /// Seconds: trace time in replay, wall time in serve.
-    pub now: f64,
-    /// Tick number, from 1.
-    pub tick: u64,
-    /// Index of this server in `servers`.
-    pub whoami: usize,
-    /// Metrics of every server, index = server number (0-based).
-    pub servers: &'a [Metrics],
-    /// `--param` values.
-    pub params: &'a Params,
-    /// The recent accesses.
-    pub timeseries: &'a dyn TimeSeries,
-}
 
 /// The callbacks a libmantle-style policy defines, or the chunk of a Ceph balancer.
 /// Each callback is kept as a registry slot: a tick pushes it with one `lua_rawgeti` and calls
@@ -552,7 +538,7 @@ pub(crate) fn install_host_functions(
     let charge = lua.create_function(move |_, events: i64| {
         meter
             .charge(events.max(0) as u64 / 4 + 1)
-            .map_err(sandbox::Stop::error)
+            .map_err(Stop::error)
     })?;
     let timeseries: Function = lua
         .load(

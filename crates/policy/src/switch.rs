@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex};
 use mlua::{ChunkMode, Function, Lua, Value};
 use serde::Serialize;
 
+use crate::budget::{Budget, Interrupt};
 use crate::error::{line_of, root_message, LoadError, PolicyId};
 use crate::host::{HostShared, LogRecord};
 use crate::limits::Limits;
 use crate::program::{describe, install_host_functions};
-use crate::sandbox::{self, Budget, Interrupt};
-use crate::series::SeriesSlot;
+use crate::sandbox;
+use crate::series_object::SeriesSlot;
 use crate::value::{Params, Scalar};
 
 /// What one version did (or would have done) over the last window of ticks. Sizes and counts

@@ -21,11 +21,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::decision::Decision;
 use crate::engine::PolicyEngine;
+use crate::env::TickInput;
 use crate::error::PolicyId;
 use crate::host::{LogRecord, SlotLoad};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::program::TickInput;
 use crate::series::VecSeries;
 use crate::value::{Params, Scalar};
 

@@ -2,7 +2,6 @@
 //! `--csv`, `--block-size`, `--expand-blocks`, `--rw-ops`, `--max-record-requests`).
 
 use crate::error;
-use crate::reader::TraceReader;
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
@@ -45,32 +44,6 @@ impl TraceInput {
             format,
             options,
         })
-    }
-
-    /// `trace` as the API takes it: a `mantle.TraceReader` (its options), or a path with an
-    /// optional format name.
-    pub fn from_py(trace: &Bound<'_, PyAny>, format: Option<&str>) -> PyResult<TraceInput> {
-        if let Ok(reader) = trace.cast::<TraceReader>() {
-            let input = reader.borrow().input.clone();
-            if format.is_some() {
-                return Err(error(
-                    "format: give the format to mantle.TraceReader, not again here",
-                ));
-            }
-            return Ok(input);
-        }
-        let path: PathBuf = trace.extract().map_err(|_| {
-            error("trace must be a path (str or os.PathLike) or a mantle.TraceReader")
-        })?;
-        TraceInput::new(
-            path,
-            format,
-            None,
-            512,
-            false,
-            false,
-            trace::ReadOptions::DEFAULT_MAX_RECORD_REQUESTS,
-        )
     }
 
     pub fn open(&self) -> Result<Box<dyn trace::TraceReader>, trace::TraceError> {

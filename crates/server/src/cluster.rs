@@ -36,6 +36,10 @@ use std::time::Duration;
 
 pub use crate::config::{ClusterMode, ClusterSettings};
 
+/// Entries the central log keeps (the node's own journal keeps as many). Here, not in
+/// `policy`, because the balancer and failover queue events to the same log.
+pub const CENTRAL_LOG_CAPACITY: u64 = crate::live::journal::JOURNAL_CAPACITY;
+
 /// Where one slot's requests go.
 #[derive(Debug, Clone)]
 enum Route {

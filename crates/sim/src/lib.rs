@@ -23,10 +23,11 @@ pub use adapt::control;
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{
-    replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport, Tick,
+    replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport,
     TickRow, BATCH, MAX_EMPTY_TICKS,
 };
 pub use replay_cache::ClassReport;
+pub use tick_schedule::Tick;
 pub use units::{parse_bytes, parse_duration, CacheSize};
 pub use warmup::{
     Granularity, RestartAt, Strategy, WarmupConfig, WarmupFlags, WarmupReport, WarmupSpec,

@@ -8,51 +8,13 @@ use crate::backend::{Backend, BackendSpec, BackendSummary};
 use crate::cache_metrics::{cache_metrics, CacheSample};
 use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use crate::replay_cache::{class_reports, classify, rule_op, ClassReport};
-use crate::tick_schedule::TickSchedule;
 pub use crate::tick_schedule::MAX_EMPTY_TICKS;
+use crate::tick_schedule::{Tick, TickSchedule};
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use cache::classes::ClassSet;
 use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
 use std::time::{Duration, Instant};
 use trace::Request;
-
-/// When decision ticks (and metrics rows) happen.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Tick {
-    /// Every this many seconds of trace time.
-    Seconds(f64),
-    /// Every this many requests.
-    Ops(u64),
-}
-
-impl std::str::FromStr for Tick {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        let s = text.trim();
-        if let Some(n) = s.strip_suffix("ops") {
-            let n: u64 = n
-                .trim()
-                .parse()
-                .map_err(|_| format!("invalid tick '{text}': expected e.g. 1000ops"))?;
-            if n == 0 {
-                return Err(format!("invalid tick '{text}': must be > 0"));
-            }
-            return Ok(Tick::Ops(n));
-        }
-        // A bare number would be seconds to the duration grammar, but a tick can also count
-        // requests: make the user say which rather than guess.
-        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-            return Err(format!(
-                "invalid tick '{text}': give a unit: {s}s of trace time or {s}ops for requests"
-            ));
-        }
-        let d = units::parse_duration(s).map_err(|e| {
-            format!("invalid tick: {e} (expected a duration like 1s, 200ms, 5m, or Nops)")
-        })?;
-        Ok(Tick::Seconds(d.as_secs_f64()))
-    }
-}
 
 /// Why a replay stopped early.
 #[derive(Debug)]

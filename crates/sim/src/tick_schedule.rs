@@ -1,13 +1,49 @@
-//! When decision ticks fall in a trace: the one schedule `mantle replay` runs its controller
-//! on and `mantle replay --server` ticks a `--tick manual` server on, so both hosts tick at the
-//! same trace times and request counts.
+//! When decision ticks fall in a trace ([`Tick`], the `--tick` a user gives): the one schedule
+//! `mantle replay` runs its controller on and `mantle replay --server` ticks a `--tick manual`
+//! server on, so both hosts tick at the same trace times and request counts.
 //!
 //! A time tick (`--tick 1s`) fires at each boundary `first request time + k * step` before the
 //! first request at or after it; a gap runs at most [`MAX_EMPTY_TICKS`] empty ticks one by one
 //! and the rest as one tick at the last boundary passed. A request-count tick (`Nops`) fires
 //! after every N requests, at the time of the last one.
 
-use crate::replay::Tick;
+/// When decision ticks (and metrics rows) happen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Tick {
+    /// Every this many seconds of trace time.
+    Seconds(f64),
+    /// Every this many requests.
+    Ops(u64),
+}
+
+impl std::str::FromStr for Tick {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let s = text.trim();
+        if let Some(n) = s.strip_suffix("ops") {
+            let n: u64 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("invalid tick '{text}': expected e.g. 1000ops"))?;
+            if n == 0 {
+                return Err(format!("invalid tick '{text}': must be > 0"));
+            }
+            return Ok(Tick::Ops(n));
+        }
+        // A bare number would be seconds to the duration grammar, but a tick can also count
+        // requests: make the user say which rather than guess.
+        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return Err(format!(
+                "invalid tick '{text}': give a unit: {s}s of trace time or {s}ops for requests"
+            ));
+        }
+        let d = units::parse_duration(s).map_err(|e| {
+            format!("invalid tick: {e} (expected a duration like 1s, 200ms, 5m, or Nops)")
+        })?;
+        Ok(Tick::Seconds(d.as_secs_f64()))
+    }
+}
 
 /// Empty ticks a gap between two requests runs one by one before the rest of it is
 /// collapsed into one tick, so a trace with a day-long pause does not run 86,400 ticks.

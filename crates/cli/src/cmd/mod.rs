@@ -8,6 +8,7 @@ pub mod nodes;
 pub mod policy;
 pub mod progress;
 pub mod replay;
+pub mod replay_args;
 pub mod replay_flags;
 pub mod serve;
 pub mod ticks;

@@ -1,57 +1,11 @@
 //! `mantle replay --nodes N`: the trace across N simulated cluster nodes, the policy
 //! balancing them (see `sim::nodes` for the model).
 
-use super::replay::Args;
+use super::replay_args::Args;
 use anyhow::{bail, Context, Result};
 use sim::nodes::{
     replay_nodes, Balancer, ClusterReport, KeyRanges, NodesConfig, Placement, MAX_NODES,
 };
-
-/// The flags of a simulated cluster.
-#[derive(clap::Args)]
-pub struct NodesArgs {
-    /// Simulate a cluster of N nodes (1 to 256): keys hash to 16,384 slots spread evenly,
-    /// --cache-size is each node's cache, and the policy balances load between nodes
-    /// (see docs/balancing.md).
-    #[arg(
-        long,
-        value_name = "N",
-        conflicts_with_all = ["classes", "restart_at", "warmup", "metrics_out", "report"]
-    )]
-    pub nodes: Option<usize>,
-    /// With --nodes: how keys map to slots. hash: CRC16 of the key text, as a live cluster;
-    /// range: the trace's keys in numeric order cut into slots of equal key counts, so each
-    /// node owns contiguous key ranges (simulator only).
-    #[arg(long, value_name = "hash|range", default_value = "hash", value_parser = parse_placement)]
-    pub placement: Placement,
-    /// With --nodes: bytes per second of trace time a slot migration copies (with a unit:
-    /// 100MiB; unlimited: a move is done in the tick that decides it).
-    #[arg(long, value_name = "RATE", default_value = "100MiB", value_parser = parse_rate)]
-    pub migration_rate: f64,
-    /// With --nodes: write per-tick node loads and imbalance to this CSV file.
-    #[arg(long, value_name = "FILE.csv", requires = "nodes")]
-    pub loads_out: Option<std::path::PathBuf>,
-}
-
-fn parse_placement(text: &str) -> Result<Placement, String> {
-    match text {
-        "hash" => Ok(Placement::Hash),
-        "range" => Ok(Placement::Range),
-        _ => Err(format!(
-            "unknown placement '{text}': expected hash or range"
-        )),
-    }
-}
-
-fn parse_rate(text: &str) -> Result<f64, String> {
-    if text == "unlimited" {
-        return Ok(f64::INFINITY);
-    }
-    match units::parse_bytes(text)? {
-        0 => Err("must be more than 0 bytes per second (or unlimited)".into()),
-        n => Ok(n as f64),
-    }
-}
 
 pub fn run(args: &Args, nodes: usize) -> Result<()> {
     if !(1..=MAX_NODES).contains(&nodes) {

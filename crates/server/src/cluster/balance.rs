@@ -46,7 +46,7 @@ const LOCKSTEP_WAIT: Duration = Duration::from_secs(3);
 /// How long a manual tick waits for the migrations it started.
 const MIGRATION_WAIT: Duration = Duration::from_secs(60);
 /// Entries the balancer's central-log queue keeps (the registry's queue is separate).
-const LOG_CAPACITY: u64 = crate::cluster::policy::CENTRAL_LOG_CAPACITY;
+const LOG_CAPACITY: u64 = crate::cluster::CENTRAL_LOG_CAPACITY;
 
 /// Requests this node served per slot since the last tick. Bumped on every routed request,
 /// so one relaxed atomic add and nothing else.

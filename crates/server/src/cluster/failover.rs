@@ -33,7 +33,7 @@ pub async fn start(
     let log = CentralLog::new(
         plane.clone(),
         node.id.clone(),
-        crate::cluster::policy::CENTRAL_LOG_CAPACITY,
+        crate::cluster::CENTRAL_LOG_CAPACITY,
     );
     Ok(Some(tokio::spawn(async move {
         let mut changes = watch.subscribe();

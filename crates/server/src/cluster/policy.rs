@@ -7,7 +7,7 @@
 //! the control plane's timeout, so an unreachable etcd turns a push into a clear error
 //! instead of a hang, and the node keeps running its current version.
 
-use crate::cluster::ClusterNode;
+use crate::cluster::{ClusterNode, CENTRAL_LOG_CAPACITY};
 use crate::live::journal::Event;
 use crate::live::registry::{Shared, VersionRecord, VersionRef, MAX_HISTORY};
 use crate::store::StoreError;
@@ -17,8 +17,6 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Entries the central log keeps (the node's own journal keeps as many).
-pub const CENTRAL_LOG_CAPACITY: u64 = crate::live::journal::JOURNAL_CAPACITY;
 /// How long `POLICY LOG` waits for this node's queued events to reach etcd.
 const FLUSH_WAIT: Duration = Duration::from_secs(1);
 /// Attempts at applying a push or rollback to an activation stack other nodes keep changing.

@@ -16,8 +16,8 @@ pub const JOURNAL_CAPACITY: u64 = 1_000;
 /// Longest message kept per event (a policy could log huge strings).
 pub const MAX_MESSAGE_BYTES: usize = 1_024;
 
-/// One event: the type a cluster's central log, `POLICY LOG` and the dashboard share.
-pub use cluster::{Level, LogEntry as Event, LogKind};
+/// One event (defined in the parent, so the registry can name it without the journal).
+pub use super::{Event, Level, LogKind};
 
 /// Shared by the engine's thread, which records, and the control thread, which reads (and
 /// records what it does itself): sequence numbers are taken atomically.

@@ -27,6 +27,9 @@ pub mod watchdog;
 use crate::config::Config;
 use crate::db::Db;
 use crate::store::Store;
+/// One event of the policy log: the type a cluster's central log, `POLICY LOG` and the
+/// dashboard share.
+pub use cluster::{Level, LogEntry as Event, LogKind};
 pub use reply::Reply;
 use space::Space;
 use std::sync::{mpsc, Arc, Mutex};

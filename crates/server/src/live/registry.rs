@@ -21,8 +21,8 @@
 //! the readers skip it, [`Registry::unreadable`] lists it (the runner logs each at start, and
 //! `POLICY UNREADABLE` shows them) and [`Registry::drop_unreadable`] removes one.
 
-use super::journal::Event;
 use super::space::{Change, Space};
+use super::Event;
 use crate::store::StoreError;
 use policy::{Params, Scalar, StateValue};
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! `replay`, idle gaps included. A request-count tick has no clock of its own (a trace
 //! without timestamps has none): tick `k` is at time `k` and covers one second.
 
-use crate::replay::Tick;
+use crate::tick_schedule::Tick;
 use crate::tick_schedule::TickSchedule;
 
 /// One tick due: its number (from 1), its time and the seconds since the previous one.

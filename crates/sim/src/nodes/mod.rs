@@ -39,8 +39,9 @@ pub use report::{
 
 use crate::backend::{Backend, BackendSpec};
 use crate::cache_metrics::{cache_metrics, CacheSample};
-use crate::replay::{ReplayError, Tick};
+use crate::replay::ReplayError;
 use crate::replay_cache::rule_op;
+use crate::tick_schedule::Tick;
 use cache::{AccessLog, Algorithm, Cache, Capacity, RequestCounts, Served};
 use cluster::{exports, key_slot, NodeId, SlotMap, SLOTS};
 use policy::{Action, Limits, LoadError, Metrics, Params, PolicyEngine, SlotLoad, TickInput};

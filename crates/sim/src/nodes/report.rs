@@ -209,7 +209,7 @@ pub fn build(p: Parts<'_>) -> ClusterReport {
         unfinished: p.unfinished.len() as u64,
         per_minute: p
             .duration
-            .filter(|&d| d > 0.0 && matches!(p.config.tick, crate::replay::Tick::Seconds(_)))
+            .filter(|&d| d > 0.0 && matches!(p.config.tick, crate::tick_schedule::Tick::Seconds(_)))
             .map(|d| count as f64 / (d / 60.0)),
         max_moves_of_a_slot: moves.into_iter().max().unwrap_or(0),
         list: p.migrations.into_iter().chain(p.unfinished).collect(),
