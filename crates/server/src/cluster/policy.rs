@@ -296,9 +296,15 @@ impl Shared for EtcdRegistry {
         let mut found = Vec::new();
         let mut check = |key: &str, raw: &[u8]| {
             if let Some(Err(e)) = check_record(key.as_bytes(), raw) {
+                // Named as `POLICY UNREADABLE DROP` takes it, not as the node's own record.
+                let error = e.0.replacen(
+                    &format!("'{key}'"),
+                    &format!("'{SHARED_KEY_PREFIX}{key}'"),
+                    1,
+                );
                 found.push(Unreadable {
                     key: key.to_string(),
-                    error: e.0,
+                    error,
                 });
             }
         };
