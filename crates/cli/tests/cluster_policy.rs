@@ -2,7 +2,8 @@
 //! --cluster` processes on a private etcd): a push, a rollback or a parameter set on any node
 //! runs on every node, concurrent pushes on two nodes lose no version, every node's events
 //! are in one `POLICY LOG`, and with etcd away pushes are refused while nodes keep running
-//! their version, then work again without a restart.
+//! their version, then work again without a restart. A damaged record in etcd never stops a
+//! node (it is skipped, logged, listed and dropped), and versions are pruned cluster-wide.
 
 use cluster::testing::free_port;
 use cluster::testing::Etcd;
@@ -21,6 +22,10 @@ struct Node {
 
 impl Node {
     fn start(id: &str, etcd: &Etcd, root: &Path) -> Node {
+        Node::start_with(id, etcd, root, &[])
+    }
+
+    fn start_with(id: &str, etcd: &Etcd, root: &Path, extra: &[&str]) -> Node {
         let port = free_port();
         let dir: PathBuf = root.join(id);
         let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
@@ -29,6 +34,7 @@ impl Node {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--cluster", &etcd.address(), "--cluster-name", NAME])
             .args(["--node-id", id, "--cluster-ttl", "2s", "--tick", "100ms"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -331,4 +337,110 @@ fn concurrent_pushes_after_a_full_stack_are_all_activated() {
     let other = last_pair.iter().find(|v| **v != agreed).unwrap().clone();
     nodes[2].policy(&["ROLLBACK"]).unwrap();
     all_run(&nodes, &other);
+}
+
+/// The raw etcd key of the shared registry's record `rest` (`param/x`, `v/p/0000000002`).
+fn etcd_key(rest: &str) -> String {
+    format!("/mantle/{NAME}/policy/{rest}")
+}
+
+fn unreadable(node: &Node) -> Vec<String> {
+    redis::cmd("POLICY")
+        .arg("UNREADABLE")
+        .query(&mut node.conn())
+        .unwrap()
+}
+
+/// Issue 25 item 1, the cluster's half: a record in etcd that does not read back (written by
+/// an older release for `POLICY PARAM x nan`, or damaged by hand) stopped every node's start
+/// (`params()` failed on it). Now it is skipped, logged, listed and dropped, on any node.
+#[test]
+fn a_damaged_etcd_record_never_stops_a_node_and_is_listed_and_dropped() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::start("n1", &etcd, root.path());
+    assert_eq!(load(&node, "p", QUIET), 1);
+    node.policy(&["PARAM", "ok", "1"]).unwrap();
+    drop(node);
+    etcd.put(&etcd_key("param/x"), b"null");
+    // A version with no listing (as an older release stored it) whose record is damaged.
+    etcd.put(&etcd_key("v/p/0000000002"), b"{");
+
+    let node = Node::start("n1", &etcd, root.path());
+    all_run(std::slice::from_ref(&node), "p@1");
+    let found = unreadable(&node);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("cluster:v/p/0000000002 "), "{found:?}");
+    assert!(found[1].starts_with("cluster:param/x "), "{found:?}");
+    assert!(
+        found[1].contains("record 'cluster:param/x' is unreadable"),
+        "{found:?}"
+    );
+    let log = node.log(50).join("\n");
+    assert!(
+        log.contains("event=unreadable") && log.contains("POLICY UNREADABLE DROP cluster:param/x"),
+        "{log}"
+    );
+    // Listed from the listings; the damaged version shows its number.
+    let listed = format!("{:?}", node.policy(&["LIST"]).unwrap());
+    assert!(listed.contains("p@1") && listed.contains("p@2"), "{listed}");
+    // A second node sees and drops the same records; readable ones are refused.
+    let other = Node::start("n2", &etcd, root.path());
+    assert_eq!(unreadable(&other).len(), 2);
+    let refused = other
+        .policy(&["UNREADABLE", "DROP", "cluster:param/ok"])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("is readable"), "{refused}");
+    for key in ["cluster:param/x", "cluster:v/p/0000000002"] {
+        other.policy(&["UNREADABLE", "DROP", key]).unwrap();
+    }
+    assert!(unreadable(&node).is_empty());
+    assert_eq!(
+        etcd.keys(&etcd_key("v/p/")),
+        [etcd_key("v/p/0000000001")],
+        "the damaged version is gone"
+    );
+    assert_eq!(load(&node, "p", QUIET), 2);
+}
+
+/// Issue 25 item 12, the cluster's half: every version was kept in etcd forever. Now each
+/// load prunes its name to the newest `--policy-keep-versions`, never one on the
+/// activation stack.
+#[test]
+fn versions_are_pruned_cluster_wide_but_never_the_active_one() {
+    const KEEP: usize = 3;
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    let keep = KEEP.to_string();
+    let node = Node::start_with("n1", &etcd, root.path(), &["--policy-keep-versions", &keep]);
+    assert_eq!(load(&node, "p", QUIET), 1);
+    // Each later version is loaded and rolled back, so p@1 stays the active one.
+    for i in 2..=(KEEP + 5) as i64 {
+        assert_eq!(load(&node, "p", &format!("-- {i}\n{QUIET}")), i);
+        node.policy(&["ROLLBACK"]).unwrap();
+        all_run(std::slice::from_ref(&node), "p@1");
+    }
+    let kept: Vec<String> = etcd
+        .keys(&etcd_key("v/p/"))
+        .into_iter()
+        .map(|k| k.rsplit('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kept,
+        ["0000000001", "0000000006", "0000000007", "0000000008"]
+    );
+    assert_eq!(
+        etcd.keys(&etcd_key("m/p/")).len(),
+        kept.len(),
+        "listings too"
+    );
+    let listed = format!("{:?}", node.policy(&["LIST"]).unwrap());
+    assert!(
+        listed.contains("p@1") && !listed.contains("p@2"),
+        "{listed}"
+    );
+    assert!(node.policy(&["USE", "p", "2"]).is_err(), "p@2 was pruned");
+    // Numbers keep counting up.
+    assert_eq!(load(&node, "p", QUIET), 9);
 }

@@ -156,6 +156,49 @@ impl Etcd {
         }
     }
 
+    /// Writes `value` under the raw etcd `key` behind every node's back (what a damaged or
+    /// hand-edited record looks like to them).
+    #[cfg(feature = "etcd")]
+    pub fn put(&self, key: &str, value: &[u8]) {
+        let (key, value) = (key.to_string(), value.to_vec());
+        self.with_client(|mut client| async move { client.put(key, value, None).await.map(drop) });
+    }
+
+    /// The raw etcd keys under `prefix`, sorted.
+    #[cfg(feature = "etcd")]
+    pub fn keys(&self, prefix: &str) -> Vec<String> {
+        let prefix = prefix.to_string();
+        self.with_client(|mut client| async move {
+            let options = etcd_client::GetOptions::new()
+                .with_prefix()
+                .with_keys_only();
+            let resp = client.get(prefix, Some(options)).await?;
+            Ok(resp
+                .kvs()
+                .iter()
+                .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+                .collect())
+        })
+    }
+
+    #[cfg(feature = "etcd")]
+    fn with_client<T, F: std::future::Future<Output = Result<T, etcd_client::Error>>>(
+        &self,
+        call: impl FnOnce(etcd_client::Client) -> F,
+    ) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a test runtime");
+        let endpoint = format!("127.0.0.1:{}", self.client_port);
+        runtime
+            .block_on(async move {
+                let client = etcd_client::Client::connect([endpoint], None).await?;
+                call(client).await
+            })
+            .expect("the test's etcd answers")
+    }
+
     /// Starts etcd again on the same ports and data.
     pub fn restart(&mut self) {
         self.kill();

@@ -38,7 +38,7 @@ async fn concurrent_pushes_from_three_nodes_keep_every_version() {
             for i in 0..15 {
                 let source = format!("node {node} push {i}");
                 let n = store
-                    .add_version("p", |n| format!("{n}:{source}").into_bytes())
+                    .add_version("p", |n| (format!("{n}:{source}").into_bytes(), Vec::new()))
                     .await
                     .unwrap();
                 got.push(n);
@@ -144,4 +144,82 @@ async fn the_central_log_is_one_bounded_sequence_for_all_writers() {
     assert!(last
         .line()
         .contains("event=migration_begun policy=- msg=\"slots 0-99 from a to b\" node=d"));
+}
+
+/// Pruning deletes a version's record and listing in one transaction that fails when the
+/// activation stack changed since the caller read it (another node may have activated one
+/// of the versions it chose), and a pruned version is not served from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_is_refused_when_the_stack_changed_and_forgets_the_versions() {
+    let etcd = Etcd::start();
+    let store = PolicyStore::new(plane(&etcd, "prune").await);
+    for i in 1..=5u32 {
+        let n = store
+            .add_version("p", |n| {
+                (
+                    format!("src {n}").into_bytes(),
+                    format!("meta {i}").into_bytes(),
+                )
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, i);
+    }
+    let listed = store.listings().await.unwrap();
+    assert_eq!(listed.len(), 5);
+    assert_eq!(listed[0], ("p".to_string(), 1, Some(b"meta 1".to_vec())));
+    let seen = store
+        .swap_active(0, b"[p@5]".to_vec())
+        .await
+        .unwrap()
+        .unwrap();
+    let changed = store
+        .swap_active(seen, b"[p@1]".to_vec())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !store.prune("p", &[1, 2], seen).await.unwrap(),
+        "stack changed since"
+    );
+    assert_eq!(store.numbers("p").await.unwrap(), [1, 2, 3, 4, 5]);
+    assert!(store.prune("p", &[2, 3], changed).await.unwrap());
+    assert_eq!(store.numbers("p").await.unwrap(), [1, 4, 5]);
+    assert_eq!(
+        store.listings().await.unwrap().len(),
+        3,
+        "listings pruned too"
+    );
+    assert!(
+        store.version("p", 2).await.unwrap().is_none(),
+        "not served from the cache"
+    );
+    // Numbers are never given out twice, even after pruning the newest's neighbours.
+    let next = store
+        .add_version("p", |n| (n.to_string().into_bytes(), Vec::new()))
+        .await
+        .unwrap();
+    assert_eq!(next, 6);
+}
+
+/// The repair path: a record is deleted only if nobody rewrote it since it was read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_is_dropped_only_if_unchanged() {
+    let etcd = Etcd::start();
+    let store = PolicyStore::new(plane(&etcd, "drop").await);
+    store.set_param("x", b"null".to_vec()).await.unwrap();
+    let (raw, revision) = store.record("param/x").await.unwrap().unwrap();
+    assert_eq!(raw, b"null");
+    store.set_param("x", b"1".to_vec()).await.unwrap();
+    assert!(!store
+        .delete_if_unchanged("param/x", revision, &[])
+        .await
+        .unwrap());
+    let (_, now) = store.record("param/x").await.unwrap().unwrap();
+    assert!(store
+        .delete_if_unchanged("param/x", now, &[])
+        .await
+        .unwrap());
+    assert!(store.record("param/x").await.unwrap().is_none());
+    assert!(store.records("param/").await.unwrap().is_empty());
 }

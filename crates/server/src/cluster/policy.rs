@@ -3,6 +3,13 @@
 //! that tells the engine's thread whenever another node changed it, so a `POLICY LOAD|USE|
 //! ROLLBACK|PARAM` on any node runs on every node.
 //!
+//! A shared record that cannot be read back (written by an older release, or damaged in
+//! etcd by hand) never stops a node: every reader skips it, `POLICY UNREADABLE` lists it as
+//! `cluster:<key>` and `POLICY UNREADABLE DROP cluster:<key>` deletes it. Versions are
+//! pruned to the loading node's `--policy-keep-versions` per name, in a transaction that
+//! fails if the activation stack changed meanwhile, and `POLICY LIST` reads the versions'
+//! listings (`m/`), not their sources.
+//!
 //! The engine's thread calls in synchronously; each call runs on the server's runtime under
 //! the control plane's timeout, so an unreachable etcd turns a push into a clear error
 //! instead of a hang, and the node keeps running its current version.
@@ -21,6 +28,8 @@ use std::time::Duration;
 const FLUSH_WAIT: Duration = Duration::from_secs(1);
 /// Attempts at applying a push or rollback to an activation stack other nodes keep changing.
 const STACK_ATTEMPTS: usize = 16;
+/// Attempts at pruning while other nodes keep changing the activation stack.
+const PRUNE_ATTEMPTS: usize = 8;
 
 pub struct EtcdRegistry {
     store: PolicyStore,
@@ -45,6 +54,29 @@ fn decode<T: for<'de> serde::Deserialize<'de>>(what: &str, raw: &[u8]) -> Result
             "cluster policy registry: {what} is unreadable: {e}"
         ))
     })
+}
+
+// Kept apart from the imports above, which other branches edit.
+use crate::live::registry::{
+    check_record, Unreadable, VersionMeta, SHARED_KEY_PREFIX, UNREADABLE_AUTHOR,
+};
+
+/// `decode`, with an unreadable record skipped: [`Shared::unreadable`] reports it.
+fn readable<T: for<'de> serde::Deserialize<'de>>(raw: &[u8]) -> Option<T> {
+    serde_json::from_slice(raw).ok()
+}
+
+/// An activation stack as stored; an unreadable one reads as empty (no policy runs, and the
+/// next push replaces it), as the node's own registry does.
+fn stack_of(raw: Option<&Vec<u8>>) -> Vec<VersionRef> {
+    raw.and_then(|raw| readable(raw)).unwrap_or_default()
+}
+
+/// The readable parameters among `raw`.
+fn params_of(raw: Vec<(String, Vec<u8>)>) -> Params {
+    raw.into_iter()
+        .filter_map(|(key, raw)| Some((key, readable::<Scalar>(&raw)?)))
+        .collect()
 }
 
 impl EtcdRegistry {
@@ -83,11 +115,30 @@ impl EtcdRegistry {
 
     fn read_stack(&self) -> Result<(Vec<VersionRef>, i64), StoreError> {
         let active = self.block(self.store.active()).map_err(refused)?;
-        let stack = match &active.value {
-            Some(raw) => decode("the activation stack", raw)?,
-            None => Vec::new(),
+        Ok((stack_of(active.value.as_ref()), active.revision))
+    }
+
+    /// The listing of a version stored without one (by an older release), written back so
+    /// this is done once; an unreadable version is listed too, so its number shows.
+    fn listing_of_unlisted(&self, name: &str, version: u32) -> Result<VersionMeta, StoreError> {
+        let raw = self
+            .block(self.store.version(name, version))
+            .map_err(refused)?
+            .unwrap_or_default();
+        let Some(record) = readable::<VersionRecord>(&raw) else {
+            return Ok(VersionMeta {
+                name: name.to_string(),
+                version,
+                loaded_at_ms: 0,
+                author: UNREADABLE_AUTHOR.into(),
+                bytes: raw.len(),
+            });
         };
-        Ok((stack, active.revision))
+        let meta = record.meta();
+        let listing = serde_json::to_vec(&meta).unwrap_or_default();
+        self.block(self.store.put_listing(name, version, listing))
+            .map_err(refused)?;
+        Ok(meta)
     }
 }
 
@@ -133,7 +184,13 @@ impl Shared for EtcdRegistry {
             loaded_at_ms: now_ms,
             author: author.to_string(),
         };
-        let encode = |version: u32| serde_json::to_vec(&record(version)).unwrap_or_default();
+        let encode = |version: u32| {
+            let record = record(version);
+            (
+                serde_json::to_vec(&record).unwrap_or_default(),
+                serde_json::to_vec(&record.meta()).unwrap_or_default(),
+            )
+        };
         let version = self
             .block(self.store.add_version(name, encode))
             .map_err(refused)?;
@@ -145,22 +202,159 @@ impl Shared for EtcdRegistry {
         name: &str,
         version: Option<u32>,
     ) -> Result<Option<VersionRecord>, StoreError> {
-        let raw = match version {
-            Some(v) => self.block(self.store.version(name, v)),
-            None => self
-                .block(self.store.latest(name))
-                .map(|found| found.map(|(_, raw)| raw)),
+        if let Some(v) = version {
+            let raw = self.block(self.store.version(name, v)).map_err(refused)?;
+            return raw.map(|raw| decode("a policy version", &raw)).transpose();
         }
-        .map_err(refused)?;
-        raw.map(|raw| decode("a policy version", &raw)).transpose()
+        // The newest readable one: an unreadable newest version is skipped, as on a node.
+        let newest = self.block(self.store.latest(name)).map_err(refused)?;
+        let Some((number, raw)) = newest else {
+            return Ok(None);
+        };
+        if let Some(record) = readable(&raw) {
+            return Ok(Some(record));
+        }
+        let older = self.block(self.store.numbers(name)).map_err(refused)?;
+        for v in older.into_iter().rev().filter(|&v| v < number) {
+            let raw = self.block(self.store.version(name, v)).map_err(refused)?;
+            if let Some(record) = raw.as_deref().and_then(readable) {
+                return Ok(Some(record));
+            }
+        }
+        Ok(None)
     }
 
     fn list(&self) -> Result<Vec<VersionRecord>, StoreError> {
-        self.block(self.store.versions())
+        Ok(self
+            .block(self.store.versions())
             .map_err(refused)?
             .iter()
-            .map(|raw| decode("a policy version", raw))
-            .collect()
+            .filter_map(|raw| readable(raw))
+            .collect())
+    }
+
+    fn summaries(&self) -> Result<Vec<VersionMeta>, StoreError> {
+        let mut listed = Vec::new();
+        for (name, version, listing) in self.block(self.store.listings()).map_err(refused)? {
+            match listing {
+                // An unreadable listing is skipped (and reported by `unreadable`).
+                Some(raw) => listed.extend(readable::<VersionMeta>(&raw)),
+                None => listed.push(self.listing_of_unlisted(&name, version)?),
+            }
+        }
+        Ok(listed)
+    }
+
+    fn prune(
+        &self,
+        name: &str,
+        keep: usize,
+        also_keep: Option<&VersionRef>,
+    ) -> Result<(), StoreError> {
+        for _ in 0..PRUNE_ATTEMPTS {
+            let active = self.block(self.store.active()).map_err(refused)?;
+            let stack: Vec<VersionRef> = match &active.value {
+                Some(raw) => match readable(raw) {
+                    Some(stack) => stack,
+                    // Which versions it protects is unknown: delete none.
+                    None => return Ok(()),
+                },
+                None => Vec::new(),
+            };
+            let numbers = self.block(self.store.numbers(name)).map_err(refused)?;
+            let excess = numbers.len().saturating_sub(keep.max(1));
+            let protected = |version: u32| {
+                let id = VersionRef {
+                    name: name.to_string(),
+                    version,
+                };
+                stack.contains(&id) || also_keep == Some(&id)
+            };
+            let victims: Vec<u32> = numbers[..excess]
+                .iter()
+                .copied()
+                .filter(|&v| !protected(v))
+                .collect();
+            if victims.is_empty() {
+                return Ok(());
+            }
+            if self
+                .block(self.store.prune(name, &victims, active.revision))
+                .map_err(refused)?
+            {
+                return Ok(());
+            }
+        }
+        Err(StoreError(
+            "the cluster's active policy kept changing while pruning; the next load prunes".into(),
+        ))
+    }
+
+    fn unreadable(&self) -> Result<Vec<Unreadable>, StoreError> {
+        let mut found = Vec::new();
+        let mut check = |key: &str, raw: &[u8]| {
+            if let Some(Err(e)) = check_record(key.as_bytes(), raw) {
+                // Named as `POLICY UNREADABLE DROP` takes it, not as the node's own record.
+                let error = e.0.replacen(
+                    &format!("'{key}'"),
+                    &format!("'{SHARED_KEY_PREFIX}{key}'"),
+                    1,
+                );
+                found.push(Unreadable {
+                    key: key.to_string(),
+                    error,
+                });
+            }
+        };
+        // Sources one at a time (each up to the source cap), the small records at once.
+        for (name, version, _) in self.block(self.store.listings()).map_err(refused)? {
+            if let Some(raw) = self
+                .block(self.store.version(&name, version))
+                .map_err(refused)?
+            {
+                check(&format!("v/{name}/{version:010}"), &raw);
+            }
+        }
+        for prefix in ["m/", "active", "param/"] {
+            for (key, raw) in self.block(self.store.records(prefix)).map_err(refused)? {
+                check(&key, &raw);
+            }
+        }
+        Ok(found)
+    }
+
+    fn drop_unreadable(&self, key: &str) -> Result<(), StoreError> {
+        let shown = format!("{SHARED_KEY_PREFIX}{key}");
+        let (raw, revision) = self
+            .block(self.store.record(key))
+            .map_err(refused)?
+            .ok_or_else(|| StoreError(format!("no policy registry record '{shown}'")))?;
+        match check_record(key.as_bytes(), &raw) {
+            Some(Err(_)) => {
+                // A dropped version leaves no listing behind.
+                let also: Vec<String> = key
+                    .strip_prefix("v/")
+                    .map(|rest| format!("m/{rest}"))
+                    .into_iter()
+                    .collect();
+                if self
+                    .block(self.store.delete_if_unchanged(key, revision, &also))
+                    .map_err(refused)?
+                {
+                    Ok(())
+                } else {
+                    Err(StoreError(format!(
+                        "policy registry record '{shown}' changed meanwhile; look again"
+                    )))
+                }
+            }
+            Some(Ok(())) => Err(StoreError(format!(
+                "policy registry record '{shown}' is readable; only unreadable records are dropped"
+            ))),
+            None => Err(StoreError(format!(
+                "'{shown}' is not a policy registry record"
+            ))),
+        }
     }
 
     fn history(&self) -> Result<Vec<VersionRef>, StoreError> {
@@ -183,10 +377,7 @@ impl Shared for EtcdRegistry {
                     return Ok(());
                 }
                 Err(now) => {
-                    let stack: Vec<VersionRef> = match &now.value {
-                        Some(raw) => decode("the activation stack", raw)?,
-                        None => Vec::new(),
-                    };
+                    let stack = stack_of(now.value.as_ref());
                     desired = rebase(&base, &desired, &stack).ok_or_else(|| {
                         StoreError(format!(
                             "another node changed the cluster's active policy meanwhile (now {}); \
@@ -205,11 +396,7 @@ impl Shared for EtcdRegistry {
     }
 
     fn params(&self) -> Result<Params, StoreError> {
-        let mut params = Params::new();
-        for (key, raw) in self.block(self.store.params()).map_err(refused)? {
-            params.insert(key, decode::<Scalar>("a policy parameter", &raw)?);
-        }
-        Ok(params)
+        Ok(params_of(self.block(self.store.params()).map_err(refused)?))
     }
 
     fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError> {
@@ -219,16 +406,9 @@ impl Shared for EtcdRegistry {
 
     fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {
         let (active, raw_params) = self.block(self.store.snapshot()).map_err(refused)?;
-        let stack: Vec<VersionRef> = match &active.value {
-            Some(raw) => decode("the activation stack", raw)?,
-            None => Vec::new(),
-        };
+        let stack = stack_of(active.value.as_ref());
         *self.seen() = (stack.clone(), active.revision);
-        let mut params = Params::new();
-        for (key, raw) in raw_params {
-            params.insert(key, decode::<Scalar>("a policy parameter", &raw)?);
-        }
-        Ok((stack, params))
+        Ok((stack, params_of(raw_params)))
     }
 
     fn record(&self, event: &Event) {

@@ -37,10 +37,14 @@ pub const MAX_NAME_LEN: usize = 64;
 /// Largest policy source accepted.
 pub const MAX_SOURCE_BYTES: usize = policy::Limits::MAX_SOURCE_BYTES;
 pub use crate::config::DEFAULT_KEEP_VERSIONS;
+/// How `POLICY UNREADABLE` names a record of the cluster's shared registry (in etcd, under
+/// `/mantle/<cluster>/policy/`), so it is never confused with the node's own record of the
+/// same name.
+pub const SHARED_KEY_PREFIX: &str = "cluster:";
 /// Marks a registry whose every version has its `m/` listing.
 const META_COMPLETE: &[u8] = b"meta-complete";
 /// The author a listing shows for a version record that cannot be read back.
-const UNREADABLE_AUTHOR: &str = "(unreadable record)";
+pub(crate) const UNREADABLE_AUTHOR: &str = "(unreadable record)";
 
 /// A reference to one version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +129,31 @@ pub trait Shared: Send + Sync {
         version: Option<u32>,
     ) -> Result<Option<VersionRecord>, StoreError>;
     fn list(&self) -> Result<Vec<VersionRecord>, StoreError>;
+    /// Every version's listing, by name then version, without reading every source.
+    fn summaries(&self) -> Result<Vec<VersionMeta>, StoreError> {
+        Ok(self.list()?.iter().map(VersionRecord::meta).collect())
+    }
+    /// Deletes the oldest versions of `name` beyond the newest `keep`, never one on the
+    /// activation stack (as it is when they are deleted, whatever other nodes do) nor
+    /// `also_keep` (the node's wedged version).
+    fn prune(
+        &self,
+        _name: &str,
+        _keep: usize,
+        _also_keep: Option<&VersionRef>,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// The shared records that cannot be read back (every reader skips them), keyed
+    /// relative to the registry and without [`SHARED_KEY_PREFIX`].
+    fn unreadable(&self) -> Result<Vec<Unreadable>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Deletes the shared record under `key` (as [`Shared::unreadable`] names it) if it is
+    /// unreadable.
+    fn drop_unreadable(&self, key: &str) -> Result<(), StoreError> {
+        Err(StoreError(format!("no policy registry record '{key}'")))
+    }
     fn history(&self) -> Result<Vec<VersionRef>, StoreError>;
     /// Replaces the activation stack read by the last [`Shared::history`]; if another node
     /// changed it since, a push or a rollback is applied to the stack as it is now, and
@@ -170,7 +199,7 @@ pub trait Shared: Send + Sync {
 pub struct Registry {
     space: Space,
     shared: Option<Arc<dyn Shared>>,
-    /// Versions kept per name (the node's own registry; a cluster's keeps all).
+    /// Versions kept per name (in a cluster, the pruning node's count applies).
     keep: usize,
 }
 
@@ -253,7 +282,7 @@ pub struct Unreadable {
 
 /// Whether the raw record under `key` reads back as what its key says it is; `None` for keys
 /// that are not registry records (the journal's `log/` entries).
-fn check_record(key: &[u8], raw: &[u8]) -> Option<Result<(), StoreError>> {
+pub(crate) fn check_record(key: &[u8], raw: &[u8]) -> Option<Result<(), StoreError>> {
     let kind = |prefix: &[u8]| key.starts_with(prefix);
     Some(if kind(b"v/") {
         decode::<VersionRecord>(key, raw).map(drop)
@@ -308,7 +337,16 @@ impl Registry {
         now_ms: u64,
     ) -> Result<VersionRecord, StoreError> {
         if let Some(shared) = &self.shared {
-            return shared.add_version(name, source, author, now_ms);
+            let record = shared.add_version(name, source, author, now_ms)?;
+            // The version is stored and numbered whatever happens next: a pruning that
+            // fails (etcd went away) is retried by the next load, not reported as a failed
+            // load.
+            if let Err(e) = shared.prune(name, self.keep, self.wedged()?.as_ref()) {
+                super::stderr_line(&format!(
+                    "mantle: old versions of '{name}' were not pruned: {e}"
+                ));
+            }
+            return Ok(record);
         }
         let version = self.next_version(name)?;
         let record = VersionRecord {
@@ -421,11 +459,10 @@ impl Registry {
         Ok(None)
     }
 
-    /// Every version's listing, by name then version, without reading a source (in a
-    /// cluster, etcd's versions are read whole).
+    /// Every version's listing, by name then version, without reading a source.
     pub fn summaries(&self) -> Result<Vec<VersionMeta>, StoreError> {
         if let Some(shared) = &self.shared {
-            return Ok(shared.list()?.iter().map(VersionRecord::meta).collect());
+            return shared.summaries();
         }
         self.ensure_meta()?;
         Ok(self
@@ -568,8 +605,8 @@ impl Registry {
         self.space.write(&changes, false)
     }
 
-    /// The node's records that cannot be read back (every reader skips them). The cluster's
-    /// shared records are etcd's to check.
+    /// The records that cannot be read back (every reader skips them): the node's, then the
+    /// cluster's shared ones (named with [`SHARED_KEY_PREFIX`]).
     pub fn unreadable(&self) -> Result<Vec<Unreadable>, StoreError> {
         let mut found = Vec::new();
         for prefix in [
@@ -589,12 +626,23 @@ impl Registry {
                 }
             }
         }
+        if let Some(shared) = &self.shared {
+            found.extend(shared.unreadable()?.into_iter().map(|u| Unreadable {
+                key: format!("{SHARED_KEY_PREFIX}{}", u.key),
+                error: u.error,
+            }));
+        }
         Ok(found)
     }
 
     /// Deletes the record under `key` if it is unreadable; a readable record is refused
     /// (this is a repair, not a way to edit the registry).
     pub fn drop_unreadable(&self, key: &str) -> Result<(), StoreError> {
+        if let (Some(shared), Some(shared_key)) =
+            (&self.shared, key.strip_prefix(SHARED_KEY_PREFIX))
+        {
+            return shared.drop_unreadable(shared_key);
+        }
         let raw = self
             .space
             .get(key.as_bytes())?
