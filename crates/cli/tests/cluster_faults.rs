@@ -303,3 +303,91 @@ fn proxy_links_to_a_restarted_node_reconnect() {
         assert_eq!(call_on(&mut conn, &["GET", &key]), "3");
     }
 }
+
+/// Proxied load through n1 while n2 restarts (issue 29.3): clients on long-lived connections
+/// keep writing and reading keys of both nodes; once both nodes say `cluster_state:ok` again,
+/// no request fails (stale pooled links are found dead before a request is written on them
+/// and opened again), and every value read back is the one last written.
+#[test]
+fn proxied_load_has_no_errors_once_a_restarted_node_is_back() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let (etcd, root, mut nodes) = two_nodes("load", &["--cluster-mode", "proxy"]);
+    let n1 = nodes[0].1;
+    let remote = owned(&etcd, "load", "n2");
+    let stop = Arc::new(AtomicBool::new(false));
+    // Requests sent, by when they were sent, and how they ended (None: fine).
+    type Log = Vec<(Instant, Option<String>)>;
+    let log: Arc<Mutex<Log>> = Arc::default();
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
+            // One slot of n2 for all, a key each (the hash tag picks the slot).
+            let key = format!("{{{}}}-{c}", key_in(&remote));
+            std::thread::spawn(move || {
+                let mut conn: Option<TcpStream> = None;
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let at = Instant::now();
+                    let link = match &mut conn {
+                        Some(c) => c,
+                        None => match TcpStream::connect(("127.0.0.1", n1)) {
+                            Ok(c) => conn.insert(c),
+                            Err(e) => {
+                                log.lock().unwrap().push((at, Some(e.to_string())));
+                                continue;
+                            }
+                        },
+                    };
+                    i += 1;
+                    let value = format!("{c}:{i}");
+                    let set = call_on(link, &["SET", &key, &value]);
+                    let get = call_on(link, &["GET", &key]);
+                    let failed = if set != "+OK" {
+                        Some(format!("SET {key}: {set}"))
+                    } else if get != value {
+                        Some(format!("GET {key}: {get}, expected {value}"))
+                    } else {
+                        None
+                    };
+                    log.lock().unwrap().push((at, failed));
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut n2, n2_port) = nodes.remove(1);
+    let _ = n2.0.kill();
+    let _ = n2.0.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let _n2 = data_node(
+        "n2",
+        &etcd,
+        "load",
+        root.path(),
+        n2_port,
+        &["--cluster-mode", "proxy"],
+    );
+    wait_until("n2 to serve its slots again", Duration::from_secs(30), || {
+        call(n1, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+            && call(n2_port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+    });
+    let ok_at = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let log = log.lock().unwrap();
+    let after: Vec<_> = log.iter().filter(|(at, _)| *at > ok_at).collect();
+    let errors: Vec<_> = after.iter().filter_map(|(_, e)| e.as_ref()).collect();
+    assert!(
+        errors.is_empty(),
+        "{} of {} proxied requests failed after cluster_state:ok, first: {}",
+        errors.len(),
+        after.len(),
+        errors[0]
+    );
+    assert!(after.len() >= 20, "only {} requests after the restart", after.len());
+}
