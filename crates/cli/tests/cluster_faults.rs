@@ -303,3 +303,177 @@ fn proxy_links_to_a_restarted_node_reconnect() {
         assert_eq!(call_on(&mut conn, &["GET", &key]), "3");
     }
 }
+
+/// Proxied load through n1 while n2 restarts (issue 29.3): clients on long-lived connections
+/// keep writing and reading keys of both nodes; once both nodes say `cluster_state:ok` again,
+/// no request fails (stale pooled links are found dead before a request is written on them
+/// and opened again), and every value read back is the one last written.
+#[test]
+fn proxied_load_has_no_errors_once_a_restarted_node_is_back() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let (etcd, root, mut nodes) = two_nodes("load", &["--cluster-mode", "proxy"]);
+    let n1 = nodes[0].1;
+    let remote = owned(&etcd, "load", "n2");
+    let stop = Arc::new(AtomicBool::new(false));
+    // Requests sent, by when they were sent, and how they ended (None: fine).
+    type Log = Vec<(Instant, Option<String>)>;
+    let log: Arc<Mutex<Log>> = Arc::default();
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
+            // One slot of n2 for all, a key each (the hash tag picks the slot).
+            let key = format!("{{{}}}-{c}", key_in(&remote));
+            std::thread::spawn(move || {
+                let mut conn: Option<TcpStream> = None;
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let at = Instant::now();
+                    let link = match &mut conn {
+                        Some(c) => c,
+                        None => match TcpStream::connect(("127.0.0.1", n1)) {
+                            Ok(c) => conn.insert(c),
+                            Err(e) => {
+                                log.lock().unwrap().push((at, Some(e.to_string())));
+                                continue;
+                            }
+                        },
+                    };
+                    i += 1;
+                    let value = format!("{c}:{i}");
+                    let set = call_on(link, &["SET", &key, &value]);
+                    let get = call_on(link, &["GET", &key]);
+                    let failed = if set != "+OK" {
+                        Some(format!("SET {key}: {set}"))
+                    } else if get != value {
+                        Some(format!("GET {key}: {get}, expected {value}"))
+                    } else {
+                        None
+                    };
+                    log.lock().unwrap().push((at, failed));
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut n2, n2_port) = nodes.remove(1);
+    let _ = n2.0.kill();
+    let _ = n2.0.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let _n2 = data_node(
+        "n2",
+        &etcd,
+        "load",
+        root.path(),
+        n2_port,
+        &["--cluster-mode", "proxy"],
+    );
+    wait_until(
+        "n2 to serve its slots again",
+        Duration::from_secs(30),
+        || {
+            call(n1, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                && call(n2_port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        },
+    );
+    let ok_at = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let log = log.lock().unwrap();
+    let after: Vec<_> = log.iter().filter(|(at, _)| *at > ok_at).collect();
+    let errors: Vec<_> = after.iter().filter_map(|(_, e)| e.as_ref()).collect();
+    assert!(
+        errors.is_empty(),
+        "{} of {} proxied requests failed after cluster_state:ok, first: {}",
+        errors.len(),
+        after.len(),
+        errors[0]
+    );
+    assert!(
+        after.len() >= 20,
+        "only {} requests after the restart",
+        after.len()
+    );
+}
+
+/// A small trace of gets and puts (no timestamps: replayed as fast as possible).
+fn small_trace(dir: &Path) -> String {
+    let path = dir.join("small.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(["gen", "parsplice", "--seed", "5", "--duration", "2m", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    path.to_str().unwrap().to_string()
+}
+
+fn replay_server(trace: &str, port: u16, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args([
+            "replay", "--trace", trace, "--speed", "0", "--quiet", "--json",
+        ])
+        .args(["--server", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// `replay --server` against one node of a cluster (issue 29.4): in client mode it follows
+/// `-MOVED` (no request fails), in proxy mode every request lands on the entry node; either
+/// way the counters are the cluster's, with each node's figures beside them.
+#[test]
+fn replay_against_a_cluster_follows_redirects_and_counts_every_node() {
+    for mode in ["client", "proxy"] {
+        let name = format!("replay-{mode}");
+        let (_etcd, root, nodes) = two_nodes(&name, &["--cluster-mode", mode]);
+        let trace = small_trace(root.path());
+        let out = replay_server(&trace, nodes[0].1, &[]);
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["errors"], 0, "{mode}: {}", json["first_error"]);
+        let per_node = json["nodes"].as_array().expect("a nodes array");
+        assert_eq!(per_node.len(), 2, "{mode}: {per_node:?}");
+        let lookups = |v: &serde_json::Value| v["lookups"].as_u64().unwrap();
+        assert!(
+            per_node.iter().all(|n| lookups(n) > 0),
+            "{mode}: {per_node:?}"
+        );
+        let summed: u64 = per_node.iter().map(lookups).sum();
+        let total = json["hits"].as_u64().unwrap() + json["misses"].as_u64().unwrap();
+        assert_eq!(summed, total, "{mode}: the totals are the nodes' sum");
+    }
+}
+
+/// A run whose requests fail beyond `--max-errors` (default 1%) exits non-zero with one line
+/// naming the count and the first error, instead of printing a report as if all went well.
+#[test]
+fn replay_fails_when_too_many_requests_fail() {
+    let (_etcd, root, mut nodes) = two_nodes("failing", &["--cluster-mode", "proxy"]);
+    let trace = small_trace(root.path());
+    // Half the slots' owner is gone: the entry node answers their requests with an error.
+    let (mut n2, _) = nodes.remove(1);
+    let _ = n2.0.kill();
+    let _ = n2.0.wait();
+    let out = replay_server(&trace, nodes[0].1, &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.trim_end();
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(
+        line.contains("requests failed") && line.contains("--max-errors 1%"),
+        "{line}"
+    );
+    assert!(line.contains("proxy: "), "the first error is named: {line}");
+    assert!(out.stdout.is_empty(), "no report for a failed run");
+    let tolerant = replay_server(&trace, nodes[0].1, &["--max-errors", "100"]);
+    assert!(tolerant.status.success(), "{tolerant:?}");
+}

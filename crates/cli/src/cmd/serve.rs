@@ -107,10 +107,15 @@ pub struct Args {
     pub warmup_persist: std::time::Duration,
     /// Join a cluster whose control plane is etcd at these endpoints
     /// (etcd://HOST:PORT[,HOST:PORT...]); see docs/cluster.md.
-    #[arg(long, value_name = "etcd://HOST:PORT", requires_all = ["cluster_name", "node_id"])]
+    #[arg(
+        long,
+        alias = "etcd",
+        value_name = "etcd://HOST:PORT",
+        requires_all = ["cluster_name", "node_id"]
+    )]
     pub cluster: Option<String>,
     /// With --cluster: the cluster's name (several clusters can share one etcd).
-    #[arg(long, value_name = "NAME", requires = "cluster")]
+    #[arg(long, alias = "name", value_name = "NAME", requires = "cluster")]
     pub cluster_name: Option<String>,
     /// With --cluster: this node's id, unique in the cluster (letters, digits, - and _).
     #[arg(long, value_name = "ID", requires = "cluster")]

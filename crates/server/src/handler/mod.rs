@@ -35,10 +35,7 @@ enum Outcome {
     Relayed(Bytes),
     Deferred,
     Forward(Arc<str>),
-    Sent {
-        sent: crate::cluster::proxy::Sent,
-        args: Vec<Bytes>,
-    },
+    Sent(crate::cluster::proxy::Sent),
 }
 
 /// Whether the connection goes on after a step.
@@ -171,7 +168,7 @@ impl Handler<'_> {
                     Stats::bump(&stats.commands_processed);
                     match self.dispatch().await {
                         Outcome::Forward(addr) => {
-                            proxy::submit(self.instance, &self.session, &self.args, addr)
+                            proxy::submit(self.instance, &self.session, &self.args, addr).await
                         }
                         outcome => outcome,
                     }
