@@ -11,21 +11,31 @@
 //! The registry is the one owner of version numbers (`name@N` forever): the engine runs each
 //! version under the id the registry gave it, so every message names the registry version.
 //! Replies are plain values ([`Reply`]); `cmd::policy` makes frames of them.
+//!
+//! The jobs it delegates, each in a module with its own tests: the activation stack and the
+//! engine kept in step with it (`activation`), the wall-clock cadence (`ticker`), the
+//! policies' persistent states (`states`), and the shadows (`shadow_ops` here, over
+//! `live::shadows`).
 
+mod shadow_ops;
+
+use super::activation::{no_such, Activation, Loaded};
 use super::journal::{Level, LogKind};
 use super::link::{EngineMessage, Exit, Link, Replier};
 use super::registry::{self, Registry, VersionRecord, VersionRef};
 use super::reply::{Reply, Status, TickReport};
 use super::sample::Sampler;
-use super::shadows::{ShadowHost, SwitchTo};
+use super::shadows::ShadowHost;
 use super::space::Space;
+use super::states::SavedStates;
+use super::ticker::Ticker;
 use super::watchdog::{Ended, Job};
 use super::{stderr_line, Gauges, Op};
 use crate::db::{now_ms, Db};
 use crate::metrics::Stats;
 use crate::shadow::DRAIN_INTERVAL;
 use cache::AccessLog;
-use policy::{Action, Limits, LogLevel, Params, PolicyEngine, PolicyId, StateValue, TickInput};
+use policy::{Action, Limits, LogLevel, Params, PolicyEngine, PolicyId, TickInput};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -93,9 +103,9 @@ pub struct Runner {
     link: Link,
     sampler: Sampler,
     params: Params,
-    /// The activation stack, as in the registry (last = active).
-    history: Vec<VersionRef>,
-    persisted: BTreeMap<String, StateValue>,
+    /// The activation stack, as in the registry, and what of it the engine runs.
+    activation: Activation,
+    states: SavedStates,
     settings: Settings,
     tick: u64,
     last_decision: String,
@@ -108,12 +118,6 @@ pub struct Runner {
     spare: VecDeque<(f64, u64)>,
     /// Wall-clock origin of the sampler's rates (manual ticks use the policy clock).
     started: Instant,
-    /// The top of the activation stack is not running (`--no-policy`) until an operator
-    /// activates or rolls back.
-    suspended: bool,
-    /// When the running version was last swapped in (µs since the Unix epoch): what the
-    /// propagation bench reads from every node.
-    activated_at_us: u64,
     /// Candidate versions in shadow and the switch policy (see `shadow`).
     shadows: ShadowHost,
 }
@@ -130,12 +134,9 @@ impl Runner {
             .with_shared(settings.shared.clone())
             .with_keep(settings.keep_versions);
         let mut engine = PolicyEngine::with_interrupt(settings.limits, link.interrupt.clone());
-        let persisted = registry.states().map_err(|e| e.to_string())?;
-        for (name, value) in &persisted {
-            engine.set_state(name, value.clone());
-        }
+        let states = SavedStates::restore(&registry, &mut engine)?;
         let params = registry.params().map_err(|e| e.to_string())?;
-        let history = registry.history().map_err(|e| e.to_string())?;
+        let activation = Activation::new(registry.history().map_err(|e| e.to_string())?);
         db.series().clock.set_manual(settings.manual);
         let log = AccessLog::with_bounded_ids(db.series().limit());
         let shadows = ShadowHost::new(db.clone(), settings.limits, link.interrupt.clone());
@@ -146,8 +147,8 @@ impl Runner {
             link,
             sampler: Sampler::default(),
             params,
-            history,
-            persisted,
+            activation,
+            states,
             settings,
             tick: 0,
             last_decision: "none".into(),
@@ -157,8 +158,6 @@ impl Runner {
             log,
             spare: VecDeque::new(),
             started: Instant::now(),
-            suspended: false,
-            activated_at_us: 0,
             shadows,
         };
         if !runner.registry.is_durable() {
@@ -169,8 +168,8 @@ impl Runner {
         runner.report_unreadable();
         runner.quarantine_wedged()?;
         if runner.settings.no_policy {
-            if let Some(top) = runner.history.last().cloned() {
-                runner.suspended = true;
+            if let Some(top) = runner.activation.top().cloned() {
+                runner.activation.suspend();
                 runner.note(
                     Level::Warn,
                     LogKind::Suspended,
@@ -179,7 +178,7 @@ impl Runner {
                      (POLICY USE to run a version, POLICY ROLLBACK to drop this one)",
                 );
             }
-        } else if let Some(active) = runner.history.last().cloned() {
+        } else if let Some(active) = runner.activation.top().cloned() {
             match runner.activate() {
                 Ok(()) => runner.note(
                     Level::Info,
@@ -199,7 +198,7 @@ impl Runner {
             // In a cluster the registry is shared: a node that (re)joins with --policy must not
             // roll back what an operator pushed since, so the file only seeds a cluster that
             // runs nothing yet.
-            match runner.history.last().cloned() {
+            match runner.activation.top().cloned() {
                 Some(active) if runner.settings.shared.is_some() => runner.note(
                     Level::Info,
                     LogKind::Kept,
@@ -247,7 +246,7 @@ impl Runner {
         let Some(wedged) = self.registry.wedged().map_err(|e| e.to_string())? else {
             return Ok(());
         };
-        if self.history.last() == Some(&wedged) {
+        if self.activation.top() == Some(&wedged) {
             let to = self.pop_stack()?;
             self.note(
                 Level::Error,
@@ -281,7 +280,7 @@ impl Runner {
             }
         };
         let id = VersionRef { name, version };
-        if self.history.last() != Some(&id) {
+        if self.activation.top() != Some(&id) {
             self.push_and_activate(id)?;
         }
         Ok(())
@@ -289,22 +288,18 @@ impl Runner {
 
     /// Serves the inbox and ticks until told to stop or abandoned.
     pub fn run(&mut self) {
-        let mut next_tick = Instant::now() + self.settings.tick;
+        let mut ticker = Ticker::new(self.settings.tick, self.settings.manual, Instant::now());
         let inbox = self.link.inbox.clone();
         loop {
             // With shadows, queued accesses are handed to them every DRAIN_INTERVAL too.
             let drain = (!self.shadows.is_idle()).then_some(DRAIN_INTERVAL);
             let received = {
                 let inbox = inbox.lock().unwrap_or_else(|e| e.into_inner());
-                match (self.settings.manual, drain) {
-                    (true, None) => inbox
+                match ticker.wait(Instant::now(), drain) {
+                    None => inbox
                         .recv()
                         .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-                    (true, Some(drain)) => inbox.recv_timeout(drain),
-                    (false, drain) => {
-                        let to_tick = next_tick.saturating_duration_since(Instant::now());
-                        inbox.recv_timeout(drain.map_or(to_tick, |d| d.min(to_tick)))
-                    }
+                    Some(wait) => inbox.recv_timeout(wait),
                 }
             };
             let done = match received {
@@ -325,9 +320,7 @@ impl Runner {
                     self.persist_states();
                     return;
                 }
-                Err(mpsc::RecvTimeoutError::Timeout)
-                    if self.settings.manual || Instant::now() < next_tick =>
-                {
+                Err(mpsc::RecvTimeoutError::Timeout) if !ticker.is_due(Instant::now()) => {
                     self.shadows.drain();
                     Some(())
                 }
@@ -335,13 +328,7 @@ impl Runner {
                     let done = self.job(Job::tick(self.running()), |r| {
                         r.run_tick();
                     });
-                    // Ticks keep their period; a tick that overran starts the next one at once
-                    // rather than running a burst to catch up.
-                    next_tick += self.settings.tick;
-                    let now = Instant::now();
-                    if next_tick < now {
-                        next_tick = now + self.settings.tick;
-                    }
+                    ticker.ticked(Instant::now());
                     done
                 }
             };
@@ -364,7 +351,7 @@ impl Runner {
     /// `POLICY ROLLBACK` of `seen`: when another version is on top now (the wedged one was
     /// taken off already, or a fallback ran), that one is left alone.
     fn rollback(&mut self, seen: Option<String>, reply: Replier) -> Option<()> {
-        let top = self.history.last().map(ToString::to_string);
+        let top = self.activation.top().map(ToString::to_string);
         if seen.is_some() && top != seen {
             let _ = reply.send(Ok(Reply::Reinstated(self.top_name())));
             return Some(());
@@ -450,7 +437,7 @@ impl Runner {
         let metrics = self.sampler.sample(&self.db, at);
         series.drain_into(&mut self.log, &mut self.spare);
         self.tick_shadows(now);
-        if self.history.is_empty() || self.engine.active().is_none() || self.suspended {
+        if self.activation.running().is_none() || self.engine.active().is_none() {
             return (String::new(), None);
         }
         let own = [metrics];
@@ -513,17 +500,18 @@ impl Runner {
             );
         }
         if let Some(fallback) = outcome.fallback {
+            // The engine already runs the version below; the stack follows it.
             let from = fallback.from.to_string();
-            if let Some(top) = self.history.pop() {
-                debug_assert_eq!(top.to_string(), from);
-            }
+            let loaded =
+                self.activation
+                    .follow_fallback(&fallback, &mut self.engine, &self.registry);
             let to = self.top_name();
             let message = format!(
                 "{from} failed {} consecutive ticks; reinstated {to}",
                 self.settings.limits.max_consecutive_failures
             );
             self.note(Level::Warn, LogKind::RolledBack, &from, &message);
-            if let Err(e) = self.write(|r| r.set_history(&self.history)) {
+            if let Err(e) = self.write(|r| r.set_history(self.activation.stack())) {
                 self.note(
                     Level::Error,
                     LogKind::Error,
@@ -531,172 +519,11 @@ impl Runner {
                     &format!("rollback not persisted: {e}"),
                 );
             }
-            if let Err(e) = self.activate() {
-                self.note(Level::Error, LogKind::Error, &to, &e);
-            }
+            self.adopt(loaded);
         }
         self.persist_states();
         self.update_gauges();
         (applied, error)
-    }
-
-    /// Ticks the shadows (before the live policy, as replay does), logs what they report and
-    /// makes the switch policy's choice active.
-    fn tick_shadows(&mut self, now: f64) {
-        let running = self.running().cloned();
-        let result = self
-            .shadows
-            .tick(now, self.tick, running.as_ref(), &self.params);
-        for (level, message) in result.notes {
-            self.note(level, LogKind::Shadow, "", &message);
-        }
-        if let Some(to) = result.switch_to {
-            self.switch_to(to);
-        }
-        self.publish_shadows();
-    }
-
-    /// Activates what the switch policy chose through the registry, as POLICY PARAM and
-    /// POLICY USE would (so the log, ROLLBACK and a cluster's propagation apply).
-    fn switch_to(&mut self, to: SwitchTo) {
-        let from = self.top_name();
-        for (key, value) in &to.overrides {
-            if self.params.get(key) == Some(value) {
-                continue;
-            }
-            if let Err(e) = self.write(|r| r.set_param(key, value)) {
-                let message = format!("cannot switch to {}: {e}", to.candidate);
-                self.note(
-                    Level::Error,
-                    LogKind::Error,
-                    &to.version.to_string(),
-                    &message,
-                );
-                return;
-            }
-            self.note(
-                Level::Info,
-                LogKind::Param,
-                "",
-                &format!("{key}={value} (switch)"),
-            );
-            self.params.insert(key.clone(), value.clone());
-            self.link.board.set_params(&self.params);
-            self.shadows.set_param(key, value);
-        }
-        if self.running() != Some(&to.version) {
-            if let Err(e) = self.push_and_activate(to.version.clone()) {
-                let message = format!("cannot switch to {}: {e}", to.candidate);
-                self.note(
-                    Level::Error,
-                    LogKind::Error,
-                    &to.version.to_string(),
-                    &message,
-                );
-                return;
-            }
-        }
-        let message = format!(
-            "at tick {}, from {from} to {}: {}",
-            self.tick, to.candidate, to.reason
-        );
-        self.note(
-            Level::Info,
-            LogKind::Switched,
-            &to.version.to_string(),
-            &message,
-        );
-    }
-
-    fn publish_shadows(&self) {
-        let report = self.shadows.report(self.running(), &self.params);
-        self.db.metrics().shadows.publish(report);
-    }
-
-    fn op_shadow(&mut self, op: Op) -> Result<Reply, String> {
-        match op {
-            Op::ShadowAdd {
-                name,
-                version,
-                options,
-            } => {
-                let record = self
-                    .registry
-                    .version(&name, version)
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| no_such(&name, version))?;
-                let id = record.id();
-                let added = self
-                    .shadows
-                    .add(id.clone(), record.source, &options, &self.params)?;
-                self.note(
-                    Level::Info,
-                    LogKind::Shadow,
-                    &id.to_string(),
-                    &format!("shadow {added} added"),
-                );
-                Ok(Reply::Name(added))
-            }
-            Op::ShadowDrop { name } => {
-                self.shadows.remove(&name)?;
-                self.note(
-                    Level::Info,
-                    LogKind::Shadow,
-                    "",
-                    &format!("shadow {name} dropped"),
-                );
-                Ok(Reply::Done)
-            }
-            Op::ShadowList => {
-                let report = self.shadows.report(self.running(), &self.params);
-                Ok(Reply::Lines(
-                    report
-                        .candidates
-                        .iter()
-                        .filter(|c| c.role == "shadow")
-                        .map(|c| {
-                            format!(
-                                "{} policy={} params={:?} sample={} max_objects={}{}",
-                                c.name,
-                                c.policy,
-                                c.params,
-                                c.sample,
-                                c.max_objects,
-                                if c.active { " active" } else { "" }
-                            )
-                        })
-                        .collect(),
-                ))
-            }
-            Op::ShadowStatus { name: None } => {
-                self.shadows.drain();
-                let report = self.shadows.report(self.running(), &self.params);
-                Ok(Reply::Candidates(report.candidates))
-            }
-            Op::ShadowStatus { name: Some(name) } => {
-                self.shadows.drain();
-                let running = self.running().cloned();
-                self.shadows
-                    .status_of(&name, running.as_ref(), &self.params)
-                    .map(|c| Reply::Candidate(Box::new(c)))
-            }
-            Op::SwitchLoad { source, options } => {
-                let params = self.shadows.load_switch(&source, &options)?;
-                let message = format!("switch policy loaded ({} bytes) {params}", source.len());
-                self.note(Level::Info, LogKind::Switch, "", message.trim_end());
-                Ok(Reply::Done)
-            }
-            Op::SwitchOff => {
-                if self.shadows.unload_switch() {
-                    self.note(Level::Info, LogKind::Switch, "", "switch policy unloaded");
-                }
-                Ok(Reply::Done)
-            }
-            Op::SwitchStatus => Ok(Reply::Switch(Box::new(
-                self.shadows.report(self.running(), &self.params),
-            ))),
-            _ => Err("not a shadow command".into()),
-        }
     }
 
     /// `POLICY TICK [now]` (manual ticks only): sets the clock, runs one tick, and replies
@@ -819,8 +646,8 @@ impl Runner {
             scratch.load_version(PolicyId::new(name, next), &format!("={label}"), source)
         {
             let running = self
-                .history
-                .last()
+                .activation
+                .top()
                 .map_or("no policy is running".to_string(), |r| {
                     format!("{r} keeps running")
                 });
@@ -848,11 +675,11 @@ impl Runner {
             .version(name, version)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| no_such(name, version))?;
-        if self.history.last() != Some(&record.id()) {
+        if self.activation.top() != Some(&record.id()) {
             self.push_and_activate(record.id())?;
-        } else if self.suspended {
+        } else if self.activation.is_suspended() {
             self.activate()?;
-            self.suspended = false;
+            self.activation.resume();
             self.note(
                 Level::Info,
                 LogKind::Activated,
@@ -864,8 +691,7 @@ impl Runner {
     }
 
     fn op_rollback(&mut self) -> Result<Reply, String> {
-        self.suspended = false;
-        let Some(from) = self.history.last().cloned() else {
+        let Some(from) = self.activation.top().cloned() else {
             return Err("no policy is active; nothing to roll back".into());
         };
         let to = self.pop_stack()?;
@@ -890,12 +716,10 @@ impl Runner {
             self.params = params;
             self.link.board.set_params(&self.params);
         }
-        if history == self.history {
+        if history == self.activation.stack() {
             return Ok(Reply::Done);
         }
-        let top_changed = history.last() != self.history.last();
-        self.history = history;
-        self.suspended = false;
+        let top_changed = self.activation.adopt(history);
         let top = self.top_name();
         match self.activate() {
             Ok(()) if top_changed => self.note(
@@ -917,15 +741,14 @@ impl Runner {
 
     fn op_status(&self) -> Status {
         let stats = self.engine.stats();
-        let suspended = match (self.suspended, self.history.last()) {
+        let suspended = match (self.activation.is_suspended(), self.activation.top()) {
             (true, Some(top)) => top.to_string(),
             _ => String::new(),
         };
         let previous = self
-            .history
-            .len()
-            .checked_sub(2)
-            .map_or(String::new(), |i| self.history[i].to_string());
+            .activation
+            .below_top()
+            .map_or(String::new(), ToString::to_string);
         Status {
             active: self.running().map_or(String::new(), |r| r.to_string()),
             previous,
@@ -938,45 +761,38 @@ impl Runner {
             last_error: self.last_error.clone(),
             durable: self.registry.is_durable(),
             suspended,
-            activated_at_us: self.activated_at_us,
+            activated_at_us: self.activation.activated_at_us(),
             params: BTreeMap::new(), // the board keeps them (see `control::Board`)
             busy_ms: 0,
             busy_with: String::new(),
         }
     }
 
-    /// Takes the top off the activation stack and persists the stack; returns what is on top
-    /// now, for the log.
+    /// Takes the top off the activation stack (resuming) and persists the stack; returns
+    /// what is on top now, for the log. The caller reloads the engine.
     fn pop_stack(&mut self) -> Result<String, String> {
-        self.history.pop();
-        self.write(|r| r.set_history(&self.history))?;
-        Ok(self.top_name())
+        let to = self.activation.pop();
+        self.write(|r| r.set_history(self.activation.stack()))?;
+        Ok(to)
     }
 
     /// The top of the activation stack, `no management` when it is empty.
     fn top_name(&self) -> String {
-        self.history
-            .last()
-            .map_or("no management".to_string(), |t| t.to_string())
+        self.activation.top_name()
     }
 
     /// The version running now: the top of the activation stack unless suspended.
     fn running(&self) -> Option<&VersionRef> {
-        if self.suspended {
-            return None;
-        }
-        self.history.last()
+        self.activation.running()
     }
 
     fn push_and_activate(&mut self, id: VersionRef) -> Result<(), String> {
-        self.suspended = false;
-        self.history.push(id.clone());
-        if let Err(e) = self.activate() {
-            self.history.pop();
-            let _ = self.activate();
-            return Err(e);
-        }
-        self.write(|r| r.set_history(&self.history))?;
+        let (loaded, result) = self
+            .activation
+            .push(id.clone(), &mut self.engine, &self.registry);
+        self.adopt(loaded);
+        result?;
+        self.write(|r| r.set_history(self.activation.stack()))?;
         self.note(Level::Info, LogKind::Activated, &id.to_string(), "");
         Ok(())
     }
@@ -984,59 +800,28 @@ impl Runner {
     /// Makes the engine run the top of the activation stack, with the entry below it as the
     /// engine's fallback, so the engine's own fallback lands where the stack says.
     fn activate(&mut self) -> Result<(), String> {
-        self.engine.unload();
-        self.engine.unload(); // the engine's fallback slot is now empty too
-        let n = self.history.len();
-        let mut loaded = Ok(());
-        // Requests record the series only for a running policy that reads it, as in replay.
-        self.db.series().set_recording(false);
-        for (i, id) in self.history[n.saturating_sub(2)..]
-            .to_vec()
-            .iter()
-            .enumerate()
-        {
-            let is_top = i + n.saturating_sub(2) == n - 1;
-            match self.load_into_engine(id) {
-                Ok(reads_series) if is_top => self.db.series().set_recording(reads_series),
-                Ok(_) => {}
-                Err(e) if is_top => loaded = Err(e),
-                Err(e) => self.note(
-                    Level::Warn,
-                    LogKind::Error,
-                    &id.to_string(),
-                    &format!("fallback version not loadable: {e}"),
-                ),
-            }
+        let (loaded, result) = self.activation.load(&mut self.engine, &self.registry);
+        self.adopt(loaded);
+        result
+    }
+
+    /// Logs what loading the engine did and has requests record the access series only for
+    /// a running policy that reads it, as in replay.
+    fn adopt(&mut self, loaded: Loaded) {
+        if let Some((id, e)) = loaded.fallback_error {
+            self.note(
+                Level::Warn,
+                LogKind::Error,
+                &id.to_string(),
+                &format!("fallback version not loadable: {e}"),
+            );
         }
         self.relay_logs();
-        if !self.db.series().is_recording() {
+        self.db.series().set_recording(loaded.reads_series);
+        if !loaded.reads_series {
             // No running policy reads the series: give its memory back.
             self.log = AccessLog::with_bounded_ids(self.db.series().limit());
         }
-        if loaded.is_ok() {
-            self.activated_at_us = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros() as u64);
-        }
-        loaded
-    }
-
-    /// Loads a registry version into the engine; returns whether its source reads the access
-    /// series (`timeseries`).
-    fn load_into_engine(&mut self, id: &VersionRef) -> Result<bool, String> {
-        let record = self
-            .registry
-            .version(&id.name, Some(id.version))
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| no_such(&id.name, Some(id.version)))?;
-        self.engine
-            .load_version(
-                PolicyId::new(&id.name, id.version),
-                &format!("={id}"),
-                &record.source,
-            )
-            .map_err(|e| e.to_string())?;
-        Ok(record.source.contains("timeseries"))
     }
 
     fn relay_logs(&mut self) {
@@ -1059,17 +844,14 @@ impl Runner {
         }
     }
 
+    /// Writes the states that changed since they were last written.
     fn persist_states(&mut self) {
-        let states = self.engine.states();
-        let changed: Vec<(&String, &StateValue)> = states
-            .iter()
-            .filter(|(k, v)| self.persisted.get(*k) != Some(*v))
-            .collect();
-        if changed.is_empty() {
+        let changes = self.states.changes(&self.engine);
+        if changes.is_empty() {
             return;
         }
-        match self.write(|r| r.save_states(changed.into_iter())) {
-            Ok(()) => self.persisted = states,
+        match self.write(|r| r.save_states(changes.iter())) {
+            Ok(()) => self.states.written(changes),
             Err(e) => stderr_line(&format!("mantle: policy state not persisted: {e}")),
         }
     }
@@ -1142,12 +924,5 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::SwitchLoad { .. } => "SWITCH LOAD",
         Op::SwitchOff => "SWITCH OFF",
         Op::SwitchStatus => "SWITCH STATUS",
-    }
-}
-
-pub fn no_such(name: &str, version: Option<u32>) -> String {
-    match version {
-        Some(v) => format!("no policy version {name}@{v}"),
-        None => format!("no policy named '{name}'"),
     }
 }
