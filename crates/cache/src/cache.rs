@@ -74,7 +74,8 @@ impl Cache {
     /// whether it hit. A hit keeps the cached size even if `size` differs.
     #[inline]
     pub fn access(&mut self, key: u64, size: u32) -> bool {
-        self.serve(crate::classes::RuleOp::Access, key, size) == crate::Served::Hit
+        let mut uncounted = crate::RequestCounts::default();
+        self.serve(crate::classes::RuleOp::Access, key, size, &mut uncounted) == crate::Served::Hit
     }
 
     /// Inserts `key` (or updates its size if present), evicting as the algorithm decides until

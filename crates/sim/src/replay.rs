@@ -453,8 +453,9 @@ impl<L: ClassLayer> Loop<'_, L> {
         }
         let class = classify(&self.cache, req);
         let op = rule_op(req.op);
-        let served = self.cache.serve_as(op, req.key, req.size, class);
-        self.c.r.count(op, req.size, served);
+        let served = self
+            .cache
+            .serve_as(op, req.key, req.size, class, &mut self.c.r);
         match served {
             Served::Miss => self.backend.read(now),
             Served::Written | Served::Deleted => self.backend.write(now),

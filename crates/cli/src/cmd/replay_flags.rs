@@ -2,7 +2,7 @@
 //! cluster, and the restart with its warm-up. Flattened into `replay_args::Args`; turned into the library's types here.
 
 use super::trace_args::TraceArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use sim::nodes::Placement;
 use sim::policy_driver::PolicyController;
 use sim::{RestartAt, WarmupFlags, WarmupSpec};
@@ -279,10 +279,7 @@ impl ShadowArgs {
     /// Writes `--shadow-out` and returns the report to merge into the replay's.
     pub fn finish(&self, a: &mut adapt::Adaptive) -> Result<adapt::AdaptiveReport> {
         if let Some(out) = &self.shadow_out {
-            let file = std::fs::File::create(out)
-                .with_context(|| format!("--shadow-out: cannot create {}", out.display()))?;
-            a.write_rows(std::io::BufWriter::new(file))
-                .with_context(|| format!("--shadow-out: writing {}", out.display()))?;
+            sim::metrics_csv::write_shadow_file(out, a.rows())?;
         }
         Ok(a.report())
     }
@@ -297,7 +294,7 @@ pub struct NodesArgs {
     #[arg(
         long,
         value_name = "N",
-        conflicts_with_all = ["classes", "restart_at", "warmup", "metrics_out", "report"]
+        conflicts_with_all = ["restart_at", "warmup", "metrics_out", "report"]
     )]
     pub nodes: Option<usize>,
     /// With --nodes: how keys map to slots. hash: CRC16 of the key text, as a live cluster;

@@ -13,6 +13,7 @@
 //! the cache lock in short batches (see `Db::evict`).
 
 pub mod actions;
+mod activation;
 mod control;
 pub mod journal;
 mod link;
@@ -22,6 +23,8 @@ mod runner;
 pub mod sample;
 pub mod shadows;
 pub mod space;
+mod states;
+mod ticker;
 pub mod watchdog;
 
 use crate::config::Config;
