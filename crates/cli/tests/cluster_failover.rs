@@ -266,7 +266,7 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     let keys: Vec<String> = (0..3000)
         .map(|i| format!("k{i}"))
         .filter(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
+            let slot = slots::key_slot(k.as_bytes());
             n2_ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
         })
         .collect();
@@ -331,7 +331,7 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     admin(&etcd, &["move", &format!("{lo}-{hi}"), "--to", "n2"]);
     let back: Vec<&String> = keys
         .iter()
-        .filter(|k| (lo..=hi).contains(&cluster::key_slot(k.as_bytes())))
+        .filter(|k| (lo..=hi).contains(&slots::key_slot(k.as_bytes())))
         .collect();
     assert!(!back.is_empty());
     wait_until(

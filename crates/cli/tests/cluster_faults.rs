@@ -102,7 +102,7 @@ fn key_in(ranges: &[(u16, u16)]) -> String {
     (0..)
         .map(|i| format!("k{i}"))
         .find(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
+            let slot = slots::key_slot(k.as_bytes());
             ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
         })
         .unwrap()

@@ -227,7 +227,7 @@ impl Client {
     /// Runs `args` on the key's owner, following up to 5 redirections; `None` when the
     /// outcome is unknown.
     fn run(&mut self, key: &str, args: &[&str]) -> (Option<Reply>, u16) {
-        let slot = cluster::key_slot(key.as_bytes());
+        let slot = slots::key_slot(key.as_bytes());
         let mut port = *self.routes.get(&slot).unwrap_or(&self.seeds[0]);
         for _ in 0..5 {
             match self.call_at(port, args) {
@@ -427,7 +427,7 @@ fn keys_in(ranges: &[(u16, u16)], n: usize) -> Vec<String> {
     (0..)
         .map(|i| format!("k{i}"))
         .filter(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
+            let slot = slots::key_slot(k.as_bytes());
             ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
         })
         .take(n)

@@ -71,7 +71,7 @@ impl Pool {
     /// connection, so they run and are answered in the order sent.
     pub fn submit(&self, addr: &Arc<str>, args: &[Bytes], affinity: u64) -> Result<Sent, String> {
         let mut request = BytesMut::with_capacity(64 + args.iter().map(Bytes::len).sum::<usize>());
-        crate::store::upstream::wire::encode(&mut request, args);
+        store::upstream::wire::encode(&mut request, args);
         let (answer, reply) = oneshot::channel();
         let link = self.link(addr, affinity);
         if link.tx.send((request, answer)).is_err() {
@@ -259,7 +259,7 @@ async fn handshake(
     what: &str,
 ) -> Result<(), String> {
     let mut out = BytesMut::new();
-    crate::store::upstream::wire::encode(&mut out, request);
+    store::upstream::wire::encode(&mut out, request);
     stream.write_all(&out).await.map_err(|e| e.to_string())?;
     let mut input = BytesMut::with_capacity(256);
     let len = loop {

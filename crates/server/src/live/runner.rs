@@ -1077,7 +1077,7 @@ impl Runner {
     /// A registry write, unless this thread was abandoned (see `watchdog`).
     fn write<T>(
         &self,
-        write: impl FnOnce(&Registry) -> Result<T, crate::store::StoreError>,
+        write: impl FnOnce(&Registry) -> Result<T, store::StoreError>,
     ) -> Result<T, String> {
         self.link
             .watch

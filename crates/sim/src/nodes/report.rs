@@ -3,8 +3,8 @@
 
 use super::{NodesConfig, Placement};
 use crate::backend::BackendSummary;
-use cluster::SlotRange;
 use serde::Serialize;
+use slots::SlotRange;
 
 /// One export: slots sent from one node to another.
 #[derive(Debug, Clone, PartialEq, Serialize)]
