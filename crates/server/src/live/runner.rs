@@ -976,7 +976,14 @@ impl Runner {
             let _ = self.activate();
             return Err(e);
         }
-        self.write(|r| r.set_history(&self.history))?;
+        if let Err(e) = self.write(|r| r.set_history(&self.history)) {
+            // Refused (the version was pruned on another node meanwhile, etcd is away...):
+            // keep running what the registry holds, or this node would run a stack no other
+            // node has.
+            self.history.pop();
+            let _ = self.activate();
+            return Err(e);
+        }
         self.note(Level::Info, LogKind::Activated, &id.to_string(), "");
         Ok(())
     }
