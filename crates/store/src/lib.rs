@@ -223,3 +223,91 @@ impl Storage for Store {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn upstream_options() -> upstream::UpstreamOptions {
+        upstream::UpstreamOptions {
+            connect_timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+            max_bulk_len: 1 << 20,
+        }
+    }
+
+    /// An upstream that answers the start-up PING and nothing else.
+    async fn pong_server() -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 256];
+                    while socket.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                        if socket.write_all(b"+PONG\r\n").await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// What only one back end has is asked for, never matched: the embedded store offers
+    /// slot data and a policy space, an upstream tier neither, and only it has health to show.
+    #[tokio::test]
+    async fn each_back_end_offers_exactly_its_capabilities() {
+        let dir = std::env::temp_dir().join(format!("mantle-store-caps-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let rocks = Store::open(
+            &Backend::RocksDb {
+                data_dir: dir.clone(),
+                fsync: Fsync::No,
+            },
+            rocks::OpenOptions::default(),
+            upstream_options(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(rocks.kind(), "rocksdb");
+        assert!(rocks.slot_data().is_some());
+        assert!(rocks.policy_space().is_some());
+        assert!(rocks.upstream().is_none());
+        assert_eq!(rocks.key_count_now(), Some(0));
+        let record = Record {
+            value: Bytes::from_static(b"v"),
+            expires_at_ms: 0,
+        };
+        assert!(rocks
+            .set(b"k", &record, Condition::Always, 0, false)
+            .await
+            .unwrap());
+        rocks.commit().await.unwrap();
+        let slots = rocks.slot_data().unwrap();
+        assert_eq!(slots.stored(b"k").unwrap(), Some(record));
+        assert_eq!(slots.count_in_slot(::slots::key_slot(b"k")).unwrap(), 1);
+        drop(rocks);
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let url = format!("redis://{}", pong_server().await);
+        let tier = Store::open(
+            &Backend::Upstream { url: url.clone() },
+            rocks::OpenOptions::default(),
+            upstream_options(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(tier.kind(), "upstream");
+        assert!(tier.slot_data().is_none(), "its keys live upstream");
+        assert!(tier.policy_space().is_none());
+        assert_eq!(tier.upstream().map(|u| u.url()), Some(url.as_str()));
+        assert_eq!(tier.key_count_now(), None, "never seen yet");
+        assert!(!tier.has_undurable_writes());
+        assert!(!tier.purge_expired(b"k", u64::MAX).unwrap());
+        assert!(tier.wal_report().is_none());
+    }
+}
