@@ -3,41 +3,15 @@
 //! source killed under it, a request arriving on a forwarding link, and proxy links to a
 //! node that restarted.
 
+mod common;
+
 use cluster::testing::{free_port, Etcd};
+use common::nodes::{admin, keys_in, node_flags, owned, spawn_serve, wait_until, Proc};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[&str], port: u16, log: &Path) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .arg("serve")
-        .args(args)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("a log file"))
-        .spawn()
-        .expect("mantle serve starts");
-    Proc(child)
-}
-
-fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// One request on a fresh connection (or on `conn`), its reply as text (a bulk string's
 /// contents, or the status / error line with its sign).
@@ -72,59 +46,18 @@ fn call(port: u16, args: &[&str]) -> String {
     }
 }
 
-fn admin(etcd: &Etcd, name: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(["cluster", "--etcd", &etcd.address(), "--name", name])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn owned(etcd: &Etcd, name: &str, id: &str) -> Vec<(u16, u16)> {
-    let out = admin(etcd, name, &["status", "--json"]);
-    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    st["slot_map"]["owners"][id]
-        .as_array()
-        .map(|rs| {
-            rs.iter()
-                .map(|r| {
-                    (
-                        r["start"].as_u64().unwrap() as u16,
-                        r["end"].as_u64().unwrap() as u16,
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn key_in(ranges: &[(u16, u16)]) -> String {
-    (0..)
-        .map(|i| format!("k{i}"))
-        .find(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
-            ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
-        })
-        .unwrap()
+    keys_in(ranges, 1).remove(0)
 }
 
 /// Data nodes (each its own `--data-dir` under `root`), `extra` flags appended.
 fn data_node(id: &str, etcd: &Etcd, name: &str, root: &Path, port: u16, extra: &[&str]) -> Proc {
     let data = root.join(id);
-    let mut args = vec![
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--cluster-name",
-        name,
-        "--node-id",
-        id,
-        "--cluster-ttl",
-        "2s",
-    ];
-    let address = etcd.address();
-    args.extend(["--cluster", &address]);
-    args.extend(extra);
-    let proc = spawn(&args, port, &root.join(format!("{id}.log")));
+    let mut args = vec!["--data-dir".to_string(), data.to_str().unwrap().into()];
+    args.extend(node_flags(etcd, name, id));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proc = spawn_serve(&args, port, &root.join(format!("{id}.log")));
     wait_until("the node to answer", Duration::from_secs(30), || {
         call(port, &["PING"]) == "+PONG"
     });
@@ -180,7 +113,7 @@ fn a_node_started_before_its_etcd_waits_for_it() {
     let data = root.path().join("n1");
     let address = etcd.address();
     let log = root.path().join("n1.log");
-    let mut node = spawn(
+    let mut node = spawn_serve(
         &[
             "--data-dir",
             data.to_str().unwrap(),

@@ -43,6 +43,5 @@ pub use control::{
 pub use lease::LeaseClock;
 pub use node::{Member, NodeId};
 #[cfg(feature = "etcd")]
-pub use registry_store::{PolicyStore, PolicyWatch, RegistryState};
-pub use slotmap::{MapError, Migration, OwnerTable, SlotMap, SlotRange};
-pub use slots::{key_slot, SLOTS};
+pub use registry_store::{PolicyStore, PolicyWatch, RegistryState, SwapRefused};
+pub use slotmap::{MapError, Migration, OwnerTable, SlotMap};

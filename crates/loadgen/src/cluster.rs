@@ -17,11 +17,12 @@
 //! Node `i` of the report is the i-th node by id, the order of `servers[i]`.
 
 use anyhow::{anyhow, bail, Context, Result};
-use cluster::{exports, key_slot, SLOTS};
+use cluster::exports;
 use redis::Value as Reply;
 use sim::nodes::{
     ClusterReport, DueTick, MigrationRecord, NodeClock, NodeParts, NodesConfig, NodesTickRow, Parts,
 };
+use slots::{key_slot, SLOTS};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use trace::{Op, Request};

@@ -203,7 +203,7 @@ pub(super) async fn issue(
 ) -> Result<Outcome, (Request, RedisError)> {
     let mut digits = itoa::Buffer::new();
     let key = digits.format(request.key);
-    let slot = cluster::key_slot(key.as_bytes());
+    let slot = slots::key_slot(key.as_bytes());
     let value = &zeros[..(request.size as usize).min(zeros.len())];
     let started = Instant::now();
     let mut outcome = Outcome {

@@ -26,13 +26,13 @@ use crate::hints::HintNames;
 use crate::keytable::{Entry, KeyTable};
 use crate::metrics::{Metrics, Stats};
 use crate::server_cache::{Request, ServerCache};
-use crate::store::{Condition, Record, Store, StoreError};
 use bytes::Bytes;
 use cache::classes::{ClassSet, RuleOp};
 use cache::Capacity;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
+use store::{Condition, Record, Storage, Store, StoreError};
 
 pub use crate::hints::MAX_CLASSES;
 pub use crate::metrics::CacheSnapshot;

@@ -178,7 +178,7 @@ fn put_line_safe(out: &mut BytesMut, text: &[u8]) {
 }
 
 /// The reply when the store failed under a command.
-pub fn store_error(e: crate::store::StoreError) -> Frame {
+pub fn store_error(e: store::StoreError) -> Frame {
     Frame::err(format!("store error: {e}"))
 }
 

@@ -36,14 +36,11 @@ pub mod http;
 pub mod instance;
 pub mod keytable;
 pub mod live;
-pub mod log;
 pub mod metrics;
 pub mod parse;
 pub mod server;
 pub mod server_cache;
 pub mod shadow;
-/// The store is its own crate (`crates/store`); `crate::store` keeps naming it here.
-pub use ::store;
 pub mod warmup;
 
 pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};

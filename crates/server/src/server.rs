@@ -8,12 +8,12 @@ use crate::instance::Instance;
 use crate::live::space::Space;
 use crate::live::LivePolicy;
 use crate::metrics::Stats;
-use crate::store::Store;
 use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use store::{Storage, Store};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -69,7 +69,7 @@ fn fit_descriptors(config: &mut Config) -> anyhow::Result<DescriptorBudget> {
         )
     })?;
     if budget.maxclients < config.maxclients {
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: warning: --maxclients {} lowered to {}: the open-file limit (ulimit -n) is \
              {limit} and {} descriptors are kept for the store and the server; raise the limit \
              to serve more clients",
@@ -132,7 +132,7 @@ impl Server {
             );
         }
         let budget = fit_descriptors(&mut config)?;
-        let options = crate::store::rocks::OpenOptions {
+        let options = store::rocks::OpenOptions {
             max_open_files: i32::try_from(budget.store_files).unwrap_or(i32::MAX),
             wal_recovery: config.wal_recovery,
         };
@@ -166,7 +166,7 @@ impl Server {
             None => None,
         };
         if let Some(node) = &cluster {
-            let cache_tier = matches!(db.store(), Store::Upstream(_));
+            let cache_tier = db.store().slot_data().is_none();
             crate::cluster::failover::start(node, cache_tier)
                 .await
                 .context("setting up failover")?;
@@ -366,23 +366,23 @@ pub fn serve(config: Config) -> anyhow::Result<()> {
             }
             Backend::Upstream { url } => format!("upstream {url}"),
         };
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: serving on {} in front of {store}",
             server.local_addr()
         );
         if let Some(addr) = server.metrics_addr() {
-            crate::log::log_line!(
+            store::log_line!(
                 "mantle: dashboard on http://{addr}/ ({}), Prometheus metrics on http://{addr}/metrics",
                 if config.http_admin { "admin actions with the password" } else { "read-only" }
             );
         }
         if let Some(spec) = config.warmup {
-            crate::log::log_line!(
+            store::log_line!(
                 "mantle: warming up ({spec}) in the background; progress in INFO warmup"
             );
         }
         server.run(termination()).await?;
-        crate::log::log_line!("mantle: shut down cleanly");
+        store::log_line!("mantle: shut down cleanly");
         Ok(())
     })
 }

@@ -6,11 +6,11 @@
 
 use crate::backend::{Backend, BackendSpec, BackendSummary};
 use crate::cache_metrics::{cache_metrics, CacheSample};
-use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use crate::replay_cache::{class_reports, classify, rule_op, ClassReport};
 pub use crate::tick_schedule::MAX_EMPTY_TICKS;
 use crate::tick_schedule::{Tick, TickSchedule};
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
+use adapt::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use cache::classes::ClassSet;
 use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
 use std::time::{Duration, Instant};
@@ -654,8 +654,8 @@ fn mean(sum: u128, n: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ControllerSummary;
     use crate::TickDecision;
+    use adapt::control::ControllerSummary;
     use trace::Op;
 
     /// A mixed trace: every op, repeated keys, sizes that force evictions, and time steps

@@ -52,7 +52,7 @@ pub const SLOT_PREFIX: usize = 2;
 /// slots) is one contiguous key range to iterate, copy or `delete_range`. Keys up to 254
 /// bytes are built on the stack; longer ones (rare) in a vector.
 fn stored_key<R>(key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
-    let slot = cluster::key_slot(key).to_be_bytes();
+    let slot = ::slots::key_slot(key).to_be_bytes();
     let len = SLOT_PREFIX + key.len();
     if len <= 256 {
         let mut buf = [0u8; 256];

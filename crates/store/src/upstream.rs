@@ -271,7 +271,7 @@ impl UpstreamStore {
         let error = match outcome {
             Ok(Ok(replies)) => {
                 if inner.breaker.success() == Change::Closed {
-                    crate::log::log_line!("mantle: upstream {} answers again", inner.url);
+                    crate::log_line!("mantle: upstream {} answers again", inner.url);
                 }
                 return Ok(replies);
             }
@@ -286,7 +286,7 @@ impl UpstreamStore {
         };
         inner.counters.failures.fetch_add(1, Ordering::Relaxed);
         if inner.breaker.failure() == Change::Opened {
-            crate::log::log_line!(
+            crate::log_line!(
                 "mantle: upstream {} failed {} times in a row (last: {error}); failing requests \
                  at once, probing every {} ms",
                 inner.url,

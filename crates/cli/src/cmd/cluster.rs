@@ -2,7 +2,8 @@
 //! slot map in etcd (see docs/cluster.md).
 
 use anyhow::Result;
-use cluster::{admin, ClusterConfig, ControlPlane, NodeId, SlotRange};
+use cluster::{admin, ClusterConfig, ControlPlane, NodeId};
+use slots::SlotRange;
 
 #[derive(clap::Args)]
 pub struct Args {

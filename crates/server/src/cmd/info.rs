@@ -6,9 +6,9 @@ use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::metrics::{PolicyGauges, Stats, WarmupProgress};
 use crate::parse::{Parse, ParseError};
-use crate::store::Store;
 use bytes::Bytes;
 use std::fmt::Write;
+use store::Storage;
 
 const SECTIONS: &[&str] = &[
     "server", "clients", "stats", "memory", "keyspace", "cache", "classes", "policy", "shadows",
@@ -43,10 +43,7 @@ impl Declared<'_> for Info {
                 .iter()
                 .any(|s| matches!(s.as_str(), "all" | "default" | "everything"));
         // INFO never waits on an upstream: it shows the key count last seen there.
-        let keys = match instance.db.store() {
-            Store::Upstream(upstream) => upstream.key_count_without_waiting(),
-            _ => instance.db.dbsize().await.ok(),
-        };
+        let keys = instance.db.store().key_count_now();
         let mut text = String::new();
         for &section in SECTIONS {
             if all || self.sections.iter().any(|s| s == section) {
@@ -65,8 +62,8 @@ impl Declared<'_> for Info {
 fn store_health(instance: &Instance) -> Vec<(String, String)> {
     let store = instance.db.store();
     let mut fields = match store.health() {
-        crate::store::rocks::Health::Ok => vec![field("store_status", "ok")],
-        crate::store::rocks::Health::Failed { cause, seconds } => vec![
+        store::rocks::Health::Ok => vec![field("store_status", "ok")],
+        store::rocks::Health::Failed { cause, seconds } => vec![
             field("store_status", "failed"),
             field("store_failed_seconds", seconds),
             field("store_last_error", cause.replace(['\r', '\n'], " ")),
@@ -200,7 +197,7 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
 /// The upstream's health, when there is one: `upstream_state` is `failing` while its circuit
 /// breaker is open.
 fn upstream_fields(instance: &Instance) -> Vec<(String, String)> {
-    let Store::Upstream(upstream) = instance.db.store() else {
+    let Some(upstream) = instance.db.store().upstream() else {
         return Vec::new();
     };
     let counters = upstream.counters();

@@ -346,6 +346,7 @@ mod tests {
     /// it before it is durable), and one declared a write must have marked the session.
     #[test]
     fn every_command_that_writes_is_declared_a_write() {
+        use store::Storage;
         let dir = tempfile::tempdir().unwrap();
         let mut config = crate::Config::new(crate::Backend::RocksDb {
             data_dir: dir.path().to_path_buf(),
@@ -368,7 +369,7 @@ mod tests {
                         &Bytes::from_static(b"k"),
                         &Bytes::from_static(b"v"),
                         0,
-                        crate::store::Condition::Always,
+                        store::Condition::Always,
                         None,
                     )
                     .await

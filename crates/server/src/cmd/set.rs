@@ -9,8 +9,8 @@ use crate::db::now_ms;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
-use crate::store::Condition;
 use bytes::Bytes;
+use store::Condition;
 
 #[derive(Debug)]
 pub struct Set {

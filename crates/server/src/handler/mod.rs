@@ -147,7 +147,7 @@ impl Handler<'_> {
     #[cold]
     async fn refuse_client(&mut self, exceeded: crate::client_memory::Exceeded) {
         let session = &self.session;
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: closing client {} ({}): {exceeded}",
             session.id,
             session.peer.map(|p| p.to_string()).unwrap_or_default()

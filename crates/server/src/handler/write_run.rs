@@ -44,7 +44,7 @@ impl WriteRun {
         let result = match &self.pairs[..] {
             [(key, value)] => instance
                 .db
-                .set(key, value, 0, crate::store::Condition::Always, None)
+                .set(key, value, 0, store::Condition::Always, None)
                 .await
                 .map(|_| ()),
             pairs => instance.db.set_many(pairs).await,

@@ -8,6 +8,7 @@ use super::sampler::{History, PolicyView, Sample};
 use crate::instance::Instance;
 use serde::Serialize;
 use serde_json::{json, Value};
+use store::Storage;
 
 /// Per-class figures, one row per class when the cache has classes.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -130,10 +131,7 @@ pub fn state(instance: &Instance, history: &History, after: u64, admin: bool) ->
     let snapshot = instance.db.cache_snapshot();
     let samples: Vec<Sample> = history.after(after);
     let PolicyView { status, log, error } = history.policy();
-    let backend = match instance.db.store() {
-        crate::store::Store::Rocks(_) => "rocksdb",
-        crate::store::Store::Upstream(_) => "upstream",
-    };
+    let backend = instance.db.store().kind();
     json!({
         "server": {
             "version": env!("CARGO_PKG_VERSION"),
@@ -189,7 +187,8 @@ mod tests {
 
     #[test]
     fn cluster_view_lists_members_slots_and_migrations() {
-        use cluster::{Member, NodeId, SlotMap, SlotRange, Versioned};
+        use cluster::{Member, NodeId, SlotMap, Versioned};
+        use slots::SlotRange;
         let a = NodeId::new("a").unwrap();
         let b = NodeId::new("b").unwrap();
         let gone = NodeId::new("gone").unwrap();

@@ -29,7 +29,6 @@ pub mod watchdog;
 
 use crate::config::Config;
 use crate::db::Db;
-use crate::store::Store;
 /// One event of the policy log: the type a cluster's central log, `POLICY LOG` and the
 /// dashboard share.
 pub use cluster::{Level, LogEntry as Event, LogKind};
@@ -38,6 +37,7 @@ use space::Space;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use store::Storage;
 
 /// How long shutting down waits for the engine's thread to finish its tick. The thread is
 /// interrupted first, so it normally exits at once; past this the server exits without it.
@@ -49,7 +49,7 @@ const MAX_RESTARTS: u32 = 10;
 /// Writes one line to stderr, the server's log, ignoring failures: a log reader that went
 /// away (EPIPE) must not take down the thread that was logging (`eprintln!` panics then).
 pub fn stderr_line(line: &str) {
-    crate::log::line(format_args!("{line}"));
+    store::log::line(format_args!("{line}"));
 }
 
 /// What a `POLICY` command asks of the engine's thread.
@@ -150,9 +150,9 @@ impl LivePolicy {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (exited_tx, exited_rx) = mpsc::channel();
         let gauges = db.metrics().policy.clone();
-        let space = match db.store() {
-            Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
-            Store::Upstream(_) => Space::memory(),
+        let space = match db.store().policy_space() {
+            Some(space) => Space::Rocks(space),
+            None => Space::memory(),
         };
         db.series().set_limit(config.timeseries);
         let settings = runner::Settings {

@@ -2,10 +2,10 @@
 //! store (durable, as Malacology keeps policies in the storage system itself), or, in front of
 //! an upstream tier that has no local store, memory (lost at exit; the server says so).
 
-use crate::store::rocks::{Pair, PolicySpace};
-use crate::store::StoreError;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use store::rocks::{Pair, PolicySpace};
+use store::StoreError;
 
 /// A sorted key-value space with atomic multi-key writes.
 #[derive(Clone)]

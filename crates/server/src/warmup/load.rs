@@ -7,8 +7,8 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::db::Room;
 use crate::live::space::Space;
-use crate::store::Store;
 use std::time::{Duration, Instant};
+use store::Storage;
 use tokio::sync::watch;
 
 /// Keys filled between yields to the scheduler (RocksDB reads are synchronous).
@@ -23,9 +23,9 @@ pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
     if let Some(period) = config.warmup.and_then(|s| s.period) {
         monitor.set_period(period.as_secs().max(1));
     }
-    let space = match db.store() {
-        Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
-        Store::Upstream(_) => {
+    let space = match db.store().policy_space() {
+        Some(space) => Space::Rocks(space),
+        None => {
             if config.warmup.is_some() {
                 anyhow::bail!(
                     "--warmup needs the embedded store (--data-dir): in front of an upstream \
@@ -38,7 +38,7 @@ pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
     };
     match persist::load(&space) {
         Ok(units) => monitor.restore(units, |key| db.key_hash(key)),
-        Err(e) => crate::log::log_line!("mantle: ignoring the warm-up record: {e}"),
+        Err(e) => store::log_line!("mantle: ignoring the warm-up record: {e}"),
     }
     Ok(Some(space))
 }
@@ -109,7 +109,7 @@ pub async fn persist_periodically(
         let (job_db, job_space) = (db.clone(), space.clone());
         let saved = tokio::task::spawn_blocking(move || save(&job_db, &job_space, false)).await;
         if let Ok(Err(e)) = saved {
-            crate::log::log_line!("mantle: persisting the warm-up record failed: {e}");
+            store::log_line!("mantle: persisting the warm-up record failed: {e}");
         }
         saved_seq = seq;
         saved_at = Instant::now();
@@ -117,7 +117,7 @@ pub async fn persist_periodically(
 }
 
 /// Persists the record now; `sync` forces it to disk (shutdown).
-pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), crate::store::StoreError> {
+pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), store::StoreError> {
     let seq = db.monitor().last_seq();
     let keys = persist::save(space, db.monitor(), sync)?;
     let order = std::sync::atomic::Ordering::Relaxed;

@@ -4,8 +4,8 @@
 use super::{NodesConfig, Placement};
 use crate::backend::BackendSummary;
 use crate::replay_cache::ClassReport;
-use cluster::SlotRange;
 use serde::Serialize;
+use slots::SlotRange;
 
 /// One export: slots sent from one node to another.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -16,7 +16,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Hash buckets of each memtable (8 bytes each): one per slot, the memtable's hash prefix.
-const MEMTABLE_BUCKETS: usize = cluster::SLOTS as usize;
+const MEMTABLE_BUCKETS: usize = ::slots::SLOTS as usize;
 
 /// Bytes of one memtable of the data (RocksDB keeps up to two: the one filling, one flushing).
 const WRITE_BUFFER_BYTES: usize = 8 << 20;
@@ -143,7 +143,7 @@ impl RocksStore {
                 scan.describe(),
                 open.wal_recovery.as_str()
             );
-            crate::log::log_line!("mantle: write-ahead log damaged: {report}");
+            crate::log_line!("mantle: write-ahead log damaged: {report}");
             report
         });
         let guard = Arc::new(WalGuard::new(db.latest_sequence_number()));

@@ -449,7 +449,14 @@ impl Runner {
             .push(id.clone(), &mut self.engine, &self.registry);
         self.adopt(loaded);
         result?;
-        self.write(|r| r.set_history(self.activation.stack()))?;
+        if let Err(e) = self.write(|r| r.set_history(self.activation.stack())) {
+            // Refused (the version was pruned on another node meanwhile, etcd is away...):
+            // keep running what the registry holds, or this node would run a stack no other
+            // node has.
+            self.activation.pop();
+            let _ = self.activate();
+            return Err(e);
+        }
         self.note(Level::Info, LogKind::Activated, &id.to_string(), "");
         Ok(())
     }
@@ -516,7 +523,7 @@ impl Runner {
     /// A registry write, unless this thread was abandoned (see `watchdog`).
     fn write<T>(
         &self,
-        write: impl FnOnce(&Registry) -> Result<T, crate::store::StoreError>,
+        write: impl FnOnce(&Registry) -> Result<T, store::StoreError>,
     ) -> Result<T, String> {
         self.link
             .watch
