@@ -34,7 +34,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+mod keyspace;
+mod watch;
+
 pub use crate::hints::MAX_CLASSES;
+pub use keyspace::{Transaction, TxnError};
+use keyspace::KeyRead;
+pub use watch::Watched;
 pub use crate::metrics::CacheSnapshot;
 
 /// Number of write-ordering locks; a power of two.
@@ -67,6 +73,8 @@ struct Shared {
     series: crate::access_series::AccessSeries,
     /// What requests hand to the shadows.
     shadows: crate::shadow::ShadowFeed,
+    /// The keys connections WATCH (see `watch`).
+    watches: watch::Watches,
 }
 
 struct State {
@@ -119,6 +127,7 @@ impl Db {
                 ),
                 series: crate::access_series::AccessSeries::default(),
                 shadows: crate::shadow::ShadowFeed::default(),
+                watches: watch::Watches::default(),
             }),
         }
     }
@@ -350,6 +359,9 @@ impl Db {
                 .store
                 .set(key, &record, condition, now, known_live)
                 .await;
+            if matches!(result, Ok(true)) {
+                self.shared.watches.touch(key);
+            }
             let mut state = self.state();
             match &result {
                 Ok(true) if record.is_live(now) => {
@@ -448,6 +460,11 @@ impl Db {
                 .store
                 .set_many_known(&records, &known_live, now)
                 .await;
+            if result.is_ok() {
+                for (key, _) in pairs {
+                    self.shared.watches.touch(key);
+                }
+            }
             let mut state = self.state();
             for ((key, value), &hash) in pairs.iter().zip(&hashes) {
                 if result.is_ok() {
@@ -477,6 +494,12 @@ impl Db {
             let guards = self.lock_stripes(&hashes).await;
             Stats::bump(&self.shared.metrics.stats.store_writes);
             let result = self.shared.store.delete(keys, now_ms()).await;
+            // Precise for one key; with several, any deletion marks the watchers of all.
+            if matches!(result, Ok(n) if n > 0) {
+                for key in keys {
+                    self.shared.watches.touch(key);
+                }
+            }
             let mut state = self.state();
             for (key, &hash) in keys.iter().zip(&hashes) {
                 self.forget_key(&mut state, hash, key);

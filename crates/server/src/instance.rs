@@ -76,7 +76,7 @@ impl Instance {
         let payload = match reply {
             Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
             Frame::Error(text) => text.len(),
-            Frame::Integer(_) | Frame::Null => 0,
+            Frame::Integer(_) | Frame::Null | Frame::NullArray => 0,
             Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
         };
         let size = payload as u64 + 32;

@@ -118,6 +118,21 @@ impl Store {
         }
     }
 
+    /// A transaction's changes (a record to put, `None` to delete), all or none: one atomic
+    /// batch in RocksDB. An upstream applies one change, or only puts without expiry (one
+    /// MSET), or only deletes (one DEL) atomically; any other mix is refused, never split.
+    /// Acknowledge only after [`Store::commit`].
+    pub async fn write_batch(
+        &self,
+        changes: &[(Bytes, Option<Record>)],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Rocks(store) => store.write_batch(changes),
+            Store::Upstream(store) => store.write_batch(changes, now_ms).await,
+        }
+    }
+
     pub async fn delete(&self, keys: &[Bytes], now_ms: u64) -> Result<u64, StoreError> {
         match self {
             Store::Rocks(store) => store.delete(keys, now_ms),
