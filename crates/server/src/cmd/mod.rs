@@ -444,6 +444,24 @@ mod tests {
             "select" => &["0"],
             "set" => &["k", "v2"],
             "asking" | "dbsize" | "info" | "ping" | "quit" | "readonly" | "readwrite" => &[],
+            "append" => &["k", "x"],
+            "decr" | "incr" => &["n"],
+            "decrby" | "incrby" => &["n", "2"],
+            "incrbyfloat" => &["f", "1.5"],
+            "discard" | "exec" | "multi" | "unwatch" => &[],
+            "expire" => &["k", "10"],
+            "pexpire" => &["k", "10000"],
+            "expireat" => &["k", "9999999999"],
+            "pexpireat" => &["k", "9999999999000"],
+            "expiretime" | "getdel" | "persist" | "pexpiretime" | "strlen" | "watch" => &["k"],
+            "getex" => &["k", "ex", "10"],
+            "getrange" => &["k", "0", "-1"],
+            "getset" => &["k", "v3"],
+            "msetnx" => &["m1", "1", "m2", "2"],
+            "psetex" => &["k", "10000", "v"],
+            "setex" => &["k", "10", "v"],
+            "setnx" => &["nx", "v"],
+            "setrange" => &["k", "1", "x"],
             other => panic!("no sample request for '{other}': add one here"),
         }
     }
@@ -505,7 +523,32 @@ mod tests {
                 instance.db.commit().await.unwrap();
             }
             // The check above has teeth: these commands really wrote.
-            assert_eq!(writers, ["del", "mset", "set"]);
+            assert_eq!(
+                writers,
+                [
+                    "append",
+                    "decr",
+                    "decrby",
+                    "del",
+                    "expire",
+                    "expireat",
+                    "getdel",
+                    "getex",
+                    "getset",
+                    "incr",
+                    "incrby",
+                    "incrbyfloat",
+                    "mset",
+                    "msetnx",
+                    "pexpire",
+                    "pexpireat",
+                    "psetex",
+                    "set",
+                    "setex",
+                    "setnx",
+                    "setrange"
+                ]
+            );
         });
     }
 }
