@@ -493,11 +493,21 @@ impl Db {
         let removed = {
             let guards = self.lock_stripes(&hashes).await;
             Stats::bump(&self.shared.metrics.stats.store_writes);
-            let result = self.shared.store.delete(keys, now_ms()).await;
-            // Precise for one key; with several, any deletion marks the watchers of all.
+            let now = now_ms();
+            // Which keys exist, read under their locks only while someone watches a key: a
+            // DEL that removes nothing from a watched key must not abort its transaction.
+            let mut live = Vec::new();
+            if self.shared.watches.is_active() && keys.len() > 1 {
+                for (key, &hash) in keys.iter().zip(&hashes) {
+                    live.push(matches!(self.read_locked(hash, key, now).await?, KeyRead::Live(_)));
+                }
+            }
+            let result = self.shared.store.delete(keys, now).await;
             if matches!(result, Ok(n) if n > 0) {
-                for key in keys {
-                    self.shared.watches.touch(key);
+                for (i, key) in keys.iter().enumerate() {
+                    if live.get(i).copied().unwrap_or(true) {
+                        self.shared.watches.touch(key);
+                    }
                 }
             }
             let mut state = self.state();

@@ -109,9 +109,13 @@ pub struct GetEx {
 }
 
 impl GetEx {
+    /// In Redis's order: the options' syntax, then the key (missing: null), then the time.
     async fn run(self, txn: &mut Transaction<'_>) -> Result<Frame, TxnError> {
         let Ok(change) = self.change else {
             return Ok(Frame::err("syntax error"));
+        };
+        let Some(record) = txn.record(&self.key).await? else {
+            return Ok(Frame::Null);
         };
         let expires_at = match change {
             Change::Expire(None, ..) => {
@@ -126,11 +130,13 @@ impl GetEx {
             Change::Persist => Some(0),
             Change::Keep => None,
         };
-        let Some(record) = txn.record(&self.key).await? else {
-            return Ok(Frame::Null);
-        };
-        if let Some(at) = expires_at {
-            txn.set_expiry(&self.key, at).await?;
+        // PERSIST of a key without expiry changes nothing (and so aborts no WATCH).
+        match expires_at {
+            Some(0) if record.expires_at_ms == 0 => {}
+            Some(at) => {
+                txn.set_expiry(&self.key, at).await?;
+            }
+            None => {}
         }
         Ok(Frame::Bulk(record.value))
     }

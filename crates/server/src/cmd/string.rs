@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use super::number::strict_int;
 
 fn too_long() -> Frame {
-    Frame::err("string exceeds maximum allowed size (proto_max_bulk_len)")
+    Frame::err("string exceeds maximum allowed size (proto-max-bulk-len)")
 }
 
 fn int_arg(parse: &mut Parse<'_>) -> Result<i64, ParseError> {

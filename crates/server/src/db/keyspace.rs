@@ -287,3 +287,70 @@ impl Transaction<'_> {
         result.inspect_err(|_| Stats::bump(&stats.store_errors))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{rocks, Condition, Fsync, Store};
+
+    async fn db(dir: &std::path::Path) -> Db {
+        let store =
+            rocks::RocksStore::open(dir, Fsync::EverySec, rocks::OpenOptions::default()).unwrap();
+        let unlimited = cache::Capacity {
+            bytes: None,
+            objects: None,
+        };
+        Db::new(Store::Rocks(store), cache::Algorithm::Lru, unlimited)
+    }
+
+    fn key(text: &'static str) -> Bytes {
+        Bytes::from_static(text.as_bytes())
+    }
+
+    #[tokio::test]
+    async fn reads_see_the_transactions_own_writes_and_commit_applies_them_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path()).await;
+        db.set(b"b", &key("old"), 0, Condition::Always, None)
+            .await
+            .unwrap();
+        let mut txn = db.transaction(&[key("a"), key("b"), key("a")]).await;
+        txn.set(b"a", key("1"), 0).unwrap();
+        assert_eq!(txn.get(b"a").await.unwrap(), Some(key("1")));
+        assert!(txn.delete(b"b").await.unwrap());
+        assert!(!txn.exists(b"b").await.unwrap());
+        assert_eq!(
+            txn.get(b"c").await,
+            Err(TxnError::Undeclared(key("c"))),
+            "a key not declared is refused"
+        );
+        // Nothing is visible before the commit.
+        assert_eq!(db.get(b"a").await.unwrap(), None);
+        assert_eq!(db.get(b"b").await.unwrap(), Some(key("old")));
+        txn.commit().await.unwrap();
+        assert_eq!(db.get(b"a").await.unwrap(), Some(key("1")));
+        assert_eq!(db.get(b"b").await.unwrap(), None);
+        assert_eq!(db.dbsize().await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_expiry_already_past_deletes_and_a_dropped_transaction_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path()).await;
+        db.set(b"k", &key("v"), 0, Condition::Always, None)
+            .await
+            .unwrap();
+        let mut txn = db.transaction(&[key("k")]).await;
+        let now = txn.now_ms();
+        assert!(txn.set_expiry(b"k", now - 1).await.unwrap());
+        assert_eq!(txn.pttl(b"k").await.unwrap(), -2);
+        drop(txn);
+        assert_eq!(db.get(b"k").await.unwrap(), Some(key("v")));
+        let mut txn = db.transaction(&[key("k")]).await;
+        let now = txn.now_ms();
+        txn.set_expiry(b"k", now + 50_000).await.unwrap();
+        txn.commit().await.unwrap();
+        let left = db.pttl(b"k").await.unwrap();
+        assert!(left > 49_000 && left <= 50_000, "{left}");
+    }
+}

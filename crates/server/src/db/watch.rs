@@ -22,6 +22,11 @@ impl Watches {
         self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Whether any key is watched now.
+    pub(super) fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire) > 0
+    }
+
     /// Marks the watchers of `key` (called by every write, under the key's stripe lock).
     #[inline]
     pub(super) fn touch(&self, key: &[u8]) {
