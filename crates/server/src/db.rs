@@ -38,10 +38,10 @@ mod keyspace;
 mod watch;
 
 pub use crate::hints::MAX_CLASSES;
-pub use keyspace::{Transaction, TxnError};
-use keyspace::KeyRead;
-pub use watch::Watched;
 pub use crate::metrics::CacheSnapshot;
+use keyspace::KeyRead;
+pub use keyspace::{Transaction, TxnError};
+pub use watch::Watched;
 
 /// Number of write-ordering locks; a power of two.
 pub const STRIPES: usize = 1024;
@@ -499,7 +499,10 @@ impl Db {
             let mut live = Vec::new();
             if self.shared.watches.is_active() && keys.len() > 1 {
                 for (key, &hash) in keys.iter().zip(&hashes) {
-                    live.push(matches!(self.read_locked(hash, key, now).await?, KeyRead::Live(_)));
+                    live.push(matches!(
+                        self.read_locked(hash, key, now).await?,
+                        KeyRead::Live(_)
+                    ));
                 }
             }
             let result = self.shared.store.delete(keys, now).await;

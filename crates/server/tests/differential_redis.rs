@@ -214,8 +214,16 @@ impl Workload {
 
     /// A relative expiry amount: never small enough to run out during the test.
     fn ttl(&mut self) -> String {
-        self.pick(&["100", "200", "0", "-1", "-100", "abc", "9223372036854775807"])
-            .to_string()
+        self.pick(&[
+            "100",
+            "200",
+            "0",
+            "-1",
+            "-100",
+            "abc",
+            "9223372036854775807",
+        ])
+        .to_string()
     }
 
     fn unix_time(&mut self, millis: bool) -> String {
@@ -354,7 +362,10 @@ impl Workload {
             14 => exact(vec![s("APPEND"), k, self.value()]),
             15 => exact(vec![s("STRLEN"), k]),
             16 => {
-                let (a, b) = (self.pick(&["0", "1", "-1", "-3", "5", "-100"]), self.pick(&["0", "2", "-1", "-2", "100", "-100"]));
+                let (a, b) = (
+                    self.pick(&["0", "1", "-1", "-3", "5", "-100"]),
+                    self.pick(&["0", "2", "-1", "-2", "100", "-100"]),
+                );
                 exact(vec![s("GETRANGE"), k, a.into(), b.into()])
             }
             17 => {

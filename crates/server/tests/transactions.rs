@@ -58,7 +58,11 @@ fn queue_time_errors_abort_and_runtime_errors_are_entries() {
         raw.line(),
         "-EXECABORT Transaction discarded because of previous errors.\r\n"
     );
-    assert_eq!(raw.line(), "$-1\r\n", "nothing of the aborted transaction applied");
+    assert_eq!(
+        raw.line(),
+        "$-1\r\n",
+        "nothing of the aborted transaction applied"
+    );
 
     script(
         &mut raw,
@@ -76,10 +80,22 @@ fn queue_time_errors_abort_and_runtime_errors_are_entries() {
     }
     assert_eq!(raw.line(), "*3\r\n");
     assert_eq!(raw.line(), "+OK\r\n");
-    assert_eq!(raw.line(), "-ERR value is not an integer or out of range\r\n");
+    assert_eq!(
+        raw.line(),
+        "-ERR value is not an integer or out of range\r\n"
+    );
     assert_eq!(raw.line(), "+OK\r\n");
 
-    script(&mut raw, &[&["EXEC"], &["DISCARD"], &["MULTI"], &["MULTI"], &["WATCH", "x"]]);
+    script(
+        &mut raw,
+        &[
+            &["EXEC"],
+            &["DISCARD"],
+            &["MULTI"],
+            &["MULTI"],
+            &["WATCH", "x"],
+        ],
+    );
     assert_eq!(raw.line(), "-ERR EXEC without MULTI\r\n");
     assert_eq!(raw.line(), "-ERR DISCARD without MULTI\r\n");
     assert_eq!(raw.line(), "+OK\r\n");
@@ -108,7 +124,11 @@ fn a_watched_key_changed_by_another_client_aborts_exec() {
 
     // Unchanged: it runs (and EXEC unwatched, so the next transaction runs too).
     let _: () = redis::cmd("WATCH").arg("w").query(&mut watcher).unwrap();
-    let ran: Option<(String,)> = redis::pipe().atomic().set("w", "4").query(&mut watcher).unwrap();
+    let ran: Option<(String,)> = redis::pipe()
+        .atomic()
+        .set("w", "4")
+        .query(&mut watcher)
+        .unwrap();
     assert_eq!(ran, Some(("OK".to_string(),)));
 }
 
@@ -172,7 +192,11 @@ fn concurrent_transactions_never_interleave() {
     for writer in writers {
         writer.join().unwrap();
     }
-    let total: (i64, i64) = redis::cmd("MGET").arg("a").arg("b").query(&mut reader).unwrap();
+    let total: (i64, i64) = redis::cmd("MGET")
+        .arg("a")
+        .arg("b")
+        .query(&mut reader)
+        .unwrap();
     assert_eq!(total, (600, 600), "no increment lost");
 }
 
@@ -193,7 +217,11 @@ fn an_acknowledged_exec_survives_a_restart() {
     }
     let server = TestServer::rocks(dir.path(), |_| {});
     let mut con = server.client();
-    let (s, n): (String, i64) = redis::cmd("MGET").arg("s").arg("n").query(&mut con).unwrap();
+    let (s, n): (String, i64) = redis::cmd("MGET")
+        .arg("s")
+        .arg("n")
+        .query(&mut con)
+        .unwrap();
     assert_eq!((s.as_str(), n), ("v", 7));
     let ttl: i64 = con.ttl("s").unwrap();
     assert!(ttl > 990 && ttl <= 1000, "{ttl}");

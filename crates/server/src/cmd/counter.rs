@@ -95,11 +95,13 @@ integer_command!(Decr, "decr", 2, |parse| Ok::<_, ParseError>(IncrBy {
     delta: -1,
     unnegatable: false,
 }));
-integer_command!(IncrByCmd, "incrby", 3, |parse| Ok::<_, ParseError>(IncrBy {
-    key: parse.next_bytes()?,
-    delta: amount(parse)?,
-    unnegatable: false,
-}));
+integer_command!(IncrByCmd, "incrby", 3, |parse| Ok::<_, ParseError>(
+    IncrBy {
+        key: parse.next_bytes()?,
+        delta: amount(parse)?,
+        unnegatable: false,
+    }
+));
 integer_command!(DecrBy, "decrby", 3, |parse| {
     let key = parse.next_bytes()?;
     let delta = amount(parse)?;

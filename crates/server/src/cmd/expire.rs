@@ -101,7 +101,11 @@ impl Expire {
             },
             Unit::Millis => amount,
         };
-        let base = if self.absolute { 0 } else { txn.now_ms() as i64 };
+        let base = if self.absolute {
+            0
+        } else {
+            txn.now_ms() as i64
+        };
         let Some(at) = ms.checked_add(base) else {
             return Ok(invalid());
         };

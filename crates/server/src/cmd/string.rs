@@ -64,7 +64,12 @@ impl Declared<'_> for Append {
         atomically!(self, &keys, instance, session)
     }
 
-    async fn apply_in(self, txn: &mut Transaction<'_>, instance: &Instance, _: &mut Session) -> Frame {
+    async fn apply_in(
+        self,
+        txn: &mut Transaction<'_>,
+        instance: &Instance,
+        _: &mut Session,
+    ) -> Frame {
         let limit = instance.max_bulk_len();
         self.run(txn, limit).await.unwrap_or_else(txn_error)
     }
@@ -226,7 +231,12 @@ impl Declared<'_> for SetRange {
         atomically!(self, &keys, instance, session)
     }
 
-    async fn apply_in(self, txn: &mut Transaction<'_>, instance: &Instance, _: &mut Session) -> Frame {
+    async fn apply_in(
+        self,
+        txn: &mut Transaction<'_>,
+        instance: &Instance,
+        _: &mut Session,
+    ) -> Frame {
         let limit = instance.max_bulk_len();
         self.run(txn, limit).await.unwrap_or_else(txn_error)
     }

@@ -119,10 +119,14 @@ impl Db {
         key: &[u8],
         now: u64,
     ) -> Result<KeyRead, StoreError> {
-        let cached = self.state().table.lookup(hash, key).map(|(_, entry)| Record {
-            value: entry.value(),
-            expires_at_ms: entry.expires_at_ms,
-        });
+        let cached = self
+            .state()
+            .table
+            .lookup(hash, key)
+            .map(|(_, entry)| Record {
+                value: entry.value(),
+                expires_at_ms: entry.expires_at_ms,
+            });
         let record = match cached {
             Some(record) => Some(record),
             None => self.store_get(key, now).await?,
@@ -256,8 +260,7 @@ impl Transaction<'_> {
             for key in dirty() {
                 match (&result, &key.seen) {
                     (Ok(()), Some(Some(record))) => {
-                        let entry =
-                            Entry::new(&key.key, &record.value, record.expires_at_ms, 0);
+                        let entry = Entry::new(&key.key, &record.value, record.expires_at_ms, 0);
                         db.install(&mut state, key.hash, entry, RuleOp::Put);
                     }
                     // Deleted, or the store's state is unknown: the store answers next.

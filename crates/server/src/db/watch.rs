@@ -19,7 +19,9 @@ pub(super) struct Watches {
 
 impl Watches {
     fn keys(&self) -> MutexGuard<'_, HashMap<Bytes, Vec<Arc<AtomicBool>>>> {
-        self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Whether any key is watched now.
