@@ -268,7 +268,7 @@ impl Workload {
     /// The next request and how its reply may differ.
     fn next(&mut self) -> (Vec<String>, Tolerance) {
         if let Some(n) = self.queued {
-            if n >= 1 + (self.rng.next() % 5) as usize {
+            if n > (self.rng.next() % 5) as usize {
                 self.queued = None;
                 let end = if self.chance(85) { "EXEC" } else { "DISCARD" };
                 return (vec![end.into()], Tolerance::Clock(1000));
