@@ -34,8 +34,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 use store::{Condition, Record, Storage, Store, StoreError};
 
+mod keyspace;
+mod watch;
+
 pub use crate::hints::MAX_CLASSES;
 pub use crate::metrics::CacheSnapshot;
+use keyspace::KeyRead;
+pub use keyspace::{Transaction, TxnError};
+pub use watch::Watched;
 
 /// Number of write-ordering locks; a power of two.
 pub const STRIPES: usize = 1024;
@@ -67,6 +73,8 @@ struct Shared {
     series: crate::access_series::AccessSeries,
     /// What requests hand to the shadows.
     shadows: crate::shadow::ShadowFeed,
+    /// The keys connections WATCH (see `watch`).
+    watches: watch::Watches,
 }
 
 struct State {
@@ -119,6 +127,7 @@ impl Db {
                 ),
                 series: crate::access_series::AccessSeries::default(),
                 shadows: crate::shadow::ShadowFeed::default(),
+                watches: watch::Watches::default(),
             }),
         }
     }
@@ -350,6 +359,9 @@ impl Db {
                 .store
                 .set(key, &record, condition, now, known_live)
                 .await;
+            if matches!(result, Ok(true)) {
+                self.shared.watches.touch(key);
+            }
             let mut state = self.state();
             match &result {
                 Ok(true) if record.is_live(now) => {
@@ -448,6 +460,11 @@ impl Db {
                 .store
                 .set_many_known(&records, &known_live, now)
                 .await;
+            if result.is_ok() {
+                for (key, _) in pairs {
+                    self.shared.watches.touch(key);
+                }
+            }
             let mut state = self.state();
             for ((key, value), &hash) in pairs.iter().zip(&hashes) {
                 if result.is_ok() {
@@ -476,7 +493,26 @@ impl Db {
         let removed = {
             let guards = self.lock_stripes(&hashes).await;
             Stats::bump(&self.shared.metrics.stats.store_writes);
-            let result = self.shared.store.delete(keys, now_ms()).await;
+            let now = now_ms();
+            // Which keys exist, read under their locks only while someone watches a key: a
+            // DEL that removes nothing from a watched key must not abort its transaction.
+            let mut live = Vec::new();
+            if self.shared.watches.is_active() && keys.len() > 1 {
+                for (key, &hash) in keys.iter().zip(&hashes) {
+                    live.push(matches!(
+                        self.read_locked(hash, key, now).await?,
+                        KeyRead::Live(_)
+                    ));
+                }
+            }
+            let result = self.shared.store.delete(keys, now).await;
+            if matches!(result, Ok(n) if n > 0) {
+                for (i, key) in keys.iter().enumerate() {
+                    if live.get(i).copied().unwrap_or(true) {
+                        self.shared.watches.touch(key);
+                    }
+                }
+            }
             let mut state = self.state();
             for (key, &hash) in keys.iter().zip(&hashes) {
                 self.forget_key(&mut state, hash, key);

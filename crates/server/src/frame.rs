@@ -21,6 +21,9 @@ pub enum Frame {
     /// Human-readable text (INFO): a RESP3 verbatim string, a bulk string in RESP2.
     Verbatim(Bytes),
     Null,
+    /// A null array: `*-1` in RESP2 (EXEC of a transaction a watched key aborted), `_` in
+    /// RESP3.
+    NullArray,
     Array(Vec<Frame>),
     /// A RESP3 map; RESP2 clients receive it as a flat array of key, value, key, value...
     Map(Vec<(Frame, Frame)>),
@@ -63,7 +66,7 @@ impl Frame {
                 Protocol::Resp2 => bulk_len(text.len() as u64),
                 Protocol::Resp3 => bulk_len(text.len() as u64 + 4), // `txt:` is in the length
             },
-            Frame::Null => match protocol {
+            Frame::Null | Frame::NullArray => match protocol {
                 Protocol::Resp2 => 5,
                 Protocol::Resp3 => 3,
             },
@@ -114,6 +117,10 @@ impl Frame {
             },
             Frame::Null => match protocol {
                 Protocol::Resp2 => out.put_slice(b"$-1\r\n"),
+                Protocol::Resp3 => out.put_slice(b"_\r\n"),
+            },
+            Frame::NullArray => match protocol {
+                Protocol::Resp2 => out.put_slice(b"*-1\r\n"),
                 Protocol::Resp3 => out.put_slice(b"_\r\n"),
             },
             Frame::Array(items) => {
@@ -207,6 +214,8 @@ mod tests {
     fn null_and_maps_depend_on_the_protocol() {
         assert_eq!(wire(&Frame::Null, Protocol::Resp2), b"$-1\r\n");
         assert_eq!(wire(&Frame::Null, Protocol::Resp3), b"_\r\n");
+        assert_eq!(wire(&Frame::NullArray, Protocol::Resp2), b"*-1\r\n");
+        assert_eq!(wire(&Frame::NullArray, Protocol::Resp3), b"_\r\n");
         let map = Frame::Map(vec![(Frame::static_bulk("a"), Frame::Integer(1))]);
         assert_eq!(wire(&map, Protocol::Resp2), b"*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(wire(&map, Protocol::Resp3), b"%1\r\n$1\r\na\r\n:1\r\n");

@@ -76,7 +76,7 @@ impl Instance {
         let payload = match reply {
             Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
             Frame::Error(text) => text.len(),
-            Frame::Integer(_) | Frame::Null => 0,
+            Frame::Integer(_) | Frame::Null | Frame::NullArray => 0,
             Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
         };
         let size = payload as u64 + 32;
@@ -158,6 +158,20 @@ pub struct Session {
     /// Another cluster node's forwarding link (CLUSTER FORWARDED): its requests are never
     /// forwarded again.
     pub forwarded: bool,
+    /// Between MULTI and EXEC or DISCARD: the requests queued (see `cmd::multi`).
+    pub multi: Option<Queued>,
+    /// The keys WATCHed, until EXEC, DISCARD, UNWATCH or the connection's end.
+    pub watched: Option<crate::db::Watched>,
+}
+
+/// A transaction's queued requests (MULTI ... EXEC).
+#[derive(Debug, Default)]
+pub struct Queued {
+    pub requests: Vec<Vec<bytes::Bytes>>,
+    /// Argument bytes queued, against `cmd::multi::MAX_QUEUED_BYTES`.
+    pub bytes: u64,
+    /// A request was refused while queueing: EXEC discards the transaction.
+    pub failed: bool,
 }
 
 impl Session {
@@ -172,6 +186,8 @@ impl Session {
             uncommitted: false,
             auth_failures: 0,
             forwarded: false,
+            multi: None,
+            watched: None,
         }
     }
 }

@@ -128,6 +128,17 @@ impl Storage for Store {
         }
     }
 
+    async fn write_batch(
+        &self,
+        changes: &[(Bytes, Option<Record>)],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        match &self.engine {
+            Engine::Rocks(store) => store.write_batch(changes),
+            Engine::Upstream(store) => store.write_batch(changes, now_ms).await,
+        }
+    }
+
     async fn delete(&self, keys: &[Bytes], now_ms: u64) -> Result<u64, StoreError> {
         match &self.engine {
             Engine::Rocks(store) => store.delete(keys, now_ms),

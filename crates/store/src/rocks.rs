@@ -238,6 +238,44 @@ impl RocksStore {
         Ok(())
     }
 
+    /// Applies a transaction's changes (a record to put, or `None` to delete) as one atomic
+    /// batch: one WAL record, so a crash keeps all of them or none. Keys are distinct.
+    pub fn write_batch(&self, changes: &[(Bytes, Option<Record>)]) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        let mut created = 0u64;
+        let mut removed = 0u64;
+        let mut encoded = Vec::new();
+        for (key, change) in changes {
+            let present = stored_key(key, |k| self.db.get_pinned(k))
+                .map_err(rocks_error)?
+                .is_some();
+            match change {
+                Some(record) => {
+                    Batch::fits(key, record)?;
+                    encoded.clear();
+                    record.encode_into(&mut encoded);
+                    stored_key(key, |k| batch.put(k, &encoded));
+                    created += u64::from(!present);
+                }
+                None if present => {
+                    stored_key(key, |k| batch.delete(k));
+                    removed += 1;
+                }
+                None => {}
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.guard.write(&self.db, |db| db.write(batch))?;
+        self.keys.fetch_add(created, Ordering::Relaxed);
+        self.keys.fetch_sub(removed, Ordering::Relaxed);
+        for (key, _) in changes {
+            self.tracker.note(key);
+        }
+        Ok(())
+    }
+
     /// Deletes the keys; returns how many of them were live.
     pub fn delete(&self, keys: &[Bytes], now_ms: u64) -> Result<u64, StoreError> {
         let mut batch = WriteBatch::default();

@@ -67,6 +67,16 @@ pub trait Storage: Send + Sync {
         self.set_many_known(pairs, &[], now_ms)
     }
 
+    /// A transaction's changes (a record to put, `None` to delete), all or none: one atomic
+    /// batch in RocksDB. An upstream applies one change, or only puts without expiry (one
+    /// MSET), or only deletes (one DEL) atomically; any other mix is refused, never split.
+    /// Acknowledge only after [`Storage::commit`].
+    fn write_batch(
+        &self,
+        changes: &[(Bytes, Option<Record>)],
+        now_ms: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Deletes the keys; returns how many of them were live.
     fn delete(
         &self,

@@ -15,23 +15,32 @@ mod client;
 mod cluster;
 mod command;
 mod config;
+mod counter;
 mod dbsize;
 mod del;
 mod echo;
 mod exists;
+mod expire;
 mod get;
+mod getx;
 mod hello;
 mod info;
 mod mget;
 mod mset;
+pub mod multi;
+mod number;
 mod ping;
 pub mod policy;
 mod quit;
 mod select;
 mod set;
+mod setx;
+mod string;
 mod ttl;
+mod watch;
 
 use crate::cluster::{Redirect, RouteGuard};
+use crate::db::{Transaction, TxnError};
 pub use crate::frame::store_error;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
@@ -41,7 +50,7 @@ pub use command::{CommandSpec, Flags, Keys};
 use std::future::Future;
 
 /// What a command is and does: implemented once, in the command's own module.
-pub trait Declared<'a>: Sized {
+pub trait Declared<'a>: Sized + Send {
     /// Name, arity, key positions, flags and effects.
     const SPEC: CommandSpec;
 
@@ -54,6 +63,28 @@ pub trait Declared<'a>: Sized {
         instance: &Instance,
         session: &mut Session,
     ) -> impl Future<Output = Frame> + Send;
+
+    /// Runs the command inside a transaction (EXEC's queue; see `db::keyspace`): every key it
+    /// reads or writes goes through `txn`, which commits them with the rest. A command without
+    /// keys runs as usual; one with keys must override this (it would otherwise wait for the
+    /// stripe locks its own transaction holds), so the default refuses it.
+    fn apply_in(
+        self,
+        txn: &mut Transaction<'_>,
+        instance: &Instance,
+        session: &mut Session,
+    ) -> impl Future<Output = Frame> + Send {
+        let _ = txn;
+        async move {
+            if Self::SPEC.keys != Keys::NONE {
+                return Frame::err(format!(
+                    "'{}' cannot run inside a transaction",
+                    Self::SPEC.name
+                ));
+            }
+            self.apply(instance, session).await
+        }
+    }
 
     /// Whether this request changes stored data: the declaration's `WRITE` flag, unless the
     /// command writes only in some subcommands (CLUSTER IMPORT) and says so here.
@@ -136,11 +167,30 @@ macro_rules! commands {
                     $(Command::$variant(cmd) => Declared::apply(cmd, instance, session).await),+
                 }
             }
+
+            /// Runs the command inside `txn` (see [`Declared::apply_in`]); its reply.
+            pub async fn run_in(
+                self,
+                txn: &mut Transaction<'_>,
+                instance: &Instance,
+                session: &mut Session,
+            ) -> Frame {
+                let reply = match self {
+                    $(Command::$variant(cmd) => {
+                        Declared::apply_in(cmd, txn, instance, session).await
+                    }),+
+                };
+                match instance.oversized(&reply, session.protocol) {
+                    Some(error) => error,
+                    None => reply,
+                }
+            }
         }
     };
 }
 
 commands! {
+    Append(string::Append),
     Asking(accept::Asking),
     Auth(auth::Auth),
     Cache(cache::CacheCmd),
@@ -149,23 +199,50 @@ commands! {
     Command(command::CommandCmd),
     Config(config::ConfigCmd),
     DbSize(dbsize::DbSize),
+    Decr(counter::Decr),
+    DecrBy(counter::DecrBy),
     Del(del::Del),
+    Discard(multi::Discard),
     Echo(echo::Echo),
+    Exec(multi::Exec),
     Exists(exists::Exists),
+    Expire(expire::ExpireCmd),
+    ExpireAt(expire::ExpireAt),
+    ExpireTime(expire::ExpireTime),
     Get(get::Get<'a>),
+    GetDel(getx::GetDel),
+    GetEx(getx::GetEx),
+    GetRange(string::GetRange),
+    GetSet(getx::GetSet),
     Hello(hello::Hello),
+    Incr(counter::Incr),
+    IncrBy(counter::IncrByCmd),
+    IncrByFloat(counter::IncrByFloat),
     Info(info::Info),
     MGet(mget::MGet),
     MSet(mset::MSet),
+    MSetNx(setx::MSetNx),
+    Multi(multi::Multi),
+    Persist(expire::Persist),
+    PExpire(expire::PExpire),
+    PExpireAt(expire::PExpireAt),
+    PExpireTime(expire::PExpireTime),
     Ping(ping::Ping),
     Policy(policy::PolicyCmd),
+    PSetEx(setx::PSetEx),
     Pttl(ttl::Pttl),
     Quit(quit::Quit),
     ReadOnly(accept::ReadOnly),
     ReadWrite(accept::ReadWrite),
     Select(select::Select),
     Set(set::Set),
+    SetEx(setx::SetEx),
+    SetNx(setx::SetNx),
+    SetRange(string::SetRange),
+    Strlen(string::Strlen),
     Ttl(ttl::Ttl),
+    Unwatch(watch::Unwatch),
+    Watch(watch::Watch),
 }
 
 /// Finds a command's declaration by name, ignoring ASCII case, without allocating.
@@ -221,6 +298,36 @@ impl<'a> Command<'a> {
             reply = error;
         }
         reply
+    }
+}
+
+/// Runs a keyed command on a transaction of its own over `keys` and commits it: the way every
+/// read-modify-write command applies outside EXEC (its `apply_in` is the command). A macro,
+/// not a generic function: the compiler cannot yet prove a generic caller's future `Send`
+/// (rust-lang/rust#100013).
+macro_rules! atomically {
+    ($command:expr, $keys:expr, $instance:expr, $session:expr) => {{
+        let instance: &$crate::instance::Instance = $instance;
+        let mut txn = instance.db.transaction($keys).await;
+        let reply = $crate::cmd::Declared::apply_in($command, &mut txn, instance, $session).await;
+        $crate::cmd::committed(txn, reply).await
+    }};
+}
+use atomically;
+
+/// `reply`, once `txn` committed; the store's error if it could not.
+async fn committed(txn: Transaction<'_>, reply: Frame) -> Frame {
+    match txn.commit().await {
+        Ok(()) => reply,
+        Err(e) => store_error(e),
+    }
+}
+
+/// The reply for a transaction's failed operation.
+fn txn_error(error: TxnError) -> Frame {
+    match error {
+        TxnError::Store(e) => store_error(e),
+        undeclared => Frame::err(undeclared),
     }
 }
 
@@ -337,6 +444,24 @@ mod tests {
             "select" => &["0"],
             "set" => &["k", "v2"],
             "asking" | "dbsize" | "info" | "ping" | "quit" | "readonly" | "readwrite" => &[],
+            "append" => &["k", "x"],
+            "decr" | "incr" => &["n"],
+            "decrby" | "incrby" => &["n", "2"],
+            "incrbyfloat" => &["f", "1.5"],
+            "discard" | "exec" | "multi" | "unwatch" => &[],
+            "expire" => &["k", "10"],
+            "pexpire" => &["k", "10000"],
+            "expireat" => &["k", "9999999999"],
+            "pexpireat" => &["k", "9999999999000"],
+            "expiretime" | "getdel" | "persist" | "pexpiretime" | "strlen" | "watch" => &["k"],
+            "getex" => &["k", "ex", "10"],
+            "getrange" => &["k", "0", "-1"],
+            "getset" => &["k", "v3"],
+            "msetnx" => &["m1", "1", "m2", "2"],
+            "psetex" => &["k", "10000", "v"],
+            "setex" => &["k", "10", "v"],
+            "setnx" => &["nx", "v"],
+            "setrange" => &["k", "1", "x"],
             other => panic!("no sample request for '{other}': add one here"),
         }
     }
@@ -399,7 +524,32 @@ mod tests {
                 instance.db.commit().await.unwrap();
             }
             // The check above has teeth: these commands really wrote.
-            assert_eq!(writers, ["del", "mset", "set"]);
+            assert_eq!(
+                writers,
+                [
+                    "append",
+                    "decr",
+                    "decrby",
+                    "del",
+                    "expire",
+                    "expireat",
+                    "getdel",
+                    "getex",
+                    "getset",
+                    "incr",
+                    "incrby",
+                    "incrbyfloat",
+                    "mset",
+                    "msetnx",
+                    "pexpire",
+                    "pexpireat",
+                    "psetex",
+                    "set",
+                    "setex",
+                    "setnx",
+                    "setrange"
+                ]
+            );
         });
     }
 }

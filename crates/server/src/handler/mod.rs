@@ -220,6 +220,11 @@ impl Handler<'_> {
     async fn dispatch(&mut self) -> Outcome {
         let (instance, args) = (self.instance, &self.args[..]);
         let session = &mut self.session;
+        if session.multi.is_some() && !crate::cmd::multi::controls_transaction(args) {
+            // Queued, not run: the writes deferred before it still answer first.
+            self.run.write(instance).await;
+            return Outcome::Reply(crate::cmd::multi::queue(args, session, instance));
+        }
         let parsed = match Command::parse_routed(args, session, instance) {
             Err(Redirect::Wait) => {
                 crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
