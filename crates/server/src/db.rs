@@ -34,6 +34,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+#[path = "db_keyspace.rs"]
+mod keyspace;
+
 pub use crate::hints::MAX_CLASSES;
 pub use crate::metrics::CacheSnapshot;
 
@@ -67,6 +70,8 @@ struct Shared {
     series: crate::access_series::AccessSeries,
     /// What requests hand to the shadows.
     shadows: crate::shadow::ShadowFeed,
+    /// The `--classes` file's classes, for a cache rebuilt under another algorithm.
+    classes: Option<ClassSet>,
 }
 
 struct State {
@@ -106,7 +111,7 @@ impl Db {
                     hints: HintNames::with_reserved(
                         classes.iter().flat_map(|classes| classes.hint_names()),
                     ),
-                    cache: ServerCache::new(algorithm, capacity, classes),
+                    cache: ServerCache::new(algorithm, capacity, classes.clone()),
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
@@ -119,6 +124,7 @@ impl Db {
                 ),
                 series: crate::access_series::AccessSeries::default(),
                 shadows: crate::shadow::ShadowFeed::default(),
+                classes,
             }),
         }
     }

@@ -22,6 +22,7 @@
 pub mod access_monitor;
 pub mod access_series;
 pub mod admin;
+pub mod client_list;
 pub mod client_memory;
 pub mod cluster;
 pub mod cmd;
@@ -39,9 +40,11 @@ pub mod live;
 pub mod log;
 pub mod metrics;
 pub mod parse;
+pub mod scan_cursors;
 pub mod server;
 pub mod server_cache;
 pub mod shadow;
+pub mod slowlog;
 /// The store is its own crate (`crates/store`); `crate::store` keeps naming it here.
 pub use ::store;
 pub mod warmup;

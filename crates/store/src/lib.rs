@@ -28,6 +28,9 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// Why the whole-key-space commands are refused in front of an upstream.
+const UPSTREAM_WALK: &str = "SCAN, KEYS and FLUSHDB/FLUSHALL walk the embedded store; with      --upstream send them to the upstream itself";
+
 /// SET's NX / XX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Condition {
@@ -168,6 +171,24 @@ impl Store {
         match self {
             Store::Rocks(store) => Ok(store.key_count()),
             Store::Upstream(store) => store.key_count().await,
+        }
+    }
+
+    /// A page of the key space for SCAN and KEYS (see [`rocks::KeyPage`]); an upstream's keys
+    /// are not walked through this tier.
+    pub fn key_page(&self, after: Option<&[u8]>, max: usize) -> Result<rocks::KeyPage, StoreError> {
+        match self {
+            Store::Rocks(store) => store.key_page(after, max),
+            Store::Upstream(_) => Err(StoreError(UPSTREAM_WALK.into())),
+        }
+    }
+
+    /// FLUSHDB / FLUSHALL: deletes every key; returns them (the caller drops them from the
+    /// cache).
+    pub fn delete_all(&self) -> Result<Vec<Bytes>, StoreError> {
+        match self {
+            Store::Rocks(store) => store.delete_range(cluster::SlotRange::all()),
+            Store::Upstream(_) => Err(StoreError(UPSTREAM_WALK.into())),
         }
     }
 

@@ -19,16 +19,24 @@ mod dbsize;
 mod del;
 mod echo;
 mod exists;
+mod flush;
 mod get;
 mod hello;
 mod info;
+mod keytype;
+mod latency;
+mod memory;
 mod mget;
 mod mset;
 mod ping;
 pub mod policy;
 mod quit;
+mod scan;
 mod select;
 mod set;
+mod slowlog;
+mod time;
+mod touch;
 mod ttl;
 
 use crate::cluster::{Redirect, RouteGuard};
@@ -108,6 +116,13 @@ macro_rules! commands {
                 }
             }
 
+            /// This request's row in [`COMMANDS`] (what per-command figures are indexed by).
+            pub fn row(&self) -> usize {
+                match self {
+                    $(Command::$variant(_) => Kind::$variant as usize),+
+                }
+            }
+
             /// The declaration of this request's command.
             pub fn spec(&self) -> &'static CommandSpec {
                 match self {
@@ -152,9 +167,14 @@ commands! {
     Del(del::Del),
     Echo(echo::Echo),
     Exists(exists::Exists),
+    FlushAll(flush::FlushAll),
+    FlushDb(flush::FlushDb),
     Get(get::Get<'a>),
     Hello(hello::Hello),
     Info(info::Info),
+    Keys(scan::KeysCmd),
+    Latency(latency::LatencyCmd),
+    Memory(memory::Memory),
     MGet(mget::MGet),
     MSet(mset::MSet),
     Ping(ping::Ping),
@@ -163,10 +183,22 @@ commands! {
     Quit(quit::Quit),
     ReadOnly(accept::ReadOnly),
     ReadWrite(accept::ReadWrite),
+    Scan(scan::Scan),
     Select(select::Select),
     Set(set::Set),
+    Slowlog(slowlog::SlowlogCmd),
+    Time(time::Time),
+    Touch(touch::Touch),
     Ttl(ttl::Ttl),
+    Type(keytype::KeyType),
+    Unlink(del::Unlink),
 }
+
+/// The row of SET, which deferred plain writes are recorded under.
+pub const SET_ROW: usize = Kind::Set as usize;
+
+// Per-command figures are kept in a fixed array (see `metrics::commands`).
+const _: () = assert!(KINDS.len() <= crate::metrics::MAX_COMMANDS);
 
 /// Finds a command's declaration by name, ignoring ASCII case, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
@@ -224,6 +256,11 @@ impl<'a> Command<'a> {
     }
 }
 
+/// A `... HELP` reply: one status line per line of text.
+pub fn help_reply(lines: &[&'static str]) -> Frame {
+    Frame::Array(lines.iter().map(|line| Frame::simple(line)).collect())
+}
+
 pub fn arity_error(name: &str) -> Frame {
     Frame::err(format!("wrong number of arguments for '{name}' command"))
 }
@@ -269,8 +306,8 @@ mod tests {
     fn errors_use_redis_wording() {
         let session = Session::new(1, false, None);
         assert_eq!(
-            error_of(&["FLUSHALL", "x"], &session),
-            "ERR unknown command 'FLUSHALL', with args beginning with: 'x' "
+            error_of(&["FLUSHX", "x"], &session),
+            "ERR unknown command 'FLUSHX', with args beginning with: 'x' "
         );
         assert_eq!(
             error_of(&["get"], &session),
@@ -328,7 +365,12 @@ mod tests {
             "cluster" => &["keyslot", "k"],
             "command" => &["count"],
             "config" => &["get", "maxmemory"],
-            "del" | "exists" | "get" | "pttl" | "ttl" => &["k"],
+            "del" | "exists" | "get" | "pttl" | "ttl" | "touch" | "type" | "unlink" => &["k"],
+            "keys" => &["*"],
+            "latency" => &["latest"],
+            "memory" => &["usage", "k"],
+            "scan" => &["0"],
+            "slowlog" => &["len"],
             "echo" => &["x"],
             "hello" => &["2"],
             "mget" => &["k", "j"],
@@ -336,7 +378,8 @@ mod tests {
             "policy" => &["status"],
             "select" => &["0"],
             "set" => &["k", "v2"],
-            "asking" | "dbsize" | "info" | "ping" | "quit" | "readonly" | "readwrite" => &[],
+            "asking" | "dbsize" | "flushall" | "flushdb" | "info" | "ping" | "quit"
+            | "readonly" | "readwrite" | "time" => &[],
             other => panic!("no sample request for '{other}': add one here"),
         }
     }
@@ -352,6 +395,7 @@ mod tests {
             fsync: crate::Fsync::EverySec,
         });
         config.listen = "127.0.0.1:0".parse().unwrap();
+        config.enable_flush = true;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -398,7 +442,10 @@ mod tests {
                 instance.db.commit().await.unwrap();
             }
             // The check above has teeth: these commands really wrote.
-            assert_eq!(writers, ["del", "mset", "set"]);
+            assert_eq!(
+                writers,
+                ["del", "flushall", "flushdb", "mset", "set", "unlink"]
+            );
         });
     }
 }

@@ -80,11 +80,13 @@ pub async fn serve(
     Stats::bump(&stats.connected_clients);
     let _gauge = ClientGauge(stats);
     let _ = socket.set_nodelay(true);
-    let session = Session::new(
+    let mut session = Session::new(
         instance.next_client_id(),
         instance.requires_auth(),
         Some(peer),
     );
+    let (slot, _listed) = instance.clients.register(session.id, Some(peer));
+    session.slot = Some(slot);
     let connection = Connection::new(
         socket,
         limits_for(instance, &session),
@@ -249,7 +251,9 @@ impl Handler<'_> {
         match parsed {
             Ok((command, guard)) => {
                 self.revealing |= command.spec().reveals_data;
+                let (row, started) = (command.row(), std::time::Instant::now());
                 let reply = command.apply(instance, session).await;
+                instance.ran(row, started, args, session);
                 drop(guard);
                 Outcome::Reply(reply)
             }

@@ -41,6 +41,7 @@ impl WriteRun {
         if n == 0 {
             return;
         }
+        let started = std::time::Instant::now();
         let result = match &self.pairs[..] {
             [(key, value)] => instance
                 .db
@@ -49,6 +50,12 @@ impl WriteRun {
                 .map(|_| ()),
             pairs => instance.db.set_many(pairs).await,
         };
+        // Each deferred SET is recorded at its share of the batch's time.
+        instance
+            .db
+            .metrics()
+            .commands
+            .record(crate::cmd::SET_ROW, started.elapsed(), n as u64);
         let reply = match result {
             Ok(()) => Frame::ok(),
             Err(e) => crate::frame::store_error(e),
