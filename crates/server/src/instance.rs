@@ -155,6 +155,37 @@ impl Instance {
             self.slowlog
                 .push(us, args, session.peer, session.name.as_ref());
         }
+        self.ran_by(row, started, session);
+    }
+
+    /// Records a batch of deferred plain writes (`handler::write_run`), each at its share of
+    /// the batch's time.
+    pub fn ran_writes(
+        &self,
+        row: usize,
+        started: Instant,
+        pairs: &[(bytes::Bytes, bytes::Bytes)],
+        session: &Session,
+    ) {
+        let elapsed = started.elapsed();
+        let n = pairs.len().max(1) as u64;
+        self.db.metrics().commands.record(row, elapsed, n);
+        let each_us = (elapsed.as_micros() / u128::from(n)).min(u128::from(u64::MAX)) as u64;
+        if self.slowlog.is_slow(each_us) {
+            for (key, value) in pairs {
+                let args = [
+                    bytes::Bytes::from_static(b"SET"),
+                    key.clone(),
+                    value.clone(),
+                ];
+                self.slowlog
+                    .push(each_us, &args, session.peer, session.name.as_ref());
+            }
+        }
+        self.ran_by(row, started, session);
+    }
+
+    fn ran_by(&self, row: usize, started: Instant, session: &Session) {
         if let Some(slot) = &session.slot {
             let resp = match session.protocol {
                 Protocol::Resp2 => 2,

@@ -1,5 +1,5 @@
 //! MEMORY USAGE key [SAMPLES n] / MEMORY HELP: what the cache charges for a key — its bytes,
-//! its value's and the per-object metadata (`cache_object_overhead` in INFO) — whether the key
+//! its value's and the per-object metadata (`cache_object_overhead_bytes` in INFO) — whether the key
 //! is cached now or only stored; nil for a key that does not exist. SAMPLES is accepted and
 //! ignored (a value is one string: nothing to sample).
 

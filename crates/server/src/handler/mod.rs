@@ -116,7 +116,7 @@ impl Handler<'_> {
             if let Next::Close = self.run_buffered().await {
                 return;
             }
-            self.run.write(self.instance).await;
+            self.run.write(self.instance, &self.session).await;
             self.run
                 .queue_written(&mut self.connection, self.session.protocol);
             if !self.send().await {
@@ -181,7 +181,7 @@ impl Handler<'_> {
                 Ok(false) => return Next::Continue,
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);
-                    self.run.write(self.instance).await;
+                    self.run.write(self.instance, &self.session).await;
                     self.run
                         .queue_written(&mut self.connection, self.session.protocol);
                     self.held
@@ -237,7 +237,7 @@ impl Handler<'_> {
             Ok((command, None)) if instance.cluster.is_none() => match command.into_plain_write() {
                 Ok(pair) => {
                     if self.run.is_full() {
-                        self.run.write(instance).await;
+                        self.run.write(instance, session).await;
                     }
                     session.uncommitted = true;
                     self.run.push(pair);
@@ -247,7 +247,7 @@ impl Handler<'_> {
             },
             other => other,
         };
-        self.run.write(instance).await;
+        self.run.write(instance, session).await;
         match parsed {
             Ok((command, guard)) => {
                 self.revealing |= command.spec().reveals_data;
