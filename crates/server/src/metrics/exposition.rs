@@ -491,12 +491,12 @@ mod tests {
         );
         assert!(
             out.contains(
-                "mantle_command_duration_seconds_bucket{command=\"set\",le=\"0.000004\"} 1\n"
+                "mantle_command_duration_seconds_bucket{le=\"0.000004\",command=\"set\"} 1\n"
             ),
             "{out}"
         );
         assert!(
-            out.contains("mantle_command_duration_seconds_bucket{command=\"set\",le=\"+Inf\"} 2\n"),
+            out.contains("mantle_command_duration_seconds_bucket{le=\"+Inf\",command=\"set\"} 2\n"),
             "{out}"
         );
         assert!(
