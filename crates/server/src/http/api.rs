@@ -148,7 +148,7 @@ pub fn commands(instance: &Instance) -> Value {
             })
         })
         .collect();
-    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    rows.sort_by_key(|row| std::cmp::Reverse(row.0));
     json!({ "commands": rows.into_iter().map(|(_, row)| row).collect::<Vec<_>>() })
 }
 
