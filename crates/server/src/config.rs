@@ -93,6 +93,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Let the dashboard change the policy, with the server's password (`--http-admin`).
     pub http_admin: bool,
+    /// Accept FLUSHDB / FLUSHALL (`--enable-flush`); refused otherwise.
+    pub enable_flush: bool,
     /// Bulk-load what the last run accessed at start, in the background (`--warmup`).
     pub warmup: Option<cache::warmup::WarmupSpec>,
     /// Most keys the access monitor tracks; 0 turns it off (`--warmup-track`).
@@ -133,6 +135,7 @@ impl Config {
             policy_keep_versions: DEFAULT_KEEP_VERSIONS,
             metrics_listen: None,
             http_admin: false,
+            enable_flush: false,
             warmup: None,
             warmup_track: crate::access_monitor::DEFAULT_TRACK,
             warmup_persist: DEFAULT_WARMUP_PERSIST,

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 use store::{Condition, Record, Storage, Store, StoreError};
 
+mod admin;
 mod keyspace;
 mod watch;
 
@@ -75,6 +76,8 @@ struct Shared {
     shadows: crate::shadow::ShadowFeed,
     /// The keys connections WATCH (see `watch`).
     watches: watch::Watches,
+    /// The `--classes` file's classes, for a cache rebuilt under another algorithm.
+    classes: Option<ClassSet>,
 }
 
 struct State {
@@ -114,7 +117,7 @@ impl Db {
                     hints: HintNames::with_reserved(
                         classes.iter().flat_map(|classes| classes.hint_names()),
                     ),
-                    cache: ServerCache::new(algorithm, capacity, classes),
+                    cache: ServerCache::new(algorithm, capacity, classes.clone()),
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
@@ -128,6 +131,7 @@ impl Db {
                 series: crate::access_series::AccessSeries::default(),
                 shadows: crate::shadow::ShadowFeed::default(),
                 watches: watch::Watches::default(),
+                classes,
             }),
         }
     }

@@ -22,6 +22,7 @@
 pub mod access_monitor;
 pub mod access_series;
 pub mod admin;
+pub mod client_list;
 pub mod client_memory;
 pub mod cluster;
 pub mod cmd;
@@ -38,9 +39,11 @@ pub mod keytable;
 pub mod live;
 pub mod metrics;
 pub mod parse;
+pub mod scan_cursors;
 pub mod server;
 pub mod server_cache;
 pub mod shadow;
+pub mod slowlog;
 pub mod warmup;
 
 pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};

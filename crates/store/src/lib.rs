@@ -35,6 +35,9 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// Why the whole-key-space commands are refused in front of an upstream.
+const UPSTREAM_WALK: &str = "SCAN, KEYS and FLUSHDB/FLUSHALL walk the embedded store; with      --upstream send them to the upstream itself";
+
 /// SET's NX / XX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Condition {
@@ -189,6 +192,20 @@ impl Storage for Store {
         match &self.engine {
             Engine::Rocks(store) => store.wal_report(),
             Engine::Upstream(_) => None,
+        }
+    }
+
+    fn key_page(&self, after: Option<&[u8]>, max: usize) -> Result<rocks::KeyPage, StoreError> {
+        match &self.engine {
+            Engine::Rocks(store) => store.key_page(after, max),
+            Engine::Upstream(_) => Err(StoreError(UPSTREAM_WALK.into())),
+        }
+    }
+
+    fn delete_all(&self) -> Result<Vec<Bytes>, StoreError> {
+        match &self.engine {
+            Engine::Rocks(store) => store.delete_range(slots::SlotRange::all()),
+            Engine::Upstream(_) => Err(StoreError(UPSTREAM_WALK.into())),
         }
     }
 

@@ -77,6 +77,18 @@ pub trait Storage: Send + Sync {
         now_ms: u64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// A page of the key space for SCAN and KEYS (see [`crate::rocks::KeyPage`]); an
+    /// upstream's keys are not walked through this tier (an error saying so).
+    fn key_page(
+        &self,
+        after: Option<&[u8]>,
+        max: usize,
+    ) -> Result<crate::rocks::KeyPage, StoreError>;
+
+    /// FLUSHDB / FLUSHALL: deletes every key; returns them (the caller drops them from the
+    /// cache). Refused in front of an upstream.
+    fn delete_all(&self) -> Result<Vec<Bytes>, StoreError>;
+
     /// Deletes the keys; returns how many of them were live.
     fn delete(
         &self,

@@ -94,6 +94,10 @@ pub struct Args {
     /// server's password (needs --http and --requirepass).
     #[arg(long, requires = "http")]
     pub http_admin: bool,
+    /// Accept FLUSHDB and FLUSHALL, which delete every key of this node from the store;
+    /// without it they are refused.
+    #[arg(long)]
+    pub enable_flush: bool,
     /// At start, bulk-load in the background what the last run accessed: lastk:K, topk:K,
     /// randomk:K or firstk:K[:PERIOD] (needs --data-dir).
     #[arg(long, value_parser = parse_warmup)]
@@ -179,6 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
     config.metrics_listen = args.http;
     config.http_admin = args.http_admin;
+    config.enable_flush = args.enable_flush;
     config.warmup = args.warmup;
     config.warmup_track = args.warmup_track;
     config.warmup_persist = args.warmup_persist;

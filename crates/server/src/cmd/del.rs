@@ -1,4 +1,6 @@
-//! DEL key [key ...]: from the store and the cache; replies how many existed.
+//! DEL key [key ...] and UNLINK key [key ...]: from the store and the cache; replies how many
+//! existed. UNLINK is DEL: a value is one string, so there is nothing to free in the
+//! background.
 
 use super::store_error;
 use super::{CommandSpec, Declared, Flags, Keys};
@@ -11,6 +13,8 @@ use bytes::Bytes;
 pub struct Del {
     keys: Vec<Bytes>,
 }
+
+pub struct Unlink(Del);
 
 impl Declared<'_> for Del {
     const SPEC: CommandSpec = CommandSpec {
@@ -43,5 +47,20 @@ impl Declared<'_> for Del {
             }
         }
         Frame::Integer(removed)
+    }
+}
+
+impl Declared<'_> for Unlink {
+    const SPEC: CommandSpec = CommandSpec {
+        name: "unlink",
+        ..Del::SPEC
+    };
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Unlink, ParseError> {
+        Del::parse(parse).map(Unlink)
+    }
+
+    async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        self.0.apply(instance, session).await
     }
 }

@@ -1,5 +1,7 @@
 //! INFO [section ...]: the server, clients, stats, memory, keyspace, cache, policy, shadows and warmup sections, in
-//! Redis's `name:value` line format so existing dashboards and scripts can read them.
+//! Redis's `name:value` line format so existing dashboards and scripts can read them; and, as
+//! in Redis only when named or with `all`/`everything`, `commandstats` and `latencystats`
+//! (per-command calls, time and percentiles).
 
 use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
@@ -14,6 +16,9 @@ const SECTIONS: &[&str] = &[
     "server", "clients", "stats", "memory", "keyspace", "cache", "classes", "policy", "shadows",
     "warmup",
 ];
+
+/// Sections left out of a plain INFO (and of `default`), as in Redis.
+const ON_REQUEST: &[&str] = &["commandstats", "latencystats"];
 
 pub struct Info {
     sections: Vec<String>,
@@ -44,9 +49,15 @@ impl Declared<'_> for Info {
                 .any(|s| matches!(s.as_str(), "all" | "default" | "everything"));
         // INFO never waits on an upstream: it shows the key count last seen there.
         let keys = instance.db.store().key_count_now();
+        let everything = self
+            .sections
+            .iter()
+            .any(|s| matches!(s.as_str(), "all" | "everything"));
         let mut text = String::new();
-        for &section in SECTIONS {
-            if all || self.sections.iter().any(|s| s == section) {
+        for &section in SECTIONS.iter().chain(ON_REQUEST) {
+            let on_request = ON_REQUEST.contains(&section);
+            let shown = if on_request { everything } else { all };
+            if shown || self.sections.iter().any(|s| s == section) {
                 if !text.is_empty() {
                     text.push_str("\r\n");
                 }
@@ -55,6 +66,38 @@ impl Declared<'_> for Info {
         }
         Frame::Verbatim(Bytes::from(text))
     }
+}
+
+/// Per command that ran: `cmdstat_NAME` (calls and time) or, with `percentiles`,
+/// `latency_percentiles_usec_NAME` (p50, p99, p99.9), in Redis 7's format.
+fn command_fields(instance: &Instance, percentiles: bool) -> Vec<(String, String)> {
+    let latencies = &instance.db.metrics().commands;
+    super::COMMANDS
+        .iter()
+        .enumerate()
+        .filter_map(|(row, spec)| {
+            let f = latencies.read(row);
+            (f.calls > 0).then(|| {
+                if percentiles {
+                    let p = |q| f.percentile_us(q) as f64;
+                    field(
+                        &format!("latency_percentiles_usec_{}", spec.name),
+                        format!("p50={:.3},p99={:.3},p99.9={:.3}", p(0.5), p(0.99), p(0.999)),
+                    )
+                } else {
+                    field(
+                        &format!("cmdstat_{}", spec.name),
+                        format!(
+                            "calls={},usec={},usec_per_call={:.2},rejected_calls=0,failed_calls=0",
+                            f.calls,
+                            f.total_us as u64,
+                            f.total_us / f.calls as f64
+                        ),
+                    )
+                }
+            })
+        })
+        .collect()
 }
 
 /// Whether the store takes writes, and what a damaged log cost at start (see docs/server.md,
@@ -145,7 +188,10 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
                 field("used_memory_cache", snapshot.bytes),
                 field("used_memory_rss", resident_bytes()),
                 field("maxmemory", snapshot.capacity.bytes.unwrap_or(0)),
-                field("maxmemory_policy", snapshot.algorithm.name()),
+                field(
+                    "maxmemory_policy",
+                    super::config::policy_name(snapshot.algorithm),
+                ),
             ],
         ),
         "keyspace" => (
@@ -171,6 +217,8 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
             )
         }
         "warmup" => ("Warmup", warmup_fields(instance)),
+        "commandstats" => ("Commandstats", command_fields(instance, false)),
+        "latencystats" => ("Latencystats", command_fields(instance, true)),
         "shadows" => ("Shadows", shadow_fields(&metrics.shadows.read())),
         "classes" => ("Classes", super::cache::class_lines(instance)),
         _ => (

@@ -21,10 +21,14 @@ mod del;
 mod echo;
 mod exists;
 mod expire;
+mod flush;
 mod get;
 mod getx;
 mod hello;
 mod info;
+mod keytype;
+mod latency;
+mod memory;
 mod mget;
 mod mset;
 pub mod multi;
@@ -32,10 +36,14 @@ mod number;
 mod ping;
 pub mod policy;
 mod quit;
+mod scan;
 mod select;
 mod set;
 mod setx;
+mod slowlog;
 mod string;
+mod time;
+mod touch;
 mod ttl;
 mod watch;
 
@@ -139,6 +147,13 @@ macro_rules! commands {
                 }
             }
 
+            /// This request's row in [`COMMANDS`] (what per-command figures are indexed by).
+            pub fn row(&self) -> usize {
+                match self {
+                    $(Command::$variant(_) => Kind::$variant as usize),+
+                }
+            }
+
             /// The declaration of this request's command.
             pub fn spec(&self) -> &'static CommandSpec {
                 match self {
@@ -209,6 +224,8 @@ commands! {
     Expire(expire::ExpireCmd),
     ExpireAt(expire::ExpireAt),
     ExpireTime(expire::ExpireTime),
+    FlushAll(flush::FlushAll),
+    FlushDb(flush::FlushDb),
     Get(get::Get<'a>),
     GetDel(getx::GetDel),
     GetEx(getx::GetEx),
@@ -219,6 +236,9 @@ commands! {
     IncrBy(counter::IncrByCmd),
     IncrByFloat(counter::IncrByFloat),
     Info(info::Info),
+    Keys(scan::KeysCmd),
+    Latency(latency::LatencyCmd),
+    Memory(memory::Memory),
     MGet(mget::MGet),
     MSet(mset::MSet),
     MSetNx(setx::MSetNx),
@@ -234,16 +254,28 @@ commands! {
     Quit(quit::Quit),
     ReadOnly(accept::ReadOnly),
     ReadWrite(accept::ReadWrite),
+    Scan(scan::Scan),
     Select(select::Select),
     Set(set::Set),
     SetEx(setx::SetEx),
     SetNx(setx::SetNx),
     SetRange(string::SetRange),
+    Slowlog(slowlog::SlowlogCmd),
     Strlen(string::Strlen),
+    Time(time::Time),
+    Touch(touch::Touch),
     Ttl(ttl::Ttl),
+    Type(keytype::KeyType),
+    Unlink(del::Unlink),
     Unwatch(watch::Unwatch),
     Watch(watch::Watch),
 }
+
+/// The row of SET, which deferred plain writes are recorded under.
+pub const SET_ROW: usize = Kind::Set as usize;
+
+// Per-command figures are kept in a fixed array (see `metrics::commands`).
+const _: () = assert!(KINDS.len() <= crate::metrics::MAX_COMMANDS);
 
 /// Finds a command's declaration by name, ignoring ASCII case, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
@@ -331,6 +363,11 @@ fn txn_error(error: TxnError) -> Frame {
     }
 }
 
+/// A `... HELP` reply: one status line per line of text.
+pub fn help_reply(lines: &[&'static str]) -> Frame {
+    Frame::Array(lines.iter().map(|line| Frame::simple(line)).collect())
+}
+
 pub fn arity_error(name: &str) -> Frame {
     Frame::err(format!("wrong number of arguments for '{name}' command"))
 }
@@ -376,8 +413,8 @@ mod tests {
     fn errors_use_redis_wording() {
         let session = Session::new(1, false, None);
         assert_eq!(
-            error_of(&["FLUSHALL", "x"], &session),
-            "ERR unknown command 'FLUSHALL', with args beginning with: 'x' "
+            error_of(&["FLUSHX", "x"], &session),
+            "ERR unknown command 'FLUSHX', with args beginning with: 'x' "
         );
         assert_eq!(
             error_of(&["get"], &session),
@@ -435,7 +472,12 @@ mod tests {
             "cluster" => &["keyslot", "k"],
             "command" => &["count"],
             "config" => &["get", "maxmemory"],
-            "del" | "exists" | "get" | "pttl" | "ttl" => &["k"],
+            "del" | "exists" | "get" | "pttl" | "ttl" | "touch" | "type" | "unlink" => &["k"],
+            "keys" => &["*"],
+            "latency" => &["latest"],
+            "memory" => &["usage", "k"],
+            "scan" => &["0"],
+            "slowlog" => &["len"],
             "echo" => &["x"],
             "hello" => &["2"],
             "mget" => &["k", "j"],
@@ -443,7 +485,8 @@ mod tests {
             "policy" => &["status"],
             "select" => &["0"],
             "set" => &["k", "v2"],
-            "asking" | "dbsize" | "info" | "ping" | "quit" | "readonly" | "readwrite" => &[],
+            "asking" | "dbsize" | "flushall" | "flushdb" | "info" | "ping" | "quit"
+            | "readonly" | "readwrite" | "time" => &[],
             "append" => &["k", "x"],
             "decr" | "incr" => &["n"],
             "decrby" | "incrby" => &["n", "2"],
@@ -478,6 +521,7 @@ mod tests {
             fsync: crate::Fsync::EverySec,
         });
         config.listen = "127.0.0.1:0".parse().unwrap();
+        config.enable_flush = true;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -524,6 +568,7 @@ mod tests {
                 instance.db.commit().await.unwrap();
             }
             // The check above has teeth: these commands really wrote.
+            // (FLUSH makes its deletion durable itself: nothing is left undurable.)
             assert_eq!(
                 writers,
                 [
@@ -547,7 +592,8 @@ mod tests {
                     "set",
                     "setex",
                     "setnx",
-                    "setrange"
+                    "setrange",
+                    "unlink"
                 ]
             );
         });

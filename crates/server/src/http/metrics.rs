@@ -22,6 +22,7 @@ pub fn render(instance: &Arc<Instance>) -> String {
     let readings = Readings {
         cache: instance.db.cache_snapshot(),
         upstream,
+        command_names: crate::cmd::COMMANDS.iter().map(|spec| spec.name).collect(),
     };
     crate::metrics::render(instance.db.metrics(), readings)
 }
