@@ -24,6 +24,8 @@ pub struct Instance {
     pub client_memory: std::sync::Arc<crate::client_memory::ClientMemory>,
     /// This node's place in a cluster (`--cluster`); `None` for a node on its own.
     pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
+    /// Libraries, scripts and the thread that runs them (`FUNCTION`, `FCALL`, `EVAL`).
+    pub functions: crate::functions::Functions,
     next_client_id: AtomicU64,
 }
 
@@ -49,6 +51,7 @@ impl Instance {
             local_addr,
             started: Instant::now(),
             cluster: None,
+            functions: crate::functions::Functions::new(),
             next_client_id: AtomicU64::new(1),
         }
     }

@@ -19,6 +19,9 @@ mod dbsize;
 mod del;
 mod echo;
 mod exists;
+mod fcall;
+mod function;
+pub mod function_exec;
 mod get;
 mod hello;
 mod info;
@@ -27,6 +30,7 @@ mod mset;
 mod ping;
 pub mod policy;
 mod quit;
+mod script;
 mod select;
 mod set;
 mod ttl;
@@ -151,7 +155,14 @@ commands! {
     DbSize(dbsize::DbSize),
     Del(del::Del),
     Echo(echo::Echo),
+    Eval(fcall::Eval<false, false>),
+    EvalRo(fcall::Eval<false, true>),
+    EvalSha(fcall::Eval<true, false>),
+    EvalShaRo(fcall::Eval<true, true>),
     Exists(exists::Exists),
+    Fcall(fcall::Fcall<false>),
+    FcallRo(fcall::Fcall<true>),
+    Function(function::FunctionCmd),
     Get(get::Get<'a>),
     Hello(hello::Hello),
     Info(info::Info),
@@ -163,6 +174,7 @@ commands! {
     Quit(quit::Quit),
     ReadOnly(accept::ReadOnly),
     ReadWrite(accept::ReadWrite),
+    Script(script::ScriptCmd),
     Select(select::Select),
     Set(set::Set),
     Ttl(ttl::Ttl),
@@ -206,8 +218,19 @@ impl<'a> Command<'a> {
         match &instance.cluster {
             None => Ok((command, None)),
             Some(node) => {
-                let keys = command.spec().key_args(args);
-                Ok((command, node.route(keys, session.forwarded)?))
+                // Functions and scripts declare their keys by count, not by position.
+                let guard = match command {
+                    Command::Fcall(_)
+                    | Command::FcallRo(_)
+                    | Command::Eval(_)
+                    | Command::EvalRo(_)
+                    | Command::EvalSha(_)
+                    | Command::EvalShaRo(_) => {
+                        node.route(fcall::declared_keys(args).iter(), session.forwarded)?
+                    }
+                    _ => node.route(command.spec().key_args(args), session.forwarded)?,
+                };
+                Ok((command, guard))
             }
         }
     }
@@ -330,6 +353,11 @@ mod tests {
             "config" => &["get", "maxmemory"],
             "del" | "exists" | "get" | "pttl" | "ttl" => &["k"],
             "echo" => &["x"],
+            "eval" | "eval_ro" => &["return redis.call('get', KEYS[1])", "1", "k"],
+            "evalsha" | "evalsha_ro" => &["0000000000000000000000000000000000000000", "0"],
+            "fcall" | "fcall_ro" => &["nosuchfunction", "1", "k"],
+            "function" => &["list"],
+            "script" => &["exists", "0000000000000000000000000000000000000000"],
             "hello" => &["2"],
             "mget" => &["k", "j"],
             "mset" => &["k", "1", "j", "2"],
