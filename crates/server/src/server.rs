@@ -316,8 +316,8 @@ impl Server {
 /// node's registry (its store, or etcd in a cluster) installed.
 async fn start_functions(instance: &Arc<Instance>) -> anyhow::Result<()> {
     let registry = match &instance.cluster {
-        Some(node) => crate::functions::registry::Registry::Cluster(::cluster::FunctionStore::new(
-            node.plane().clone(),
+        Some(node) => crate::functions::registry::Registry::Cluster(Box::new(
+            ::cluster::FunctionStore::new(node.plane().clone()),
         )),
         None => crate::functions::registry::Registry::local(match instance.db.store() {
             Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),

@@ -456,13 +456,12 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
                         }
                     }
                 }
-                b'\\' if p + 1 < pattern.len() => {
-                    if pattern[p + 1] == text[t] {
-                        p += 2;
-                        t += 1;
-                        continue;
-                    }
+                b'\\' if p + 1 < pattern.len() && pattern[p + 1] == text[t] => {
+                    p += 2;
+                    t += 1;
+                    continue;
                 }
+                b'\\' if p + 1 < pattern.len() => {}
                 c if c == text[t] => {
                     p += 1;
                     t += 1;

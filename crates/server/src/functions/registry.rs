@@ -20,7 +20,7 @@ pub enum Registry {
         revision: AtomicI64,
         writing: Mutex<()>,
     },
-    Cluster(::cluster::FunctionStore),
+    Cluster(Box<::cluster::FunctionStore>),
 }
 
 /// Every library with its versions, as of `revision`.
