@@ -30,6 +30,8 @@ pub struct Instance {
     pub slowlog: crate::slowlog::SlowLog,
     /// Where each SCAN stands.
     pub scan_cursors: crate::scan_cursors::ScanCursors,
+    /// Libraries, scripts and the thread that runs them (`FUNCTION`, `FCALL`, `EVAL`).
+    pub functions: crate::functions::Functions,
     next_client_id: AtomicU64,
 }
 
@@ -58,6 +60,7 @@ impl Instance {
             clients: Default::default(),
             slowlog: Default::default(),
             scan_cursors: Default::default(),
+            functions: crate::functions::Functions::new(),
             next_client_id: AtomicU64::new(1),
         }
     }

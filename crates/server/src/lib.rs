@@ -31,6 +31,7 @@ pub mod connection;
 pub mod db;
 pub mod decoder;
 pub mod frame;
+pub mod functions;
 pub mod handler;
 pub mod hints;
 pub mod http;

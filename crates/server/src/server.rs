@@ -187,6 +187,9 @@ impl Server {
         let mut instance = Instance::new(db, live, config, local_addr);
         instance.cluster = cluster;
         let instance = Arc::new(instance);
+        start_functions(&instance)
+            .await
+            .context("starting the functions engine")?;
         if let Some(watch) = policy_watch {
             follow_policy_registry(Arc::downgrade(&instance), watch);
         }
@@ -307,6 +310,30 @@ impl Server {
             .context("syncing the store at shutdown")?;
         Ok(())
     }
+}
+
+/// Starts the functions thread over the instance's keyspace, with the libraries of the
+/// node's registry (its store, or etcd in a cluster) installed.
+async fn start_functions(instance: &Arc<Instance>) -> anyhow::Result<()> {
+    let registry = match &instance.cluster {
+        Some(node) => crate::functions::registry::Registry::Cluster(Box::new(
+            ::cluster::FunctionStore::new(node.plane().clone()),
+        )),
+        None => {
+            crate::functions::registry::Registry::local(match instance.db.store().policy_space() {
+                Some(space) => Space::Rocks(space),
+                None => Space::memory(),
+            })
+        }
+    };
+    let keyspace = Arc::new(crate::cmd::function_exec::InstanceKeyspace::new(
+        Arc::downgrade(instance),
+        tokio::runtime::Handle::current(),
+    ));
+    instance
+        .functions
+        .start(registry, keyspace, instance.config.policy_limits)
+        .await
 }
 
 type Job = tokio::task::JoinHandle<()>;

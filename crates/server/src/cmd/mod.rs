@@ -21,7 +21,10 @@ mod del;
 mod echo;
 mod exists;
 mod expire;
+mod fcall;
 mod flush;
+mod function;
+pub mod function_exec;
 mod get;
 mod getx;
 mod hello;
@@ -37,6 +40,7 @@ mod ping;
 pub mod policy;
 mod quit;
 mod scan;
+mod script;
 mod select;
 mod set;
 mod setx;
@@ -219,13 +223,20 @@ commands! {
     Del(del::Del),
     Discard(multi::Discard),
     Echo(echo::Echo),
+    Eval(fcall::Eval<false, false>),
+    EvalRo(fcall::Eval<false, true>),
+    EvalSha(fcall::Eval<true, false>),
+    EvalShaRo(fcall::Eval<true, true>),
     Exec(multi::Exec),
     Exists(exists::Exists),
     Expire(expire::ExpireCmd),
     ExpireAt(expire::ExpireAt),
     ExpireTime(expire::ExpireTime),
+    Fcall(fcall::Fcall<false>),
+    FcallRo(fcall::Fcall<true>),
     FlushAll(flush::FlushAll),
     FlushDb(flush::FlushDb),
+    Function(function::FunctionCmd),
     Get(get::Get<'a>),
     GetDel(getx::GetDel),
     GetEx(getx::GetEx),
@@ -255,6 +266,7 @@ commands! {
     ReadOnly(accept::ReadOnly),
     ReadWrite(accept::ReadWrite),
     Scan(scan::Scan),
+    Script(script::ScriptCmd),
     Select(select::Select),
     Set(set::Set),
     SetEx(setx::SetEx),
@@ -315,8 +327,19 @@ impl<'a> Command<'a> {
         match &instance.cluster {
             None => Ok((command, None)),
             Some(node) => {
-                let keys = command.spec().key_args(args);
-                Ok((command, node.route(keys, session.forwarded)?))
+                // Functions and scripts declare their keys by count, not by position.
+                let guard = match command {
+                    Command::Fcall(_)
+                    | Command::FcallRo(_)
+                    | Command::Eval(_)
+                    | Command::EvalRo(_)
+                    | Command::EvalSha(_)
+                    | Command::EvalShaRo(_) => {
+                        node.route(fcall::declared_keys(args).iter(), session.forwarded)?
+                    }
+                    _ => node.route(command.spec().key_args(args), session.forwarded)?,
+                };
+                Ok((command, guard))
             }
         }
     }
@@ -479,6 +502,11 @@ mod tests {
             "scan" => &["0"],
             "slowlog" => &["len"],
             "echo" => &["x"],
+            "eval" | "eval_ro" => &["return redis.call('get', KEYS[1])", "1", "k"],
+            "evalsha" | "evalsha_ro" => &["0000000000000000000000000000000000000000", "0"],
+            "fcall" | "fcall_ro" => &["nosuchfunction", "1", "k"],
+            "function" => &["list"],
+            "script" => &["exists", "0000000000000000000000000000000000000000"],
             "hello" => &["2"],
             "mget" => &["k", "j"],
             "mset" => &["k", "1", "j", "2"],
