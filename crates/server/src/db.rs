@@ -61,6 +61,9 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// Bytes charged to the cache per object on top of its key and value (see docs/server.md).
     object_overhead: u64,
+    /// Bytes of the byte capacity the store's own memory takes (RocksDB's memtables and block
+    /// cache): the cache gets the rest, so both stay within `--maxmemory`.
+    store_reserve: AtomicU64,
     /// What warm-up on restart will rank (see `warmup`).
     monitor: AccessMonitor,
     /// The accesses a live policy reads as `timeseries()`.
@@ -141,6 +144,7 @@ impl Db {
                 hasher: ahash::RandomState::new(),
                 metrics: Arc::default(),
                 object_overhead,
+                store_reserve: AtomicU64::new(0),
                 monitor: AccessMonitor::new(
                     crate::access_monitor::DEFAULT_TRACK,
                     crate::access_monitor::DEFAULT_PERIOD.as_secs(),
@@ -579,8 +583,27 @@ impl Db {
         self.shared.store.key_count().await
     }
 
-    /// Changes the cache's capacity, evicting down to it at once; returns objects evicted.
+    /// Takes `bytes` of the byte capacity (now and after every [`Db::set_capacity`]) for the
+    /// store's own memory; the capacity the server reports stays the one it was given.
+    pub fn reserve_for_store(&self, bytes: u64) {
+        let capacity = self.cache_snapshot().capacity;
+        self.shared.store_reserve.store(bytes, Ordering::Relaxed);
+        self.set_capacity(capacity);
+    }
+
+    /// The bytes the store's memory takes out of the byte capacity.
+    pub fn store_reserve(&self) -> u64 {
+        self.shared.store_reserve.load(Ordering::Relaxed)
+    }
+
+    /// Changes the capacity (the store's reserve comes off its bytes), evicting down to it at
+    /// once; returns objects evicted.
     pub fn set_capacity(&self, capacity: Capacity) -> u64 {
+        let reserve = self.store_reserve();
+        let capacity = Capacity {
+            bytes: capacity.bytes.map(|b| b.saturating_sub(reserve).max(1)),
+            objects: capacity.objects,
+        };
         let mut state = self.state();
         let State { table, cache, .. } = &mut *state;
         cache.set_capacity_slotted(capacity, |_, _, victim| {
@@ -599,7 +622,10 @@ impl Db {
             algorithm: state.cache.algorithm(),
             objects: state.cache.len(),
             bytes: state.cache.bytes(),
-            capacity: state.cache.capacity(),
+            capacity: Capacity {
+                bytes: state.cache.capacity().bytes.map(|b| b + self.store_reserve()),
+                ..state.cache.capacity()
+            },
             evictions: state.cache.evictions(),
             metadata_bytes: (state.table.heap_bytes() + state.cache.metadata_bytes()) as u64,
             object_overhead: self.shared.object_overhead,

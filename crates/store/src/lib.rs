@@ -42,6 +42,15 @@ pub enum Store {
 }
 
 impl Store {
+    /// Bytes the store holds in memory now: RocksDB's memtables and block cache (none for an
+    /// upstream).
+    pub fn memory_bytes(&self) -> u64 {
+        match self {
+            Store::Rocks(rocks) => rocks.memory_bytes(),
+            Store::Upstream(_) => 0,
+        }
+    }
+
     /// Opens RocksDB with `options` or connects to the upstream with `upstream`.
     pub async fn open(
         backend: &Backend,

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 mod batch;
 mod group;
 mod guard;
+mod memory;
 mod open;
 mod policy_space;
 mod slots;
@@ -32,6 +33,7 @@ use batch::Batch;
 use group::GroupCommit;
 pub use guard::Health;
 use guard::WalGuard;
+pub use memory::MemoryBudget;
 pub use open::OpenOptions;
 pub use policy_space::{Pair, PolicySpace};
 pub use slots::Tracker;
@@ -357,6 +359,12 @@ impl RocksStore {
             db: self.db.clone(),
             guard: self.guard.clone(),
         }
+    }
+
+    /// Bytes RocksDB's memtables and block cache hold now (within [`MemoryBudget`]), for INFO.
+    pub fn memory_bytes(&self) -> u64 {
+        let property = |name| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        property("rocksdb.size-all-mem-tables") + property("rocksdb.block-cache-usage")
     }
 
     /// An estimate RocksDB keeps of its on-disk size, for INFO.
