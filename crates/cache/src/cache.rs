@@ -379,7 +379,11 @@ impl<L: ClassLayer> Cache<L> {
     }
 
     /// Evicts one object of `class`; returns its freed slot or `NIL` if the class is empty.
-    fn evict_from<F: FnMut(u64, u32, SlotHint)>(&mut self, class: L::Class, on_evict: &mut F) -> Slot {
+    fn evict_from<F: FnMut(u64, u32, SlotHint)>(
+        &mut self,
+        class: L::Class,
+        on_evict: &mut F,
+    ) -> Slot {
         let victim = self.layer.queue(class).evict(&mut self.store.nodes);
         if victim != NIL {
             let node = self.store.nodes[victim as usize];

@@ -310,8 +310,7 @@ impl Db {
                     });
                     state.cache.count_miss(class);
                 }
-                if stripe.generation.load(Ordering::Acquire) == generation
-                    && !state.has(hash, key)
+                if stripe.generation.load(Ordering::Acquire) == generation && !state.has(hash, key)
                 {
                     let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
                     if self.install(&mut state, hash, entry, RuleOp::Get) {
@@ -623,7 +622,11 @@ impl Db {
             objects: state.cache.len(),
             bytes: state.cache.bytes(),
             capacity: Capacity {
-                bytes: state.cache.capacity().bytes.map(|b| b + self.store_reserve()),
+                bytes: state
+                    .cache
+                    .capacity()
+                    .bytes
+                    .map(|b| b + self.store_reserve()),
                 ..state.cache.capacity()
             },
             evictions: state.cache.evictions(),

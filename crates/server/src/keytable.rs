@@ -136,7 +136,10 @@ impl Entry {
             let lengths = base.add(4);
             if long {
                 lengths.cast::<u32>().write_unaligned(key.len() as u32);
-                lengths.add(4).cast::<u32>().write_unaligned(value.len() as u32);
+                lengths
+                    .add(4)
+                    .cast::<u32>()
+                    .write_unaligned(value.len() as u32);
             } else {
                 let word = key.len() as u32 | (value.len() as u32) << 8;
                 lengths.cast::<u32>().write_unaligned(word);
@@ -209,10 +212,7 @@ impl Entry {
         let shape = self.shape();
         // SAFETY: `new` copied `value_len` value bytes right after the key.
         unsafe {
-            std::slice::from_raw_parts(
-                self.base().add(shape.data + shape.key_len),
-                shape.value_len,
-            )
+            std::slice::from_raw_parts(self.base().add(shape.data + shape.key_len), shape.value_len)
         }
     }
 
@@ -412,7 +412,10 @@ mod tests {
         assert_eq!(entry.key(), b"key");
         assert_eq!(entry.value_bytes(), b"value");
         assert_eq!(&*entry.value(), b"value");
-        assert_eq!((entry.value_len(), entry.expires_at_ms(), entry.class()), (5, 7, 2));
+        assert_eq!(
+            (entry.value_len(), entry.expires_at_ms(), entry.class()),
+            (5, 7, 2)
+        );
         assert!(entry.is_live(6));
         assert!(!entry.is_live(7));
         assert_eq!(entry.header_bytes(), HEADER_BYTES + 8 + 2);

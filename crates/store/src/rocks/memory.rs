@@ -68,7 +68,10 @@ mod tests {
         let mib = 1 << 20;
         let default = MemoryBudget::for_maxmemory(Some(256 * mib));
         assert_eq!(default, MemoryBudget::default());
-        assert_eq!((default.memtables, default.block_cache), (12 << 20, 4 << 20));
+        assert_eq!(
+            (default.memtables, default.block_cache),
+            (12 << 20, 4 << 20)
+        );
         assert_eq!(default.write_buffer(), 6 << 20);
         let small = MemoryBudget::for_maxmemory(Some(mib));
         assert_eq!(small.total(), MIN_SHARE, "never below the minimum");

@@ -129,9 +129,8 @@ impl RocksStore {
         ]);
         // One block cache for both families, holding the tables' index and filter blocks
         // too: without that they sit outside any bound, one set per open table file.
-        let block_cache = Cache::new_lru_cache(open.memory.block_cache).map_err(|e| {
-            StoreError(format!("cannot create RocksDB's block cache: {e}"))
-        })?;
+        let block_cache = Cache::new_lru_cache(open.memory.block_cache)
+            .map_err(|e| StoreError(format!("cannot create RocksDB's block cache: {e}")))?;
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
         table.set_block_cache(&block_cache);
