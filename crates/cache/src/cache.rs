@@ -675,6 +675,46 @@ mod tests {
     }
 
     #[test]
+    fn slotted_evictions_name_the_slot_each_victim_held() {
+        // A caller keeping records by slot (the server) must learn which slot every victim
+        // left, for every algorithm and every way objects leave: inserts, evict, set_capacity.
+        for alg in Algorithm::ALL {
+            let mut c = Cache::new(alg, Capacity::objects(40));
+            let mut owner: Vec<Option<u64>> = Vec::new();
+            let mut x = 99u64;
+            let mut release = |owner: &mut Vec<Option<u64>>, key: u64, slot: SlotHint| {
+                let slot = slot.slot().expect("a victim had a slot");
+                assert_eq!(owner[slot].take(), Some(key), "{alg}: slot {slot}");
+            };
+            for _ in 0..5_000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let key = (x >> 33) % 300;
+                if c.contains(key) {
+                    continue;
+                }
+                let hint = c.insert_slotted(key, 1, (), |k, _, slot| release(&mut owner, k, slot));
+                if let Some(slot) = hint.and_then(SlotHint::slot) {
+                    assert!(slot < c.slot_bound());
+                    owner.resize(owner.len().max(slot + 1), None);
+                    assert_eq!(
+                        owner[slot].replace(key),
+                        None,
+                        "{alg}: slot given out twice"
+                    );
+                }
+            }
+            c.evict_slotted(10, |k, _, slot| release(&mut owner, k, slot));
+            c.set_capacity_slotted(Capacity::objects(5), |k, _, slot| {
+                release(&mut owner, k, slot)
+            });
+            assert_eq!(owner.iter().flatten().count() as u64, c.len(), "{alg}");
+            assert_eq!(SlotHint::NONE.slot(), None);
+        }
+    }
+
+    #[test]
     fn hinted_lookups_evict_exactly_like_plain_ones() {
         // Same requests to two caches, one with hints (some stale), one without: the victims
         // and hits must be identical for every algorithm.
