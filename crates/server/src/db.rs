@@ -64,6 +64,8 @@ struct Shared {
     /// Bytes of the byte capacity the store's own memory takes (RocksDB's memtables and block
     /// cache): the cache gets the rest, so both stay within `--maxmemory`.
     store_reserve: AtomicU64,
+    /// The byte capacity as given (`u64::MAX`: none), before the store's reserve comes off.
+    given_bytes: AtomicU64,
     /// What warm-up on restart will rank (see `warmup`).
     monitor: AccessMonitor,
     /// The accesses a live policy reads as `timeseries()`.
@@ -145,6 +147,7 @@ impl Db {
                 metrics: Arc::default(),
                 object_overhead,
                 store_reserve: AtomicU64::new(0),
+                given_bytes: AtomicU64::new(capacity.bytes.unwrap_or(u64::MAX)),
                 monitor: AccessMonitor::new(
                     crate::access_monitor::DEFAULT_TRACK,
                     crate::access_monitor::DEFAULT_PERIOD.as_secs(),
@@ -583,7 +586,8 @@ impl Db {
     }
 
     /// Takes `bytes` of the byte capacity (now and after every [`Db::set_capacity`]) for the
-    /// store's own memory; the capacity the server reports stays the one it was given.
+    /// store's own memory, but never more than half of it; the capacity the server reports
+    /// stays the one it was given.
     pub fn reserve_for_store(&self, bytes: u64) {
         let capacity = self.cache_snapshot().capacity;
         self.shared.store_reserve.store(bytes, Ordering::Relaxed);
@@ -599,11 +603,13 @@ impl Db {
     /// once; returns objects evicted.
     pub fn set_capacity(&self, capacity: Capacity) -> u64 {
         let reserve = self.store_reserve();
+        let given = capacity.bytes.unwrap_or(u64::MAX);
         let capacity = Capacity {
-            bytes: capacity.bytes.map(|b| b.saturating_sub(reserve).max(1)),
+            bytes: capacity.bytes.map(|b| b - reserve.min(b / 2)),
             objects: capacity.objects,
         };
         let mut state = self.state();
+        self.shared.given_bytes.store(given, Ordering::Relaxed);
         let State { table, cache, .. } = &mut *state;
         cache.set_capacity_slotted(capacity, |_, _, victim| {
             table.take(victim);
@@ -622,11 +628,8 @@ impl Db {
             objects: state.cache.len(),
             bytes: state.cache.bytes(),
             capacity: Capacity {
-                bytes: state
-                    .cache
-                    .capacity()
-                    .bytes
-                    .map(|b| b + self.store_reserve()),
+                bytes: Some(self.shared.given_bytes.load(Ordering::Relaxed))
+                    .filter(|&b| b != u64::MAX),
                 ..state.cache.capacity()
             },
             evictions: state.cache.evictions(),
@@ -848,5 +851,52 @@ impl Db {
         } else {
             Filled::Skipped
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::rocks::{OpenOptions, RocksStore};
+
+    fn db(dir: &std::path::Path, capacity: Capacity) -> Db {
+        let rocks = RocksStore::open(dir, crate::Fsync::No, OpenOptions::default()).unwrap();
+        Db::new(Store::Rocks(rocks), cache::Algorithm::Lru, capacity)
+    }
+
+    #[test]
+    fn the_stores_reserve_comes_off_the_cache_but_not_off_the_reported_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path(), Capacity::bytes(256 << 20));
+        db.reserve_for_store(16 << 20);
+        assert_eq!(db.cache_snapshot().capacity.bytes, Some(256 << 20));
+        assert_eq!(db.state().cache.capacity().bytes, Some(240 << 20));
+        // Never more than half of a small limit.
+        db.set_capacity(Capacity::bytes(64 << 10));
+        assert_eq!(db.cache_snapshot().capacity.bytes, Some(64 << 10));
+        assert_eq!(db.state().cache.capacity().bytes, Some(32 << 10));
+        db.set_capacity(Capacity::objects(10));
+        assert_eq!(db.cache_snapshot().capacity, Capacity::objects(10));
+    }
+
+    #[test]
+    fn a_key_with_another_keys_hash_replaces_it_and_never_reads_its_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path(), Capacity::objects(100));
+        let mut state = db.state();
+        let hash = 42;
+        assert!(db.install(&mut state, hash, Entry::new(b"a", b"1", 0, 0), RuleOp::Put));
+        assert!(state.has(hash, b"a"));
+        assert!(!state.has(hash, b"b"), "same hash, other bytes: not a hit");
+        assert!(db.install(&mut state, hash, Entry::new(b"b", b"2", 0, 0), RuleOp::Put));
+        assert!(!state.has(hash, b"a"));
+        assert_eq!(state.entry(hash, b"b").unwrap().value_bytes(), b"2");
+        assert_eq!((state.cache.len(), state.table.len()), (1, 1));
+        // Rewriting a key keeps one entry and shows the new value.
+        assert!(db.install(&mut state, hash, Entry::new(b"b", b"3", 0, 0), RuleOp::Put));
+        assert_eq!(state.entry(hash, b"b").unwrap().value_bytes(), b"3");
+        assert_eq!((state.cache.len(), state.table.len()), (1, 1));
+        db.forget_key(&mut state, hash, b"b");
+        assert_eq!((state.cache.len(), state.table.len()), (0, 0));
     }
 }
