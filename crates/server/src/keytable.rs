@@ -490,7 +490,7 @@ mod tests {
     }
 
     #[test]
-    fn metadata_per_object_is_within_the_budget() {
+    fn metadata_per_object_is_44_to_52_bytes() {
         // Layout (docs/cache.md): the cache's 24-byte node (the key's hash, size, queue
         // links, index chain and algorithm bits), 4-8 bytes of index buckets, the entry's
         // 8-byte slot here and its 8-byte header.
