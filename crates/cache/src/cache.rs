@@ -682,7 +682,7 @@ mod tests {
             let mut c = Cache::new(alg, Capacity::objects(40));
             let mut owner: Vec<Option<u64>> = Vec::new();
             let mut x = 99u64;
-            let mut release = |owner: &mut Vec<Option<u64>>, key: u64, slot: SlotHint| {
+            let release = |owner: &mut Vec<Option<u64>>, key: u64, slot: SlotHint| {
                 let slot = slot.slot().expect("a victim had a slot");
                 assert_eq!(owner[slot].take(), Some(key), "{alg}: slot {slot}");
             };
