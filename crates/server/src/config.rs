@@ -178,6 +178,11 @@ impl Config {
 }
 
 impl Config {
+    /// RocksDB's memtables and block cache: a share of `--maxmemory` (docs/server.md).
+    pub fn store_memory(&self) -> store::rocks::MemoryBudget {
+        store::rocks::MemoryBudget::for_maxmemory(self.capacity().bytes)
+    }
+
     /// How the store reaches an upstream tier (`Backend::Upstream`).
     pub fn upstream_options(&self) -> store::upstream::UpstreamOptions {
         store::upstream::UpstreamOptions {

@@ -18,6 +18,9 @@ pub enum Frame {
     Error(String),
     Integer(i64),
     Bulk(Bytes),
+    /// A cached value sent as a bulk string, sharing the cache's entry (a GET hit allocates
+    /// nothing and copies the value once, into the output buffer).
+    Value(crate::keytable::Value),
     /// Human-readable text (INFO): a RESP3 verbatim string, a bulk string in RESP2.
     Verbatim(Bytes),
     Null,
@@ -27,6 +30,15 @@ pub enum Frame {
     Array(Vec<Frame>),
     /// A RESP3 map; RESP2 clients receive it as a flat array of key, value, key, value...
     Map(Vec<(Frame, Frame)>),
+}
+
+impl From<crate::db::Fetched> for Frame {
+    fn from(value: crate::db::Fetched) -> Frame {
+        match value {
+            crate::db::Fetched::Cached(value) => Frame::Value(value),
+            crate::db::Fetched::Stored(value) => Frame::Bulk(value),
+        }
+    }
 }
 
 impl Frame {
@@ -62,6 +74,7 @@ impl Frame {
             Frame::Error(text) => 3 + text.len() as u64,
             Frame::Integer(n) => header(n.unsigned_abs()) + u64::from(*n < 0),
             Frame::Bulk(data) => bulk_len(data.len() as u64),
+            Frame::Value(data) => bulk_len(data.len() as u64),
             Frame::Verbatim(text) => match protocol {
                 Protocol::Resp2 => bulk_len(text.len() as u64),
                 Protocol::Resp3 => bulk_len(text.len() as u64 + 4), // `txt:` is in the length
@@ -106,6 +119,7 @@ impl Frame {
             }
             Frame::Integer(n) => put_header(out, b':', *n),
             Frame::Bulk(data) => put_bulk(out, data),
+            Frame::Value(data) => put_bulk(out, data),
             Frame::Verbatim(text) => match protocol {
                 Protocol::Resp2 => put_bulk(out, text),
                 Protocol::Resp3 => {

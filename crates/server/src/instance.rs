@@ -87,6 +87,7 @@ impl Instance {
         // A scalar's wire form is its payload plus at most 32 bytes of framing.
         let payload = match reply {
             Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
+            Frame::Value(data) => data.len(),
             Frame::Error(text) => text.len(),
             Frame::Integer(_) | Frame::Null | Frame::NullArray => 0,
             Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),

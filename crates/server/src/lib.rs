@@ -4,8 +4,8 @@
 //!
 //! Layers, from the socket inwards: [`connection`] (buffers) → [`decoder`] (bytes to
 //! requests) → [`cmd`] (one module per command, reading its arguments with [`parse`]) →
-//! [`db`] (cache + store coherence) → [`keytable`] (keys, values and dense ids for the
-//! eviction algorithm) and [`store`] (RocksDB or upstream). [`frame`] is what replies are made
+//! [`db`] (cache + store coherence) → [`keytable`] (keys and values, by the cache's slot for
+//! the key's hash) and [`store`] (RocksDB or upstream). [`frame`] is what replies are made
 //! of. [`live`] runs Lua policies on the live cache, managed through a durable registry, and
 //! [`http`] serves Prometheus metrics and the live dashboard. See `docs/server.md` and
 //! `docs/operations.md` for running it.

@@ -135,6 +135,7 @@ impl Server {
         let options = store::rocks::OpenOptions {
             max_open_files: i32::try_from(budget.store_files).unwrap_or(i32::MAX),
             wal_recovery: config.wal_recovery,
+            memory: config.store_memory(),
         };
         let store = Store::open(&config.backend, options, config.upstream_options()).await?;
         let db = Db::with_classes(
@@ -143,6 +144,9 @@ impl Server {
             config.capacity(),
             config.classes.clone(),
         );
+        if matches!(config.backend, crate::config::Backend::RocksDb { .. }) {
+            db.reserve_for_store(options.memory.total());
+        }
         let warmup_space = crate::warmup::load::open(&db, &config)?;
         let listener = TcpListener::bind(config.listen)
             .await

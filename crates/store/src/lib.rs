@@ -59,7 +59,25 @@ enum Engine {
     Upstream(upstream::UpstreamStore),
 }
 
+impl From<rocks::RocksStore> for Store {
+    /// An embedded store opened by the caller (tests and tools that open RocksDB themselves).
+    fn from(store: rocks::RocksStore) -> Store {
+        Store {
+            engine: Engine::Rocks(store),
+        }
+    }
+}
+
 impl Store {
+    /// Bytes the store holds in memory now: RocksDB's memtables and block cache (none for an
+    /// upstream).
+    pub fn memory_bytes(&self) -> u64 {
+        match &self.engine {
+            Engine::Rocks(rocks) => rocks.memory_bytes(),
+            Engine::Upstream(_) => 0,
+        }
+    }
+
     /// Opens RocksDB with `options` or connects to the upstream with `upstream`.
     pub async fn open(
         backend: &Backend,

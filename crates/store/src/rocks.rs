@@ -25,6 +25,7 @@ mod batch;
 mod group;
 mod guard;
 mod keyspace;
+mod memory;
 mod open;
 mod policy_space;
 mod slots;
@@ -34,6 +35,7 @@ use group::GroupCommit;
 pub use guard::Health;
 use guard::WalGuard;
 pub use keyspace::KeyPage;
+pub use memory::MemoryBudget;
 pub use open::OpenOptions;
 pub use policy_space::{Pair, PolicySpace};
 pub use slots::Tracker;
@@ -397,6 +399,12 @@ impl RocksStore {
             db: self.db.clone(),
             guard: self.guard.clone(),
         }
+    }
+
+    /// Bytes RocksDB's memtables and block cache hold now (within [`MemoryBudget`]), for INFO.
+    pub fn memory_bytes(&self) -> u64 {
+        let property = |name| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        property("rocksdb.size-all-mem-tables") + property("rocksdb.block-cache-usage")
     }
 
     /// An estimate RocksDB keeps of its on-disk size, for INFO.

@@ -29,8 +29,8 @@ impl<'a> Declared<'a> for Get<'a> {
     }
 
     async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
-        match instance.db.get(self.key).await {
-            Ok(Some(value)) => Frame::Bulk(value),
+        match instance.db.get_value(self.key).await {
+            Ok(Some(value)) => Frame::from(value),
             Ok(None) => Frame::Null,
             Err(e) => store_error(e),
         }

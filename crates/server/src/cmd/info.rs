@@ -186,6 +186,9 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
             vec![
                 field("used_memory", snapshot.bytes + snapshot.metadata_bytes),
                 field("used_memory_cache", snapshot.bytes),
+                field("used_memory_cache_metadata", snapshot.metadata_bytes),
+                field("used_memory_store", instance.db.store().memory_bytes()),
+                field("maxmemory_store_reserve", instance.db.store_reserve()),
                 field("used_memory_rss", resident_bytes()),
                 field("maxmemory", snapshot.capacity.bytes.unwrap_or(0)),
                 field(

@@ -40,13 +40,13 @@ impl Declared<'_> for MGet {
         }
         let mut values = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
-            match instance.db.get(key).await {
+            match instance.db.get_value(key).await {
                 Ok(Some(value)) => {
                     size += bulk_len(value.len() as u64);
                     if let Err(error) = instance.grow_reply(&mut gathered, size) {
                         return error;
                     }
-                    values.push(Frame::Bulk(value));
+                    values.push(Frame::from(value));
                 }
                 Ok(None) => values.push(Frame::Null),
                 Err(e) => return store_error(e),

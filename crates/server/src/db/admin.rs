@@ -32,9 +32,8 @@ impl Db {
         let cached = {
             let state = self.state();
             state
-                .table
-                .lookup(hash, key)
-                .map(|(_, entry)| (entry.is_live(now), entry.value_len() as u64))
+                .entry(hash, key)
+                .map(|entry| (entry.is_live(now), entry.value_len() as u64))
         };
         let value_len = match cached {
             Some((true, len)) => len,

@@ -119,14 +119,10 @@ impl Db {
         key: &[u8],
         now: u64,
     ) -> Result<KeyRead, StoreError> {
-        let cached = self
-            .state()
-            .table
-            .lookup(hash, key)
-            .map(|(_, entry)| Record {
-                value: entry.value(),
-                expires_at_ms: entry.expires_at_ms,
-            });
+        let cached = self.state().entry(hash, key).map(|entry| Record {
+            value: Bytes::from(entry.value()),
+            expires_at_ms: entry.expires_at_ms(),
+        });
         let record = match cached {
             Some(record) => Some(record),
             None => self.store_get(key, now).await?,

@@ -109,6 +109,7 @@ pub fn to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
     Ok(match frame {
         Frame::Integer(n) => Value::Integer(n),
         Frame::Bulk(data) | Frame::Verbatim(data) => Value::String(lua.create_string(&data)?),
+        Frame::Value(value) => Value::String(lua.create_string(value.as_ref())?),
         Frame::Null | Frame::NullArray => Value::Boolean(false),
         Frame::Simple(text) => {
             let table = lua.create_table()?;
