@@ -1,6 +1,6 @@
 """Plugin hooks written once for both packages: libCacheSim's `PluginCache` and
 `PluginAdmissioner` and mantle's take them unchanged (they read only `obj_id` and `obj_size`
-of the request). bench/plugincache_vs_libcachesim/pin.py runs them under libCacheSim and
+of the request). bench/libcachesim/plugincache_reference.py runs them under libCacheSim and
 records what it printed; test_plugin_cache.py checks mantle against those numbers. No import
 of either package here, so both can load this file."""
 

@@ -2,7 +2,7 @@
 
 CI has no libcachesim: libcachesim_plugincache.json holds what libCacheSim printed for the
 same hooks (plugin_hooks.py) on the same generated traces, recorded by
-bench/plugincache_vs_libcachesim/pin.py (run it with a libcachesim 0.3.5 install to
+bench/libcachesim/plugincache_reference.py (run it with a libcachesim 0.3.5 install to
 re-record). The other tests need only mantle."""
 
 import gc

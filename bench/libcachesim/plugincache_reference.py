@@ -9,7 +9,7 @@ size admissioner, and of libCacheSim's built-in LRU behind the same admissioner;
 sequence of hook calls of plugin_hooks.EVENT_REQUESTS. Writes
 crates/python/tests/libcachesim_plugincache.json.
 
-    ~/.cache/lcs-venv/bin/python bench/plugincache_vs_libcachesim/pin.py
+    ~/.cache/lcs-venv/bin/python bench/libcachesim/plugincache_reference.py
 """
 
 import json
