@@ -117,10 +117,11 @@ impl PluginAdmissioner {
 
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         visit.call(&self.admit)?;
-        for hook in [&self.data, &self.update, &self.clone, &self.free] {
-            if let Some(hook) = hook {
-                visit.call(hook)?;
-            }
+        for hook in [&self.data, &self.update, &self.clone, &self.free]
+            .into_iter()
+            .flatten()
+        {
+            visit.call(hook)?;
         }
         Ok(())
     }
