@@ -6,6 +6,7 @@ bench/libcachesim/plugincache_reference.py (run it with a libcachesim 0.3.5 inst
 re-record). The other tests need only mantle."""
 
 import gc
+import os
 import json
 from collections import OrderedDict
 from pathlib import Path
@@ -302,3 +303,34 @@ def test_a_hook_calling_back_into_its_cache_is_an_error_not_a_crash():
     cache.find(1)
     with pytest.raises(mantle.MantleError, match="cache_hit_hook raised RuntimeError"):
         cache.get(1)
+
+
+def test_ctrl_c_stops_process_trace(traces):
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    served = []
+
+    def miss(data, req):
+        hooks.lru_miss(data, req)
+        served.append(req.obj_id)
+        if len(served) == 100:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        cache = mantle.PluginCache(10**9, *lru_with(miss=miss))
+        with pytest.raises(KeyboardInterrupt):
+            cache.process_trace(mantle.TraceReader(traces["sized"]))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(served) < 200  # stopped at once, not at the end of the trace
+
+
+def test_an_update_hook_that_raises_names_it_for_both_caches():
+    def update(req, cache_size):
+        raise OSError("disk")
+
+    adm = mantle.PluginAdmissioner(lambda req: True, admissioner_update_hook=update)
+    for cache in [mantle.Cache("fifo", 4, admissioner=adm), mantle.PluginCache(4, *hooks.LRU, admissioner=adm)]:
+        with pytest.raises(mantle.MantleError, match=r"admissioner_update_hook raised OSError: disk \(request 1, object 9\)"):
+            cache.get(9)
