@@ -334,3 +334,34 @@ def test_an_update_hook_that_raises_names_it_for_both_caches():
     for cache in [mantle.Cache("fifo", 4, admissioner=adm), mantle.PluginCache(4, *hooks.LRU, admissioner=adm)]:
         with pytest.raises(mantle.MantleError, match=r"admissioner_update_hook raised OSError: disk \(request 1, object 9\)"):
             cache.get(9)
+
+
+@pytest.mark.parametrize("size", ["20KiB", "40"])
+def test_puts_and_deletes_take_the_replays_semantics(tmp_path, size):
+    # Gets, puts that resize (some beyond the whole cache) and deletes: the OrderedDict LRU
+    # and the built-in LRU end every request in the same state.
+    import random
+
+    rng = random.Random(5)
+    path = tmp_path / "ops.csv"
+    with open(path, "w") as f:
+        for _ in range(20_000):
+            key = min(int(rng.paretovariate(0.9)), 300)
+            op = rng.choices(["get", "put", "delete"], [80, 15, 5])[0]
+            obj_size = 30_000 if rng.random() < 0.01 else rng.randint(1, 2_000)
+            f.write(f"{key},{op},{obj_size}\n")
+    reader = mantle.TraceReader(path, "csv", csv="obj-id-col=1,op-col=2,obj-size-col=3,has-header=false")
+    ops = {op for _, _, _, op in reader}
+    assert ops == {"get", "put", "delete"}
+    limit = 20 * 1024 if size.endswith("KiB") else None
+
+    def miss(data, req):
+        if limit is None or req.obj_size <= limit:  # what the cache inserted
+            data[req.obj_id] = req.obj_size
+
+    plugin = mantle.PluginCache(size, *lru_with(miss=miss))
+    builtin = mantle.Cache("lru", size)
+    assert plugin.process_trace(reader) == builtin.process_trace(reader)
+    assert (len(plugin), plugin.get_occupied_byte(), plugin.evictions) == (
+        len(builtin), builtin.get_occupied_byte(), builtin.evictions)
+    assert set(plugin.data) == {k for k in plugin.data if k in builtin} and len(plugin.data) == len(builtin)
