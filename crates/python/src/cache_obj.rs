@@ -1,7 +1,10 @@
 //! `mantle.Cache`: one of Mantle's caches driven from Python, request by request or a whole
-//! trace at a time (`process_trace`, in Rust with the GIL released).
+//! trace at a time (`process_trace`, in Rust with the GIL released), optionally with a
+//! `mantle.PluginAdmissioner` deciding what a miss inserts.
 
 use crate::input::TraceInput;
+use crate::plugin_admission::{self, Admission};
+use crate::plugin_request::PluginRequest;
 use crate::run::{parse_algorithm, parse_cache_size, resolve_capacity_of};
 use crate::{error, Signals, Stop};
 use cache::classes::RuleOp;
@@ -12,15 +15,31 @@ use sim::replay_cache::rule_op;
 #[pyclass(module = "mantle._mantle")]
 pub struct Cache {
     cache: cache::Cache,
+    admission: Option<Admission>,
+    /// Requests served through the admissioner (numbers the one a hook failed on).
+    admitted_requests: u64,
 }
 
 /// The miss ratio and byte miss ratio of one pass.
-fn ratios(n: &RequestCounts) -> (f64, f64) {
+pub(crate) fn ratios(n: &RequestCounts) -> (f64, f64) {
     let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
     (
         ratio(n.misses, n.lookups()),
         ratio(n.miss_bytes, n.lookup_bytes),
     )
+}
+
+/// Reads past the first `n` requests; false if the trace ended first.
+pub(crate) fn skip_requests(
+    reader: &mut trace::Batched<Box<dyn trace::TraceReader>>,
+    n: u64,
+) -> Result<bool, trace::TraceError> {
+    for _ in 0..n {
+        if reader.next_request()?.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn serve_trace(
@@ -32,12 +51,8 @@ fn serve_trace(
     let mut reader = trace::Batched::new(input.open()?);
     let mut tally = RequestCounts::default();
     let mut signals = Signals::new();
-    let mut skipped = 0;
-    while skipped < start {
-        if reader.next_request()?.is_none() {
-            return Ok(tally);
-        }
-        skipped += 1;
+    if !skip_requests(&mut reader, start)? {
+        return Ok(tally);
     }
     let mut left = max.unwrap_or(u64::MAX);
     while left > 0 {
@@ -57,13 +72,15 @@ fn serve_trace(
 impl Cache {
     /// `cache_size` as `mantle replay --cache-size` takes it: objects (1000), bytes with a
     /// unit ("64MiB"), "unlimited", or a percentage ("10%") of `reader`'s working set.
+    /// `admissioner`: a `mantle.PluginAdmissioner` asked on every miss whether to insert.
     #[new]
-    #[pyo3(signature = (eviction, cache_size, *, reader=None))]
+    #[pyo3(signature = (eviction, cache_size, *, reader=None, admissioner=None))]
     fn new(
         py: Python<'_>,
         eviction: &str,
         cache_size: &Bound<'_, PyAny>,
         reader: Option<&Bound<'_, PyAny>>,
+        admissioner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Cache> {
         let algorithm = parse_algorithm(eviction)?;
         let (size, _) = parse_cache_size(cache_size)?;
@@ -71,8 +88,15 @@ impl Cache {
         let (capacity, _) = py
             .detach(|| resolve_capacity_of(size, input.as_ref()))
             .map_err(error)?;
+        let limit = capacity.bytes.or(capacity.objects).unwrap_or(0);
+        let admission = admissioner
+            .filter(|a| !a.is_none())
+            .map(|a| Admission::attach(a, Py::new(py, PluginRequest::new())?, limit))
+            .transpose()?;
         Ok(Cache {
             cache: cache::Cache::new(algorithm, capacity),
+            admission,
+            admitted_requests: 0,
         })
     }
 
@@ -91,15 +115,53 @@ impl Cache {
         let input = TraceInput::from_py(reader, None)?;
         let max = u64::try_from(max_req).ok();
         let cache = &mut self.cache;
+        if let Some(admission) = &self.admission {
+            // Every request calls Python: the GIL stays held.
+            let mut requests = trace::Batched::new(input.open().map_err(error)?);
+            if !skip_requests(&mut requests, start_req).map_err(error)? {
+                return Ok((0.0, 0.0));
+            }
+            let tally = plugin_admission::serve_trace(
+                py,
+                cache,
+                admission,
+                &mut requests,
+                max,
+                &mut self.admitted_requests,
+            )?;
+            return Ok(ratios(&tally));
+        }
         let tally = py.detach(|| serve_trace(cache, &input, start_req, max))?;
         Ok(ratios(&tally))
     }
 
     /// A lookup that inserts `key` on a miss, as a trace's get does; returns whether it hit.
+    /// With an admissioner, the miss inserts only if its admit hook agrees.
     #[pyo3(signature = (key, size=1))]
-    fn get(&mut self, key: u64, size: u32) -> bool {
+    fn get(&mut self, py: Python<'_>, key: u64, size: u32) -> PyResult<bool> {
         let mut uncounted = RequestCounts::default();
-        self.cache.serve(RuleOp::Get, key, size, &mut uncounted) == Served::Hit
+        let served = match &self.admission {
+            Some(admission) => {
+                self.admitted_requests += 1;
+                let r = trace::Request {
+                    time: 0.0,
+                    key,
+                    size,
+                    op: trace::Op::Get,
+                    offset: 0,
+                };
+                plugin_admission::serve(
+                    py,
+                    &mut self.cache,
+                    admission,
+                    &r,
+                    self.admitted_requests,
+                    &mut uncounted,
+                )?
+            }
+            None => self.cache.serve(RuleOp::Get, key, size, &mut uncounted),
+        };
+        Ok(served == Served::Hit)
     }
 
     /// A lookup that never inserts; a hit counts as an access for the eviction algorithm.
@@ -152,6 +214,19 @@ impl Cache {
         self.cache.algorithm().to_string()
     }
 
+    /// The admissioner given, or None.
+    #[getter]
+    fn admissioner(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.admission.as_ref().map(|a| a.owner(py).into_any())
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        match &self.admission {
+            Some(admission) => admission.traverse(&visit),
+            None => Ok(()),
+        }
+    }
+
     /// `(objects, bytes)` the cache may hold; None where unbounded.
     #[getter]
     fn capacity(&self) -> (Option<u64>, Option<u64>) {
@@ -162,8 +237,13 @@ impl Cache {
     fn __repr__(&self) -> String {
         let (objects, bytes) = self.capacity();
         let show = |v: Option<u64>| v.map_or("None".to_string(), |v| v.to_string());
+        let admissioner = self
+            .admission
+            .as_ref()
+            .map(|a| format!(", admissioner={:?}", a.name()))
+            .unwrap_or_default();
         format!(
-            "mantle.Cache({:?}, capacity_objects={}, capacity_bytes={}, objects={}, bytes={})",
+            "mantle.Cache({:?}, capacity_objects={}, capacity_bytes={}, objects={}, bytes={}{admissioner})",
             self.cache.algorithm().to_string(),
             show(objects),
             show(bytes),

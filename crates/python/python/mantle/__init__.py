@@ -17,14 +17,19 @@ import warnings
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from ._mantle import Cache, MantleError, Setup, TraceReader
+from ._mantle import CommonCacheParams, PluginAdmissioner, PluginCache, Request
 from . import _mantle
 
 __all__ = [
     "Analysis",
     "Cache",
+    "CommonCacheParams",
     "MantleError",
+    "PluginAdmissioner",
+    "PluginCache",
     "PolicyCheck",
     "ReplayResult",
+    "Request",
     "TraceReader",
     "analyze",
     "check_policy",
