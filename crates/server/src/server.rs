@@ -116,7 +116,7 @@ pub struct Server {
     listener: TcpListener,
     instance: Arc<Instance>,
     metrics: Option<TcpListener>,
-    /// Where the warm-up record is kept (none in front of an upstream).
+    /// Where the warm-up record is kept (none in front of an upstream without `--state-dir`).
     warmup_space: Option<Space>,
 }
 
@@ -143,7 +143,8 @@ impl Server {
             config.capacity(),
             config.classes.clone(),
         );
-        let warmup_space = crate::warmup::load::open(&db, &config)?;
+        let space = Space::for_server(db.store(), config.state_dir.as_deref(), options)?;
+        let warmup_space = crate::warmup::load::open(&db, &config, space.clone())?;
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -181,7 +182,7 @@ impl Server {
             }
             None => (None, None),
         };
-        let live = LivePolicy::start_shared(db.clone(), &config, shared)
+        let live = LivePolicy::start_shared(db.clone(), &config, space, shared)
             .await
             .context("starting the policy engine")?;
         let mut instance = Instance::new(db, live, config, local_addr);

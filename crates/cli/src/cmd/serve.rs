@@ -16,6 +16,10 @@ pub struct Args {
     /// Another tier to sit in front of instead of RocksDB: redis://HOST:PORT (Mantle or Redis).
     #[arg(long)]
     pub upstream: Option<String>,
+    /// With --upstream: a directory (created if missing) for the policy registry, the policy
+    /// log and the warm-up record, so they survive restarts; it holds no keys.
+    #[arg(long, value_name = "DIR", requires = "upstream")]
+    pub state_dir: Option<PathBuf>,
     /// Address to listen on; loopback unless told otherwise.
     #[arg(long, default_value = "127.0.0.1:6380")]
     pub listen: SocketAddr,
@@ -95,7 +99,7 @@ pub struct Args {
     #[arg(long, requires = "http")]
     pub http_admin: bool,
     /// At start, bulk-load in the background what the last run accessed: lastk:K, topk:K,
-    /// randomk:K or firstk:K[:PERIOD] (needs --data-dir).
+    /// randomk:K or firstk:K[:PERIOD] (needs --data-dir, or --state-dir with --upstream).
     #[arg(long, value_parser = parse_warmup)]
     pub warmup: Option<server::warmup::WarmupSpec>,
     /// Most keys the access monitor remembers for warm-up (about 100 bytes plus the key
@@ -146,6 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give --data-dir DIR or --upstream redis://HOST:PORT"),
     };
     let mut config = server::Config::new(backend);
+    config.state_dir = args.state_dir;
     config.listen = args.listen;
     config.max_keys = args.max_keys;
     config.maxmemory = args.maxmemory;

@@ -26,7 +26,6 @@ pub mod watchdog;
 
 use crate::config::Config;
 use crate::db::Db;
-use crate::store::Store;
 /// One event of the policy log: the type a cluster's central log, `POLICY LOG` and the
 /// dashboard share.
 pub use cluster::{Level, LogEntry as Event, LogKind};
@@ -133,24 +132,22 @@ impl LivePolicy {
     /// ticking. Fails when `--policy` cannot be loaded. A panic on the engine's thread is
     /// logged and the engine rebuilt from the registry, quarantining a version whose tick
     /// panicked; so is an engine thread abandoned in a wedged tick.
-    pub async fn start(db: Db, config: &Config) -> anyhow::Result<LivePolicy> {
-        LivePolicy::start_shared(db, config, None).await
+    pub async fn start(db: Db, config: &Config, space: Space) -> anyhow::Result<LivePolicy> {
+        LivePolicy::start_shared(db, config, space, None).await
     }
 
-    /// [`LivePolicy::start`] with the registry and log of a cluster (`--cluster`).
+    /// [`LivePolicy::start`] with the registry and log of a cluster (`--cluster`). `space`
+    /// is where the node's own records live (`Space::for_server`).
     pub async fn start_shared(
         db: Db,
         config: &Config,
+        space: Space,
         shared: Option<Arc<dyn registry::Shared>>,
     ) -> anyhow::Result<LivePolicy> {
         let (sender, receiver) = mpsc::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (exited_tx, exited_rx) = mpsc::channel();
         let gauges = db.metrics().policy.clone();
-        let space = match db.store() {
-            Store::Rocks(rocks) => Space::Rocks(rocks.policy_space()),
-            Store::Upstream(_) => Space::memory(),
-        };
         db.series().set_limit(config.timeseries);
         let settings = runner::Settings {
             tick: config.tick,

@@ -163,7 +163,7 @@ impl Runner {
         };
         if !runner.registry.is_durable() {
             stderr_line(
-                "mantle: policies are kept in memory only (no local store in front of an upstream)",
+                "mantle: policies are kept in memory only (in front of an upstream without --state-dir)",
             );
         }
         runner.report_unreadable();

@@ -1,9 +1,12 @@
-//! Where the policy registry keeps its records: the RocksDB column family of the server's own
-//! store (durable, as Malacology keeps policies in the storage system itself), or, in front of
-//! an upstream tier that has no local store, memory (lost at exit; the server says so).
+//! Where the policy registry, the policy log and the warm-up record are kept: the RocksDB
+//! column family of the server's own store (durable, as Malacology keeps policies in the
+//! storage system itself); in front of an upstream tier, the same column family of a small
+//! RocksDB in `--state-dir` that holds no keys; without one, memory (lost at exit; the server
+//! says so).
 
-use crate::store::rocks::{Pair, PolicySpace};
-use crate::store::StoreError;
+use crate::store::rocks::{OpenOptions, Pair, PolicySpace, RocksStore};
+use crate::store::{Fsync, Store, StoreError};
+use std::path::Path;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +23,26 @@ pub type Change = (Vec<u8>, Option<Vec<u8>>);
 impl Space {
     pub fn memory() -> Space {
         Space::Memory(Arc::default())
+    }
+
+    /// The server's space: in its own store, else in `state_dir` (opened here, created if
+    /// missing), else memory.
+    pub fn for_server(
+        store: &Store,
+        state_dir: Option<&Path>,
+        open: OpenOptions,
+    ) -> Result<Space, StoreError> {
+        Ok(match (store, state_dir) {
+            (Store::Rocks(rocks), _) => Space::Rocks(rocks.policy_space()),
+            (Store::Upstream(_), Some(dir)) => {
+                // The store itself is dropped: the space's handle keeps the database open, and
+                // its writes flush the log themselves (no `--fsync` syncer is needed).
+                let state = RocksStore::open(dir, Fsync::No, open)
+                    .map_err(|e| StoreError(format!("--state-dir: {e}")))?;
+                Space::Rocks(state.policy_space())
+            }
+            (Store::Upstream(_), None) => Space::memory(),
+        })
     }
 
     pub fn is_durable(&self) -> bool {
