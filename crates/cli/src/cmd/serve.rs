@@ -1,11 +1,19 @@
 //! `mantle serve`: runs the cache tier (crates/server) until SIGTERM or SIGINT. Only turns
-//! flags into a `server::Config`; see docs/server.md.
+//! flags (and a configuration file's directives, expanded into flags by `config_file`) into a
+//! `server::Config`; see docs/server.md.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// A configuration file: one `flag-name value` per line (`max-keys 5000`), `#` comments;
+    /// flags on the command line override it (see docs/server.md).
+    #[arg(value_name = "CONFIG_FILE")]
+    pub config_file: Option<PathBuf>,
+    /// The configuration file, as a flag.
+    #[arg(long = "config", value_name = "FILE", conflicts_with = "config_file")]
+    pub config: Option<PathBuf>,
     /// Directory of the embedded RocksDB store, the source of truth (created if missing).
     #[arg(
         long,
@@ -23,6 +31,9 @@ pub struct Args {
     /// Address to listen on; loopback unless told otherwise.
     #[arg(long, default_value = "127.0.0.1:6380")]
     pub listen: SocketAddr,
+    /// Port to listen on, at --listen's address (Redis's `port`).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
     /// Cache capacity in objects (0: unlimited).
     #[arg(long)]
     pub max_keys: Option<u64>,
@@ -152,6 +163,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut config = server::Config::new(backend);
     config.state_dir = args.state_dir;
     config.listen = args.listen;
+    if let Some(port) = args.port {
+        config.listen.set_port(port);
+    }
     config.max_keys = args.max_keys;
     config.maxmemory = args.maxmemory;
     config.eviction = args.eviction;
