@@ -103,7 +103,7 @@ impl Declared<'_> for ConfigCmd {
                 }
                 Frame::Map(pairs)
             }
-            ConfigCmd::Set(pairs) => match set_all(instance, &pairs) {
+            ConfigCmd::Set(pairs) => match set_all(instance, &pairs).await {
                 Ok(()) => Frame::ok(),
                 Err(message) => Frame::err(message),
             },
@@ -141,9 +141,11 @@ fn get(instance: &Instance, name: &str) -> String {
     }
 }
 
-/// Validates every pair first, then applies them all: all or nothing, as in Redis 7.
-fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> {
-    let mut capacity = instance.db.cache_snapshot().capacity;
+/// Validates every pair first, then applies them all: all or nothing, as in Redis 7. A
+/// capacity is recorded first (`live::baseline`: it outlives restarts and is what a rollback
+/// to no management restores), so one that cannot be recorded is not applied either.
+async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> {
+    let mut capacity = instance.live.baseline.get();
     let mut bulk_len = None;
     let mut clients_limit = None;
     let mut seen: Vec<String> = Vec::with_capacity(pairs.len());
@@ -183,6 +185,15 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
             }
         }
         seen.push(name);
+    }
+    let baseline = instance.live.baseline.clone();
+    if capacity != baseline.get() {
+        let recorded = tokio::task::spawn_blocking(move || baseline.set(capacity)).await;
+        match recorded {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("CONFIG SET failed - cannot record the capacity: {e}")),
+            Err(_) => return Err("CONFIG SET failed - recording the capacity was interrupted".into()),
+        }
     }
     if capacity != instance.db.cache_snapshot().capacity {
         instance.db.set_capacity(capacity);

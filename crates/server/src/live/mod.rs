@@ -13,6 +13,7 @@
 //! the cache lock in short batches (see `Db::evict`).
 
 pub mod actions;
+pub mod baseline;
 mod control;
 pub mod journal;
 mod link;
@@ -120,6 +121,9 @@ pub use crate::metrics::PolicyGauges as Gauges;
 
 /// The handle connections and the server hold on the policy threads.
 pub struct LivePolicy {
+    /// The configured capacity (`CONFIG SET` changes it; a rollback to no management
+    /// restores it).
+    pub baseline: Arc<baseline::Baseline>,
     sender: Mutex<mpsc::Sender<Message>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Signalled when the control thread has finished.
@@ -149,6 +153,14 @@ impl LivePolicy {
         let (exited_tx, exited_rx) = mpsc::channel();
         let gauges = db.metrics().policy.clone();
         db.series().set_limit(config.timeseries);
+        let baseline = Arc::new(baseline::Baseline::open(
+            space.clone(),
+            shared.clone(),
+            config.capacity(),
+        ));
+        if baseline.get() != db.cache_snapshot().capacity {
+            db.set_capacity(baseline.get());
+        }
         let settings = runner::Settings {
             tick: config.tick,
             manual: config.manual_tick,
@@ -158,6 +170,7 @@ impl LivePolicy {
             no_policy: config.no_policy,
             shared,
             keep_versions: config.policy_keep_versions,
+            baseline: baseline.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("mantle-policy-control".into())
@@ -175,6 +188,7 @@ impl LivePolicy {
             })?;
         match ready_rx.await {
             Ok(Ok(())) => Ok(LivePolicy {
+                baseline,
                 sender: Mutex::new(sender),
                 thread: Mutex::new(Some(thread)),
                 exited: Mutex::new(Some(exited_rx)),

@@ -49,6 +49,8 @@ pub struct Settings {
     pub shared: Option<Arc<dyn registry::Shared>>,
     /// `--policy-keep-versions`: versions kept per name in the node's own registry.
     pub keep_versions: usize,
+    /// The configured capacity, restored when no policy manages the cache.
+    pub baseline: Arc<super::baseline::Baseline>,
 }
 
 /// The engine thread's body: opens the runner (telling `opened`, for the first thread, how
@@ -1009,6 +1011,9 @@ impl Runner {
             }
         }
         self.relay_logs();
+        if self.history.is_empty() {
+            self.restore_baseline();
+        }
         if !self.db.series().is_recording() {
             // No running policy reads the series: give its memory back.
             self.log = AccessLog::with_bounded_ids(self.db.series().limit());
@@ -1019,6 +1024,31 @@ impl Runner {
                 .map_or(0, |d| d.as_micros() as u64);
         }
         loaded
+    }
+
+    /// With no policy managing the cache, gives it back the configured capacity (a policy
+    /// may have left its own).
+    fn restore_baseline(&mut self) {
+        let baseline = self.settings.baseline.get();
+        let before = self.db.cache_snapshot().capacity;
+        if before == baseline {
+            return;
+        }
+        let evicted = self.db.set_capacity(baseline);
+        let show = |c: cache::Capacity| {
+            format!(
+                "max-keys {} maxmemory {}",
+                c.objects.unwrap_or(0),
+                c.bytes.unwrap_or(0)
+            )
+        };
+        let message = format!(
+            "no policy manages the cache: restored the configured capacity ({}; was {}), \
+             evicted {evicted}",
+            show(baseline),
+            show(before)
+        );
+        self.note(Level::Info, LogKind::Capacity, "", &message);
     }
 
     /// Loads a registry version into the engine; returns whether its source reads the access
