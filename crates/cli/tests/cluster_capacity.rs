@@ -101,7 +101,9 @@ fn rollback_restores_each_nodes_capacity_and_config_set_survives_a_restart() {
         .query(&mut n2.con())
         .unwrap();
     assert!(
-        etcd.keys("/mantle/").iter().any(|k| k.ends_with("config/n2/capacity")),
+        etcd.keys("/mantle/")
+            .iter()
+            .any(|k| k.ends_with("config/n2/capacity")),
         "{:?}",
         etcd.keys("/mantle/")
     );

@@ -305,10 +305,14 @@ fn dashboard_in_headless_chromium_under_load() {
     let body = serde_json::json!({"name": "browser_fail", "source": failing}).to_string();
     let (status, answer) = http(http_port, "POST", "/api/admin/push", &auth, &body);
     assert_eq!(status, 200, "{answer}");
-    eventually("an error in the policy log", Duration::from_secs(30), || {
-        let (_, state) = http(http_port, "GET", "/api/state", "", "");
-        state.contains("\"level\":\"error\"")
-    });
+    eventually(
+        "an error in the policy log",
+        Duration::from_secs(30),
+        || {
+            let (_, state) = http(http_port, "GET", "/api/state", "", "");
+            state.contains("\"level\":\"error\"")
+        },
+    );
     let errors_only = run_chromium(
         &browser,
         &profile,
@@ -372,9 +376,9 @@ fn log_rows(dom: &str) -> Vec<String> {
     body.match_indices("<tr")
         .map(|(i, _)| {
             let tag = &body[i..i + body[i..].find('>').unwrap()];
-            tag.split("class=\"")
-                .nth(1)
-                .map_or(String::new(), |rest| rest[..rest.find('"').unwrap()].to_string())
+            tag.split("class=\"").nth(1).map_or(String::new(), |rest| {
+                rest[..rest.find('"').unwrap()].to_string()
+            })
         })
         .collect()
 }

@@ -8,7 +8,11 @@ use common::{repo, Serve};
 use std::process::Command;
 
 fn config_get(con: &mut redis::Connection, name: &str) -> String {
-    let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(con)
+        .unwrap();
     pair[1].clone()
 }
 

@@ -35,7 +35,11 @@ fn shrink_then_roll_back(con: &mut redis::Connection) {
         .arg(SIZING)
         .query(con)
         .unwrap();
-    let _: redis::Value = redis::cmd("POLICY").arg("TICK").arg(1.0).query(con).unwrap();
+    let _: redis::Value = redis::cmd("POLICY")
+        .arg("TICK")
+        .arg(1.0)
+        .query(con)
+        .unwrap();
     assert_eq!(max_keys(con), "246");
     let back: String = redis::cmd("POLICY").arg("ROLLBACK").query(con).unwrap();
     assert_eq!(back, "no management");

@@ -49,8 +49,7 @@ impl Redis {
             .expect("starting redis-server");
         let redis = Redis { child, port };
         for _ in 0..500 {
-            if let Ok(mut con) = redis::Client::open(redis.url()).and_then(|c| c.get_connection())
-            {
+            if let Ok(mut con) = redis::Client::open(redis.url()).and_then(|c| c.get_connection()) {
                 if redis::cmd("PING").query::<String>(&mut con).is_ok() {
                     return redis;
                 }

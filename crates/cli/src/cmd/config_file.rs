@@ -225,9 +225,8 @@ mod tests {
             "# a service unit's settings\n\nmax-keys 5000\nupstream \"redis://127.0.0.1:6379\"\n\
              state-dir /var/lib/mantle\nno-policy yes\nhttp-admin no\nmetrics-listen 127.0.0.1:9121\n",
         );
-        let expanded = strings(
-            expand(args(&["mantle", "serve", &path, "--max-keys", "7"])).unwrap(),
-        );
+        let expanded =
+            strings(expand(args(&["mantle", "serve", &path, "--max-keys", "7"])).unwrap());
         assert_eq!(
             expanded,
             [
@@ -246,7 +245,14 @@ mod tests {
             ]
         );
         let via_flag = strings(
-            expand(args(&["mantle", "serve", "--config", &path, "--http=127.0.0.1:1"])).unwrap(),
+            expand(args(&[
+                "mantle",
+                "serve",
+                "--config",
+                &path,
+                "--http=127.0.0.1:1",
+            ]))
+            .unwrap(),
         );
         assert!(via_flag.contains(&"--max-keys".to_string()));
         assert!(!via_flag.contains(&"127.0.0.1:9121".to_string()));

@@ -191,8 +191,14 @@ async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), St
         let recorded = tokio::task::spawn_blocking(move || baseline.set(capacity)).await;
         match recorded {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(format!("CONFIG SET failed - cannot record the capacity: {e}")),
-            Err(_) => return Err("CONFIG SET failed - recording the capacity was interrupted".into()),
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "CONFIG SET failed - cannot record the capacity: {e}"
+                ))
+            }
+            Err(_) => {
+                return Err("CONFIG SET failed - recording the capacity was interrupted".into())
+            }
         }
     }
     if capacity != instance.db.cache_snapshot().capacity {

@@ -151,7 +151,10 @@ mod tests {
             keys(7000)
         );
         // Restarted with other flags: they win.
-        assert_eq!(Baseline::open(space.clone(), None, keys(100)).get(), keys(100));
+        assert_eq!(
+            Baseline::open(space.clone(), None, keys(100)).get(),
+            keys(100)
+        );
     }
 
     #[test]

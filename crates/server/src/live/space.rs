@@ -6,8 +6,8 @@
 
 use crate::store::rocks::{OpenOptions, Pair, PolicySpace, RocksStore};
 use crate::store::{Fsync, Store, StoreError};
-use std::path::Path;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// A sorted key-value space with atomic multi-key writes.
