@@ -233,10 +233,21 @@ fn dashboard_in_headless_chromium_under_load() {
     }
     let _stop = Stop(finish);
 
+    // First a sizing version, whose capacity change is a marker of its own kind.
+    let auth = format!("Content-Type: application/json\r\nX-Mantle-Password: {PASSWORD}\r\n");
+    let sizing = "function howmuch() return {capacity = 5000} end";
+    let body = serde_json::json!({"name": "browser_size", "source": sizing}).to_string();
+    assert_eq!(
+        http(http_port, "POST", "/api/admin/push", &auth, &body).0,
+        200
+    );
+    eventually("a capacity event", Duration::from_secs(30), || {
+        let (_, state) = http(http_port, "GET", "/api/state", "", "");
+        state.contains("\"kind\":\"capacity\"")
+    });
     // A push through the page's admin API, during the load: fixed.lua keeps 500 objects.
     let source = std::fs::read_to_string(common_repo().join("policies/fixed.lua")).unwrap();
     let body = serde_json::json!({"name": "browser_push", "source": source}).to_string();
-    let auth = format!("Content-Type: application/json\r\nX-Mantle-Password: {PASSWORD}\r\n");
     let (status, answer) = http(http_port, "POST", "/api/admin/push", &auth, &body);
     assert_eq!(status, 200, "{answer}");
     let param = serde_json::json!({"key": "n", "value": "500"}).to_string();
