@@ -338,16 +338,6 @@ impl Adaptive {
                 .collect(),
         }
     }
-
-    /// Writes `--shadow-out`.
-    pub fn write_rows(&self, out: impl std::io::Write) -> csv::Result<()> {
-        let mut w = csv::Writer::from_writer(out);
-        for row in &self.rows {
-            w.serialize(row)?;
-        }
-        w.flush()?;
-        Ok(())
-    }
 }
 
 impl Controller for Adaptive {

@@ -189,8 +189,7 @@ impl Shadow {
             return;
         }
         let op = cache_op(req.op);
-        let served = self.cache.serve(op, req.key, req.size);
-        self.c.count(op, req.size, served);
+        let served = self.cache.serve(op, req.key, req.size, &mut self.c);
         // The time series holds lookups and writes, as replay's access log does.
         if served != Served::Deleted {
             if let Some(log) = &mut self.log {
@@ -213,7 +212,7 @@ impl Shadow {
         }
         // Counted as a get that missed but inserted nothing (no size: byte figures are not
         // kept for shadows).
-        self.c.count(RuleOp::Get, 0, Served::Miss);
+        self.c.count_absent_get(0);
         self.cache.remove(key);
         if let Some(log) = &mut self.log {
             log.record(time, key);

@@ -78,6 +78,24 @@ impl AnyCache {
         each!(self, c, class => c.insert_as(key, size, class, on_evict))
     }
 
+    /// See [`Cache::insert_slotted`].
+    #[inline]
+    pub fn insert_slotted<F: FnMut(u64, u32, SlotHint)>(
+        &mut self,
+        key: u64,
+        size: u32,
+        class: ClassIndex,
+        on_evict: F,
+    ) -> Option<SlotHint> {
+        each!(self, c, class => c.insert_slotted(key, size, class, on_evict))
+    }
+
+    /// See [`Cache::slot_hint`].
+    #[inline]
+    pub fn slot_hint(&self, key: u64) -> Option<SlotHint> {
+        each!(self, c => c.slot_hint(key))
+    }
+
     pub fn remove(&mut self, key: u64) -> bool {
         each!(self, c => c.remove(key))
     }
@@ -86,12 +104,31 @@ impl AnyCache {
         each!(self, c => c.evict_with(n, on_evict))
     }
 
+    /// See [`Cache::evict_slotted`].
+    pub fn evict_slotted<F: FnMut(u64, u32, SlotHint)>(&mut self, n: u64, on_evict: F) -> u64 {
+        each!(self, c => c.evict_slotted(n, on_evict))
+    }
+
     pub fn set_capacity_with<F: FnMut(u64, u32)>(
         &mut self,
         capacity: Capacity,
         on_evict: F,
     ) -> u64 {
         each!(self, c => c.set_capacity_with(capacity, on_evict))
+    }
+
+    /// See [`Cache::set_capacity_slotted`].
+    pub fn set_capacity_slotted<F: FnMut(u64, u32, SlotHint)>(
+        &mut self,
+        capacity: Capacity,
+        on_evict: F,
+    ) -> u64 {
+        each!(self, c => c.set_capacity_slotted(capacity, on_evict))
+    }
+
+    /// The most objects the slab has held at once: every [`SlotHint::slot`] is below it.
+    pub fn slot_bound(&self) -> usize {
+        each!(self, c => c.slot_bound())
     }
 
     pub fn algorithm(&self) -> Algorithm {

@@ -31,6 +31,14 @@ pub struct SlotHint(Slot);
 impl SlotHint {
     /// Names no node; lookups with it use the hash index.
     pub const NONE: SlotHint = SlotHint(NIL);
+
+    /// The node's index in the slab (`None` for [`SlotHint::NONE`]): slots are dense, reused
+    /// after an object leaves and below the most objects ever cached at once, so a caller can
+    /// keep its own per-object record in a `Vec` indexed by it (the server's values).
+    #[inline]
+    pub fn slot(self) -> Option<usize> {
+        (self.0 != NIL).then_some(self.0 as usize)
+    }
 }
 
 impl Default for SlotHint {
@@ -74,7 +82,8 @@ impl Cache {
     /// whether it hit. A hit keeps the cached size even if `size` differs.
     #[inline]
     pub fn access(&mut self, key: u64, size: u32) -> bool {
-        self.serve(crate::classes::RuleOp::Access, key, size) == crate::Served::Hit
+        let mut uncounted = crate::RequestCounts::default();
+        self.serve(crate::classes::RuleOp::Access, key, size, &mut uncounted) == crate::Served::Hit
     }
 
     /// Inserts `key` (or updates its size if present), evicting as the algorithm decides until
@@ -198,6 +207,11 @@ impl<L: ClassLayer> Cache<L> {
         self.store.find(key).map(SlotHint)
     }
 
+    /// The most objects the slab has held at once: every [`SlotHint::slot`] is below it.
+    pub fn slot_bound(&self) -> usize {
+        self.store.nodes.len()
+    }
+
     /// Inserts `key` as `class` (or rewrites it), evicting as the algorithm and the classes
     /// decide until it fits, calling `on_evict(key, size)` for every victim. Returns the hint
     /// for `key` when it is cached afterwards. Without classes a rewrite updates the object
@@ -210,11 +224,25 @@ impl<L: ClassLayer> Cache<L> {
         class: L::Class,
         mut on_evict: F,
     ) -> Option<SlotHint> {
+        self.insert_slot(key, size, class, &mut |key, size, _| on_evict(key, size))
+            .map(SlotHint)
+    }
+
+    /// [`Cache::insert_as`], also telling `on_evict` the slot each victim left, for a caller
+    /// that keeps per-object records by slot (see [`SlotHint::slot`]).
+    #[inline]
+    pub fn insert_slotted<F: FnMut(u64, u32, SlotHint)>(
+        &mut self,
+        key: u64,
+        size: u32,
+        class: L::Class,
+        mut on_evict: F,
+    ) -> Option<SlotHint> {
         self.insert_slot(key, size, class, &mut on_evict)
             .map(SlotHint)
     }
 
-    fn insert_slot<F: FnMut(u64, u32)>(
+    fn insert_slot<F: FnMut(u64, u32, SlotHint)>(
         &mut self,
         key: u64,
         size: u32,
@@ -250,7 +278,7 @@ impl<L: ClassLayer> Cache<L> {
     }
 
     /// Inserts absent `key`, whose [`Slab::hash`] is `hash`.
-    fn insert_new<F: FnMut(u64, u32)>(
+    fn insert_new<F: FnMut(u64, u32, SlotHint)>(
         &mut self,
         key: u64,
         hash: u64,
@@ -310,7 +338,7 @@ impl<L: ClassLayer> Cache<L> {
 
     /// libCacheSim's update of a cached object: new size in place, an access, then evictions
     /// until it fits (which may take the object itself).
-    fn update<F: FnMut(u64, u32)>(
+    fn update<F: FnMut(u64, u32, SlotHint)>(
         &mut self,
         slot: Slot,
         own: L::Class,
@@ -344,7 +372,7 @@ impl<L: ClassLayer> Cache<L> {
     /// Evicts the next victim of the whole cache (selective-eviction order with classes);
     /// returns its (now free) slot or `NIL` when nothing evictable is left.
     #[inline]
-    fn evict_next<F: FnMut(u64, u32)>(&mut self, on_evict: &mut F) -> Slot {
+    fn evict_next<F: FnMut(u64, u32, SlotHint)>(&mut self, on_evict: &mut F) -> Slot {
         match self.layer.any_victim() {
             Some(class) => self.evict_from(class, on_evict),
             None => NIL,
@@ -352,14 +380,18 @@ impl<L: ClassLayer> Cache<L> {
     }
 
     /// Evicts one object of `class`; returns its freed slot or `NIL` if the class is empty.
-    fn evict_from<F: FnMut(u64, u32)>(&mut self, class: L::Class, on_evict: &mut F) -> Slot {
+    fn evict_from<F: FnMut(u64, u32, SlotHint)>(
+        &mut self,
+        class: L::Class,
+        on_evict: &mut F,
+    ) -> Slot {
         let victim = self.layer.queue(class).evict(&mut self.store.nodes);
         if victim != NIL {
             let node = self.store.nodes[victim as usize];
             self.store.remove(victim);
             self.layer.left(class, node.size, true);
             self.evictions += 1;
-            on_evict(node.key, node.size);
+            on_evict(node.key, node.size, SlotHint(victim));
         }
         victim
     }
@@ -415,6 +447,11 @@ impl<L: ClassLayer> Cache<L> {
 
     /// [`Cache::evict`], calling `on_evict(key, size)` for each object evicted.
     pub fn evict_with<F: FnMut(u64, u32)>(&mut self, n: u64, mut on_evict: F) -> u64 {
+        self.evict_slotted(n, |key, size, _| on_evict(key, size))
+    }
+
+    /// [`Cache::evict_with`], also telling `on_evict` the slot each victim left.
+    pub fn evict_slotted<F: FnMut(u64, u32, SlotHint)>(&mut self, n: u64, mut on_evict: F) -> u64 {
         let mut evicted = 0;
         while evicted < n && self.evict_next(&mut on_evict) != NIL {
             evicted += 1;
@@ -430,6 +467,15 @@ impl<L: ClassLayer> Cache<L> {
 
     /// [`Cache::set_capacity`], calling `on_evict(key, size)` for each object evicted.
     pub fn set_capacity_with<F: FnMut(u64, u32)>(
+        &mut self,
+        capacity: Capacity,
+        mut on_evict: F,
+    ) -> u64 {
+        self.set_capacity_slotted(capacity, |key, size, _| on_evict(key, size))
+    }
+
+    /// [`Cache::set_capacity_with`], also telling `on_evict` the slot each victim left.
+    pub fn set_capacity_slotted<F: FnMut(u64, u32, SlotHint)>(
         &mut self,
         capacity: Capacity,
         mut on_evict: F,
@@ -627,6 +673,46 @@ mod tests {
             c.insert_hinted(2, 101, |_, _| {}).is_none(),
             "dropped on update"
         );
+    }
+
+    #[test]
+    fn slotted_evictions_name_the_slot_each_victim_held() {
+        // A caller keeping records by slot (the server) must learn which slot every victim
+        // left, for every algorithm and every way objects leave: inserts, evict, set_capacity.
+        for alg in Algorithm::ALL {
+            let mut c = Cache::new(alg, Capacity::objects(40));
+            let mut owner: Vec<Option<u64>> = Vec::new();
+            let mut x = 99u64;
+            let release = |owner: &mut Vec<Option<u64>>, key: u64, slot: SlotHint| {
+                let slot = slot.slot().expect("a victim had a slot");
+                assert_eq!(owner[slot].take(), Some(key), "{alg}: slot {slot}");
+            };
+            for _ in 0..5_000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let key = (x >> 33) % 300;
+                if c.contains(key) {
+                    continue;
+                }
+                let hint = c.insert_slotted(key, 1, (), |k, _, slot| release(&mut owner, k, slot));
+                if let Some(slot) = hint.and_then(SlotHint::slot) {
+                    assert!(slot < c.slot_bound());
+                    owner.resize(owner.len().max(slot + 1), None);
+                    assert_eq!(
+                        owner[slot].replace(key),
+                        None,
+                        "{alg}: slot given out twice"
+                    );
+                }
+            }
+            c.evict_slotted(10, |k, _, slot| release(&mut owner, k, slot));
+            c.set_capacity_slotted(Capacity::objects(5), |k, _, slot| {
+                release(&mut owner, k, slot)
+            });
+            assert_eq!(owner.iter().flatten().count() as u64, c.len(), "{alg}");
+            assert_eq!(SlotHint::NONE.slot(), None);
+        }
     }
 
     #[test]

@@ -236,7 +236,7 @@ fn greedy_spill_sheds_an_overloaded_nodes_slots_to_its_idle_neighbours() {
     assert!(spread.get("n2").copied().unwrap_or(0) > 0, "{spread:?}");
     assert!(spread.get("n3").copied().unwrap_or(0) > 0, "{spread:?}");
     let hot_owner = |tag: usize| -> String {
-        let slot = cluster::key_slot(key(tag, 0).as_bytes());
+        let slot = slots::key_slot(key(tag, 0).as_bytes());
         let st = status(&etcd);
         st["slot_map"]["owners"]
             .as_object()

@@ -115,7 +115,7 @@ fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
 /// one write in ten.
 fn trace(dir: &Path) -> PathBuf {
     let keys: Vec<u64> = (0u64..)
-        .filter(|k| cluster::key_slot(k.to_string().as_bytes()) <= 5461)
+        .filter(|k| slots::key_slot(k.to_string().as_bytes()) <= 5461)
         .take(40)
         .collect();
     let path = dir.join("parity.csv");

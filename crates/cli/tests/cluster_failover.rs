@@ -3,39 +3,16 @@
 //! transaction that gives its slots to the survivors, every slot is served again, reads come
 //! through from the upstream, and the central log says what happened.
 
+mod common;
+
 use cluster::testing::free_port;
 use cluster::testing::Etcd;
+use common::nodes::{admin_ok, log_tail, node_flags, owned, serve, wait_until, Proc};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `mantle serve`; its log goes to `log`, for the failure messages.
-fn serve(args: &[&str], port: u16, log: &Path) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .arg("serve")
-        .args(args)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("a log file"))
-        .spawn()
-        .expect("mantle serve starts");
-    let proc = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "port {port} never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    proc
-}
+/// The cluster every test here runs.
+const NAME: &str = "tier";
 
 fn conn(port: u16) -> redis::Connection {
     redis::Client::open(format!("redis://127.0.0.1:{port}"))
@@ -51,53 +28,19 @@ fn cluster_info(port: u16) -> String {
         .unwrap_or_default()
 }
 
-fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn admin(etcd: &Etcd, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(["cluster", "--etcd", &etcd.address(), "--name", "tier"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The last lines of a node's log.
-fn log_tail(root: &Path, id: &str) -> String {
-    let text = std::fs::read_to_string(root.join(format!("{id}.log"))).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
+    admin_ok(etcd, NAME, args);
 }
 
 fn node(id: &str, etcd: &Etcd, upstream: u16, root: &Path) -> (Proc, u16) {
     let port = free_port();
-    let up = format!("redis://127.0.0.1:{upstream}");
-    let proc = serve(
-        &[
-            "--upstream",
-            &up,
-            "--cluster",
-            &etcd.address(),
-            "--cluster-name",
-            "tier",
-            "--node-id",
-            id,
-            "--cluster-ttl",
-            "2s",
-        ],
-        port,
-        &root.join(format!("{id}.log")),
-    );
+    let mut args = vec![
+        "--upstream".to_string(),
+        format!("redis://127.0.0.1:{upstream}"),
+    ];
+    args.extend(node_flags(etcd, NAME, id));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proc = serve(&args, port, &root.join(format!("{id}.log")));
     (proc, port)
 }
 
@@ -200,38 +143,6 @@ fn a_killed_cache_tier_nodes_slots_go_to_the_survivors() {
     assert_eq!(reassigned, 1, "exactly one survivor reassigned: {log:#?}");
 }
 
-fn signal(proc: &Proc, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &proc.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig}");
-}
-
-/// Ranges `id` owns in the slot map, from `mantle cluster status --json`.
-fn owned(etcd: &Etcd, id: &str) -> Vec<(u16, u16)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(["cluster", "--etcd", &etcd.address(), "--name", "tier"])
-        .args(["status", "--json"])
-        .output()
-        .unwrap();
-    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    st["slot_map"]["owners"][id]
-        .as_array()
-        .map(|rs| {
-            rs.iter()
-                .map(|r| {
-                    (
-                        r["start"].as_u64().unwrap() as u16,
-                        r["end"].as_u64().unwrap() as u16,
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// A cache-tier node stopped (SIGSTOP) long enough for its slots to be taken over, and whose
 /// keys were rewritten meanwhile through the survivors, must not serve what it had cached when
 /// it is back and owns those slots again.
@@ -261,12 +172,12 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
         });
     }
     // n2's keys, written (and so cached) through n2 itself.
-    let n2_ranges = owned(&etcd, "n2");
+    let n2_ranges = owned(&etcd, NAME, "n2");
     let mut n2 = conn(ports[1]);
     let keys: Vec<String> = (0..3000)
         .map(|i| format!("k{i}"))
         .filter(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
+            let slot = slots::key_slot(k.as_bytes());
             n2_ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
         })
         .collect();
@@ -276,7 +187,7 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     }
 
     let (stopped, _) = nodes.remove(1);
-    signal(&stopped, "-STOP");
+    stopped.signal("-STOP");
     let survivors = [ports[0], ports[2]];
     wait_until(
         "the survivors to take n2's slots",
@@ -304,13 +215,13 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
             .unwrap();
     }
 
-    signal(&stopped, "-CONT");
+    stopped.signal("-CONT");
     let back_by = Instant::now() + Duration::from_secs(30);
     while !cluster_info(ports[0]).contains("cluster_known_nodes:3") {
         assert!(
             Instant::now() < back_by,
             "n2 was not a member again within 30 s; its log ends:\n{}",
-            log_tail(root.path(), "n2")
+            log_tail(&root.path().join("n2.log"))
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -323,7 +234,7 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     let (a, b) = n2_ranges[0];
     let (from, (c, d)) = ["n1", "n3"]
         .iter()
-        .flat_map(|id| owned(&etcd, id).into_iter().map(move |r| (*id, r)))
+        .flat_map(|id| owned(&etcd, NAME, id).into_iter().map(move |r| (*id, r)))
         .find(|&(_, (c, d))| c <= b && d >= a)
         .expect("a survivor owns part of n2's old slots");
     let _ = from;
@@ -331,7 +242,7 @@ fn a_returning_cache_tier_node_serves_no_stale_cached_value() {
     admin(&etcd, &["move", &format!("{lo}-{hi}"), "--to", "n2"]);
     let back: Vec<&String> = keys
         .iter()
-        .filter(|k| (lo..=hi).contains(&cluster::key_slot(k.as_bytes())))
+        .filter(|k| (lo..=hi).contains(&slots::key_slot(k.as_bytes())))
         .collect();
     assert!(!back.is_empty());
     wait_until(

@@ -3,41 +3,15 @@
 //! source killed under it, a request arriving on a forwarding link, and proxy links to a
 //! node that restarted.
 
+mod common;
+
 use cluster::testing::{free_port, Etcd};
+use common::nodes::{admin, keys_in, node_flags, owned, spawn_serve, wait_until, Proc};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[&str], port: u16, log: &Path) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .arg("serve")
-        .args(args)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("a log file"))
-        .spawn()
-        .expect("mantle serve starts");
-    Proc(child)
-}
-
-fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// One request on a fresh connection (or on `conn`), its reply as text (a bulk string's
 /// contents, or the status / error line with its sign).
@@ -72,59 +46,18 @@ fn call(port: u16, args: &[&str]) -> String {
     }
 }
 
-fn admin(etcd: &Etcd, name: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .args(["cluster", "--etcd", &etcd.address(), "--name", name])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn owned(etcd: &Etcd, name: &str, id: &str) -> Vec<(u16, u16)> {
-    let out = admin(etcd, name, &["status", "--json"]);
-    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    st["slot_map"]["owners"][id]
-        .as_array()
-        .map(|rs| {
-            rs.iter()
-                .map(|r| {
-                    (
-                        r["start"].as_u64().unwrap() as u16,
-                        r["end"].as_u64().unwrap() as u16,
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn key_in(ranges: &[(u16, u16)]) -> String {
-    (0..)
-        .map(|i| format!("k{i}"))
-        .find(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
-            ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
-        })
-        .unwrap()
+    keys_in(ranges, 1).remove(0)
 }
 
 /// Data nodes (each its own `--data-dir` under `root`), `extra` flags appended.
 fn data_node(id: &str, etcd: &Etcd, name: &str, root: &Path, port: u16, extra: &[&str]) -> Proc {
     let data = root.join(id);
-    let mut args = vec![
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--cluster-name",
-        name,
-        "--node-id",
-        id,
-        "--cluster-ttl",
-        "2s",
-    ];
-    let address = etcd.address();
-    args.extend(["--cluster", &address]);
-    args.extend(extra);
-    let proc = spawn(&args, port, &root.join(format!("{id}.log")));
+    let mut args = vec!["--data-dir".to_string(), data.to_str().unwrap().into()];
+    args.extend(node_flags(etcd, name, id));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proc = spawn_serve(&args, port, &root.join(format!("{id}.log")));
     wait_until("the node to answer", Duration::from_secs(30), || {
         call(port, &["PING"]) == "+PONG"
     });
@@ -180,7 +113,7 @@ fn a_node_started_before_its_etcd_waits_for_it() {
     let data = root.path().join("n1");
     let address = etcd.address();
     let log = root.path().join("n1.log");
-    let mut node = spawn(
+    let mut node = spawn_serve(
         &[
             "--data-dir",
             data.to_str().unwrap(),
@@ -302,4 +235,178 @@ fn proxy_links_to_a_restarted_node_reconnect() {
         let mut conn = TcpStream::connect(("127.0.0.1", n1)).unwrap();
         assert_eq!(call_on(&mut conn, &["GET", &key]), "3");
     }
+}
+
+/// Proxied load through n1 while n2 restarts (issue 29.3): clients on long-lived connections
+/// keep writing and reading keys of both nodes; once both nodes say `cluster_state:ok` again,
+/// no request fails (stale pooled links are found dead before a request is written on them
+/// and opened again), and every value read back is the one last written.
+#[test]
+fn proxied_load_has_no_errors_once_a_restarted_node_is_back() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let (etcd, root, mut nodes) = two_nodes("load", &["--cluster-mode", "proxy"]);
+    let n1 = nodes[0].1;
+    let remote = owned(&etcd, "load", "n2");
+    let stop = Arc::new(AtomicBool::new(false));
+    // Requests sent, by when they were sent, and how they ended (None: fine).
+    type Log = Vec<(Instant, Option<String>)>;
+    let log: Arc<Mutex<Log>> = Arc::default();
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (stop, log) = (Arc::clone(&stop), Arc::clone(&log));
+            // One slot of n2 for all, a key each (the hash tag picks the slot).
+            let key = format!("{{{}}}-{c}", key_in(&remote));
+            std::thread::spawn(move || {
+                let mut conn: Option<TcpStream> = None;
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let at = Instant::now();
+                    let link = match &mut conn {
+                        Some(c) => c,
+                        None => match TcpStream::connect(("127.0.0.1", n1)) {
+                            Ok(c) => conn.insert(c),
+                            Err(e) => {
+                                log.lock().unwrap().push((at, Some(e.to_string())));
+                                continue;
+                            }
+                        },
+                    };
+                    i += 1;
+                    let value = format!("{c}:{i}");
+                    let set = call_on(link, &["SET", &key, &value]);
+                    let get = call_on(link, &["GET", &key]);
+                    let failed = if set != "+OK" {
+                        Some(format!("SET {key}: {set}"))
+                    } else if get != value {
+                        Some(format!("GET {key}: {get}, expected {value}"))
+                    } else {
+                        None
+                    };
+                    log.lock().unwrap().push((at, failed));
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut n2, n2_port) = nodes.remove(1);
+    let _ = n2.0.kill();
+    let _ = n2.0.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let _n2 = data_node(
+        "n2",
+        &etcd,
+        "load",
+        root.path(),
+        n2_port,
+        &["--cluster-mode", "proxy"],
+    );
+    wait_until(
+        "n2 to serve its slots again",
+        Duration::from_secs(30),
+        || {
+            call(n1, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                && call(n2_port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        },
+    );
+    let ok_at = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let log = log.lock().unwrap();
+    let after: Vec<_> = log.iter().filter(|(at, _)| *at > ok_at).collect();
+    let errors: Vec<_> = after.iter().filter_map(|(_, e)| e.as_ref()).collect();
+    assert!(
+        errors.is_empty(),
+        "{} of {} proxied requests failed after cluster_state:ok, first: {}",
+        errors.len(),
+        after.len(),
+        errors[0]
+    );
+    assert!(
+        after.len() >= 20,
+        "only {} requests after the restart",
+        after.len()
+    );
+}
+
+/// A small trace of gets and puts (no timestamps: replayed as fast as possible).
+fn small_trace(dir: &Path) -> String {
+    let path = dir.join("small.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(["gen", "parsplice", "--seed", "5", "--duration", "2m", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    path.to_str().unwrap().to_string()
+}
+
+fn replay_server(trace: &str, port: u16, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args([
+            "replay", "--trace", trace, "--speed", "0", "--quiet", "--json",
+        ])
+        .args(["--server", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// `replay --server` against one node of a cluster (issue 29.4): in client mode it follows
+/// `-MOVED` (no request fails), in proxy mode every request lands on the entry node; either
+/// way the counters are the cluster's, with each node's figures beside them.
+#[test]
+fn replay_against_a_cluster_follows_redirects_and_counts_every_node() {
+    for mode in ["client", "proxy"] {
+        let name = format!("replay-{mode}");
+        let (_etcd, root, nodes) = two_nodes(&name, &["--cluster-mode", mode]);
+        let trace = small_trace(root.path());
+        let out = replay_server(&trace, nodes[0].1, &[]);
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["errors"], 0, "{mode}: {}", json["first_error"]);
+        let per_node = json["nodes"].as_array().expect("a nodes array");
+        assert_eq!(per_node.len(), 2, "{mode}: {per_node:?}");
+        let lookups = |v: &serde_json::Value| v["lookups"].as_u64().unwrap();
+        assert!(
+            per_node.iter().all(|n| lookups(n) > 0),
+            "{mode}: {per_node:?}"
+        );
+        let summed: u64 = per_node.iter().map(lookups).sum();
+        let total = json["hits"].as_u64().unwrap() + json["misses"].as_u64().unwrap();
+        assert_eq!(summed, total, "{mode}: the totals are the nodes' sum");
+    }
+}
+
+/// A run whose requests fail beyond `--max-errors` (default 1%) exits non-zero with one line
+/// naming the count and the first error, instead of printing a report as if all went well.
+#[test]
+fn replay_fails_when_too_many_requests_fail() {
+    let (_etcd, root, mut nodes) = two_nodes("failing", &["--cluster-mode", "proxy"]);
+    let trace = small_trace(root.path());
+    // Half the slots' owner is gone: the entry node answers their requests with an error.
+    let (mut n2, _) = nodes.remove(1);
+    let _ = n2.0.kill();
+    let _ = n2.0.wait();
+    let out = replay_server(&trace, nodes[0].1, &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.trim_end();
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(
+        line.contains("requests failed") && line.contains("--max-errors 1%"),
+        "{line}"
+    );
+    assert!(line.contains("proxy: "), "the first error is named: {line}");
+    assert!(out.stdout.is_empty(), "no report for a failed run");
+    let tolerant = replay_server(&trace, nodes[0].1, &["--max-errors", "100"]);
+    assert!(tolerant.status.success(), "{tolerant:?}");
 }

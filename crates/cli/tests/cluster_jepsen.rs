@@ -10,59 +10,16 @@
 //! Each test starts its own etcd and nodes on loopback (random ports, temp dirs) and runs
 //! for well under a minute.
 
+mod common;
+
 use cluster::testing::{free_port, Etcd};
+use common::nodes::{admin, keys_in, node_flags, owned, serve, signal, wait_until, Proc};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(args: &[&str], port: u16, log: &Path) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
-        .arg("serve")
-        .args(args)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("a log file"))
-        .spawn()
-        .expect("mantle serve starts");
-    let proc = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "port {port} never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    proc
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
-fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// A minimal RESP client over one socket, so a test controls exactly what is queued on an
 /// open connection and sees every reply as it came.
@@ -227,7 +184,7 @@ impl Client {
     /// Runs `args` on the key's owner, following up to 5 redirections; `None` when the
     /// outcome is unknown.
     fn run(&mut self, key: &str, args: &[&str]) -> (Option<Reply>, u16) {
-        let slot = cluster::key_slot(key.as_bytes());
+        let slot = slots::key_slot(key.as_bytes());
         let mut port = *self.routes.get(&slot).unwrap_or(&self.seeds[0]);
         for _ in 0..5 {
             match self.call_at(port, args) {
@@ -309,19 +266,7 @@ impl Cluster {
         let mut nodes = Vec::new();
         for id in ["n1", "n2", "n3"] {
             let port = free_port();
-            let mut args: Vec<String> = [
-                "--cluster",
-                &etcd.address(),
-                "--cluster-name",
-                name,
-                "--node-id",
-                id,
-                "--cluster-ttl",
-                "2s",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+            let mut args = node_flags(&etcd, name, id);
             match &upstream_proc {
                 Some((_, up)) => {
                     args.extend(["--upstream".into(), format!("redis://127.0.0.1:{up}")])
@@ -378,17 +323,7 @@ impl Cluster {
     }
 
     fn admin(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(env!("CARGO_BIN_EXE_mantle"))
-            .args([
-                "cluster",
-                "--etcd",
-                &self.etcd.address(),
-                "--name",
-                self.name,
-            ])
-            .args(args)
-            .output()
-            .unwrap();
+        let out = admin(&self.etcd, self.name, args);
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -403,35 +338,12 @@ impl Cluster {
 
     /// Ranges `id` owns.
     fn owned(&self, id: &str) -> Vec<(u16, u16)> {
-        self.status()["slot_map"]["owners"][id]
-            .as_array()
-            .map(|rs| {
-                rs.iter()
-                    .map(|r| {
-                        (
-                            r["start"].as_u64().unwrap() as u16,
-                            r["end"].as_u64().unwrap() as u16,
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        owned(&self.etcd, self.name, id)
     }
 
     fn log(&self, id: &str) -> String {
         std::fs::read_to_string(self.root.path().join(format!("{id}.log"))).unwrap_or_default()
     }
-}
-
-fn keys_in(ranges: &[(u16, u16)], n: usize) -> Vec<String> {
-    (0..)
-        .map(|i| format!("k{i}"))
-        .filter(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
-            ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
-        })
-        .take(n)
-        .collect()
 }
 
 fn assert_clean(history: &History) {

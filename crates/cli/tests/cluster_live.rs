@@ -259,7 +259,7 @@ fn a_killed_node_takes_its_slots_down_until_it_returns_with_its_data() {
     let owned_by_n2 = (0..300)
         .map(|i| format!("k{i}"))
         .find(|k| {
-            let slot = cluster::key_slot(k.as_bytes());
+            let slot = slots::key_slot(k.as_bytes());
             (5462..=10922).contains(&slot)
         })
         .unwrap();
@@ -283,7 +283,7 @@ fn a_killed_node_takes_its_slots_down_until_it_returns_with_its_data() {
     let mut fine = 0;
     for i in 0..300 {
         let key = format!("k{i}");
-        let slot = cluster::key_slot(key.as_bytes());
+        let slot = slots::key_slot(key.as_bytes());
         let node = if slot <= 5461 {
             &nodes[0]
         } else if slot > 10922 {

@@ -333,7 +333,7 @@ fn a_range_moves_with_its_keys_while_clients_write_and_read_it() {
     let before = nodes[0].count_in(0, 8191);
     assert!(before > 1000, "{before}");
     // GETKEYSINSLOT lists what COUNTKEYSINSLOT counts.
-    let slot = cluster::key_slot(b"pre:0");
+    let slot = slots::key_slot(b"pre:0");
     let mut c = nodes[0].conn();
     let n: i64 = redis::cmd("CLUSTER")
         .arg("COUNTKEYSINSLOT")
@@ -371,7 +371,7 @@ fn a_range_moves_with_its_keys_while_clients_write_and_read_it() {
     // n2 serves them to a plain client; n1 redirects it there.
     let key = (0..3000)
         .map(|i| format!("pre:{i}"))
-        .find(|k| cluster::key_slot(k.as_bytes()) <= 8191)
+        .find(|k| slots::key_slot(k.as_bytes()) <= 8191)
         .unwrap();
     let v: String = nodes[1].conn().get(&key).unwrap();
     assert!(v.starts_with(&key[4..]));
@@ -393,7 +393,7 @@ fn a_range_moves_with_its_keys_while_clients_write_and_read_it() {
 fn count_acked_in(acked: &HashMap<String, u64>, start: u16, end: u16) -> i64 {
     acked
         .keys()
-        .filter(|k| (start..=end).contains(&cluster::key_slot(k.as_bytes())))
+        .filter(|k| (start..=end).contains(&slots::key_slot(k.as_bytes())))
         .count() as i64
 }
 
@@ -697,7 +697,7 @@ fn a_cluster_with_a_password_migrates_and_proxies() {
     assert_whole(&etcd);
     let moved: Vec<String> = (0..2000)
         .map(|i| format!("pre:{i}"))
-        .filter(|k| cluster::key_slot(k.as_bytes()) <= 8191)
+        .filter(|k| slots::key_slot(k.as_bytes()) <= 8191)
         .collect();
     assert!(!moved.is_empty());
     assert!(n2.count_in(0, 8191) >= moved.len() as i64);

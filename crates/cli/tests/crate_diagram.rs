@@ -123,3 +123,64 @@ fn the_diagram_reader_reads_fanned_arrows_and_refuses_what_it_cannot_read() {
     assert!(diagram_edges(bad, "## The crates").is_err());
     assert!(diagram_edges("no heading", "## The crates").is_err());
 }
+
+/// Every package `package` links (normal and build dependencies, transitively), by name,
+/// read from `cargo metadata`'s resolved graph.
+fn linked_by(package: &str) -> BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .current_dir(&root)
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let name_of = |id: &str| -> String {
+        metadata["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let nodes = metadata["resolve"]["nodes"].as_array().unwrap();
+    let start = nodes
+        .iter()
+        .find(|n| name_of(n["id"].as_str().unwrap()) == package)
+        .unwrap_or_else(|| panic!("{package} is not in the workspace's graph"));
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![start];
+    while let Some(node) = stack.pop() {
+        for dep in node["deps"].as_array().unwrap() {
+            let linked = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].as_str() != Some("dev"));
+            let id = dep["pkg"].as_str().unwrap();
+            if linked && seen.insert(name_of(id)) {
+                stack.extend(nodes.iter().find(|n| n["id"] == id));
+            }
+        }
+    }
+    seen
+}
+
+/// The server hosts shadows (crate `adapt`) but writes no replay output: the CSV writer
+/// and the simulator's charts and histograms stay out of its binary.
+#[test]
+fn the_server_links_none_of_the_simulators_output_writers() {
+    let linked = linked_by("mantle-server");
+    assert!(linked.contains("mantle-adapt"), "{linked:?}");
+    for writer in ["csv", "plotters", "hdrhistogram", "mantle-sim"] {
+        assert!(
+            !linked.contains(writer),
+            "mantle-server links {writer} (cargo tree -p mantle-server -i {writer})"
+        );
+    }
+}

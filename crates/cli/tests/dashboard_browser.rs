@@ -2,6 +2,7 @@
 //! `mantle serve --http` under load (in a two-node cluster on a private etcd when etcd is
 //! installed), while a policy version is pushed through the page's admin API. The DOM it
 //! dumps must show that the charts received data (each canvas counts the points it drew),
+//! the command latency panel the load's GET and SET,
 //! the pushed version in the policy log and, in a cluster, both nodes with their slots. A
 //! screenshot is written to `$CARGO_TARGET_TMPDIR/dashboard/dashboard.png` (and copied to
 //! `$MANTLE_DASHBOARD_SCREENSHOT` when set: that is how docs/img/dashboard.png is made).
@@ -294,6 +295,17 @@ fn dashboard_in_headless_chromium_under_load() {
     ] {
         let drawn = counter(&dom, &format!("<canvas id=\"{chart}\""), "data-points");
         assert!(drawn > 0, "{chart} drew nothing");
+    }
+    // The command latency panel lists the load's commands with their percentiles.
+    let rows = counter(&dom, "<table id=\"commands\"", "data-rows");
+    assert!(rows >= 2, "the command latency panel shows {rows} commands");
+    let panel = &dom[dom.find("<table id=\"commands\"").unwrap()..];
+    let panel = &panel[..panel.find("</table>").unwrap()];
+    for command in ["<td>get</td>", "<td>set</td>"] {
+        assert!(
+            panel.contains(command),
+            "no {command} in the panel:\n{panel}"
+        );
     }
     let log_at = dom.find("id=\"policy-log\"").expect("the policy log table");
     assert!(

@@ -207,6 +207,24 @@ fn range_placement_keeps_a_hot_key_range_on_one_node() {
 /// gaps' empty ticks included), takes the same decisions and leaves the same counters.
 #[test]
 fn one_node_ticks_decides_and_counts_as_plain_replay() {
+    one_node_as_plain_replay("1s", None);
+}
+
+/// The same for request-count ticks: each falls at its last request's time and covers the
+/// trace time since the previous one, so the rates the policy reads are replay's.
+#[test]
+fn one_node_on_request_count_ticks_decides_and_counts_as_plain_replay() {
+    one_node_as_plain_replay("100ops", None);
+}
+
+/// And with `--classes`: the node's cache is classed by the same rules and its per-class
+/// counters are replay's.
+#[test]
+fn one_classed_node_decides_and_counts_as_plain_classed_replay() {
+    one_node_as_plain_replay("1s", Some("classes/size-bins.csv"));
+}
+
+fn one_node_as_plain_replay(tick: &str, classes: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("gap.csv");
     let mut text = String::new();
@@ -256,15 +274,23 @@ function howmuch() return {capacity = target} end
         "--policy",
         policy.to_str().unwrap(),
         "--tick",
-        "1s",
+        tick,
         "--json",
     ];
+    let mut base = base.to_vec();
+    if let Some(classes) = classes {
+        base.extend(["--classes", classes]);
+    }
     let single = json_of(&mantle(&base));
     let mut args = base.to_vec();
     args.extend(["--nodes", "1"]);
     let nodes = json_of(&mantle(&args));
     let ticks = single["policy"]["ticks"].as_u64().unwrap();
-    assert!(ticks > 1_000, "the gaps' empty ticks run: {ticks}");
+    if tick.ends_with("ops") {
+        assert_eq!(ticks, 200, "20,000 requests, one tick every 100");
+    } else {
+        assert!(ticks > 1_000, "the gaps' empty ticks run: {ticks}");
+    }
     assert_eq!(nodes["ticks"].as_u64(), Some(ticks));
     assert_eq!(single["policy"]["errors"], 0);
     assert_eq!(nodes["policy"]["errors"], 0);
@@ -276,4 +302,11 @@ function howmuch() return {capacity = target} end
     assert_eq!(node["misses"], single["misses"]);
     assert_eq!(node["cached_objects"], single["final_cache_objects"]);
     assert_eq!(nodes["backend"], single["backend"]);
+    match classes {
+        Some(_) => {
+            assert!(node["classes"].as_array().is_some_and(|c| !c.is_empty()));
+            assert_eq!(node["classes"], single["classes"]);
+        }
+        None => assert!(node.get("classes").is_none(), "{node}"),
+    }
 }

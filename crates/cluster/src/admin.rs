@@ -6,8 +6,9 @@
 
 use crate::control::{ClusterError, ControlPlane, Versioned};
 use crate::node::{Member, NodeId};
-use crate::slotmap::{MapError, SlotMap, SlotRange};
+use crate::slotmap::{MapError, SlotMap};
 use serde::Serialize;
+use slots::SlotRange;
 use std::time::{Duration, Instant};
 
 /// A cluster's state as `mantle cluster status` prints it.

@@ -3,8 +3,7 @@
 //! slots instead of directory fragments. Shared by the simulator (`mantle replay --nodes`)
 //! and the live cluster's balancer, so both choose the same slots from the same loads.
 
-use crate::slotmap::SlotRange;
-use slots::SLOTS;
+use slots::{SlotRange, SLOTS};
 
 /// Share of the amount at which an export is big enough.
 const NEED_MIN: f64 = 0.8;

@@ -15,8 +15,9 @@
 
 use crate::control::{ClusterError, ControlPlane, Versioned};
 use crate::node::NodeId;
-use crate::slotmap::{MapError, SlotMap, SlotRange};
+use crate::slotmap::{MapError, SlotMap};
 use etcd_client::GetOptions;
+use slots::SlotRange;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 

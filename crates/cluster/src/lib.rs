@@ -12,7 +12,8 @@
 //! - [`exports`]: which slots an overloaded node sends away (Ceph's 80–120% rule);
 //! - [`board`]: every node's per-tick metrics, for the balancing policy;
 //! - [`registry_store`] and [`central_log`]: the policy registry and the central log every
-//!   node shares.
+//!   node shares;
+//! - [`function_store`]: the function libraries every node runs (`FUNCTION LOAD`).
 
 #[cfg(feature = "etcd")]
 pub mod admin;
@@ -25,6 +26,8 @@ pub mod control;
 pub mod exports;
 #[cfg(feature = "etcd")]
 pub mod failover;
+#[cfg(feature = "etcd")]
+pub mod function_store;
 pub mod lease;
 pub mod node;
 #[cfg(feature = "etcd")]
@@ -40,9 +43,10 @@ pub use control::{
     ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, Membership,
     MembershipState, Versioned,
 };
+#[cfg(feature = "etcd")]
+pub use function_store::{FunctionSnapshot, FunctionStore};
 pub use lease::LeaseClock;
 pub use node::{Member, NodeId};
 #[cfg(feature = "etcd")]
-pub use registry_store::{PolicyStore, PolicyWatch, RegistryState};
-pub use slotmap::{MapError, Migration, OwnerTable, SlotMap, SlotRange};
-pub use slots::{key_slot, SLOTS};
+pub use registry_store::{PolicyStore, PolicyWatch, RegistryState, SwapRefused};
+pub use slotmap::{MapError, Migration, OwnerTable, SlotMap};

@@ -24,6 +24,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// Why [`PolicyStore::swap_active`] did not write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwapRefused {
+    /// Another node changed the stack since; this is it now.
+    Changed(Versioned<Option<Vec<u8>>>),
+    /// The version the new stack would activate no longer exists (pruned or dropped).
+    Missing { name: String, version: u32 },
+}
+
 /// Attempts at taking the next version number while other nodes take them too.
 const VERSION_ATTEMPTS: usize = 64;
 
@@ -427,27 +436,76 @@ impl PolicyStore {
         })
     }
 
-    /// Writes the activation stack if its revision is still `expected` (0: never set);
-    /// otherwise returns it as it is now.
+    /// Writes the activation stack if its revision is still `expected` (0: never set) and
+    /// version `top` (the one the new stack makes active, if any) still exists: a prune on
+    /// another node may delete a version between this node reading it and activating it,
+    /// and a stack must never point at a missing version (pruning compares the stack the
+    /// same way, so of a prune and a swap racing on one version, one fails).
     pub async fn swap_active(
         &self,
         expected: i64,
         value: Vec<u8>,
-    ) -> Result<Result<i64, Versioned<Option<Vec<u8>>>>, ClusterError> {
+        top: Option<(&str, u32)>,
+    ) -> Result<Result<i64, SwapRefused>, ClusterError> {
         let key = self.active_key();
-        let compare = if expected == 0 {
+        let mut compares = vec![if expected == 0 {
             Compare::create_revision(key.clone(), CompareOp::Equal, 0)
         } else {
             Compare::mod_revision(key.clone(), CompareOp::Equal, expected)
-        };
+        }];
+        let mut on_refusal = vec![TxnOp::get(key.clone(), None)];
+        if let Some((name, version)) = top {
+            let version_key = self.version_key(name, version);
+            compares.push(Compare::create_revision(
+                version_key.clone(),
+                CompareOp::NotEqual,
+                0,
+            ));
+            on_refusal.push(TxnOp::get(
+                version_key,
+                Some(GetOptions::new().with_keys_only()),
+            ));
+        }
         let txn = Txn::new()
-            .when([compare])
-            .and_then([TxnOp::put(key, value, None)]);
+            .when(compares)
+            .and_then([TxnOp::put(key, value, None)])
+            .or_else(on_refusal);
         let resp = self.plane.bounded(self.plane.client().txn(txn)).await?;
         if resp.succeeded() {
             return Ok(Ok(resp.header().map_or(0, |h| h.revision())));
         }
-        Ok(Err(self.active().await?))
+        let mut gets = resp.op_responses().into_iter().map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let active = gets.next().flatten();
+        if let Some((name, version)) = top {
+            let present = gets
+                .next()
+                .flatten()
+                .is_some_and(|get| !get.kvs().is_empty());
+            if !present {
+                forget(&self.cache, &self.version_key(name, version));
+                return Ok(Err(SwapRefused::Missing {
+                    name: name.to_string(),
+                    version,
+                }));
+            }
+        }
+        let now = match active {
+            Some(get) => match get.kvs().first() {
+                Some(kv) => Versioned {
+                    value: Some(kv.value().to_vec()),
+                    revision: kv.mod_revision(),
+                },
+                None => Versioned {
+                    value: None,
+                    revision: 0,
+                },
+            },
+            None => self.active().await?,
+        };
+        Ok(Err(SwapRefused::Changed(now)))
     }
 
     /// The activation stack and every parameter, read at one revision in one round trip

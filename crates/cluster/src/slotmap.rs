@@ -6,74 +6,8 @@
 
 use crate::node::NodeId;
 use serde::{Deserialize, Serialize};
-use slots::SLOTS;
+use slots::{SlotRange, SLOTS};
 use std::collections::BTreeMap;
-use std::fmt;
-use std::ops::RangeInclusive;
-
-/// A contiguous, inclusive range of slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct SlotRange {
-    pub start: u16,
-    pub end: u16,
-}
-
-impl SlotRange {
-    /// A range of `start..=end`; `None` when it is empty or leaves the slot space.
-    pub fn new(start: u16, end: u16) -> Option<SlotRange> {
-        (start <= end && end < SLOTS).then_some(SlotRange { start, end })
-    }
-
-    /// Every slot.
-    pub fn all() -> SlotRange {
-        SlotRange {
-            start: 0,
-            end: SLOTS - 1,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        usize::from(self.end - self.start) + 1
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    pub fn slots(&self) -> RangeInclusive<u16> {
-        self.start..=self.end
-    }
-
-    pub fn contains(&self, slot: u16) -> bool {
-        (self.start..=self.end).contains(&slot)
-    }
-
-    fn overlaps(&self, other: &SlotRange) -> bool {
-        self.start <= other.end && other.start <= self.end
-    }
-
-    /// Parses `N` or `A-B` (the form the CLI and `CLUSTER` replies use).
-    pub fn parse(text: &str) -> Result<SlotRange, MapError> {
-        let bad = || MapError::BadRange(text.to_string());
-        let (a, b) = match text.split_once('-') {
-            Some((a, b)) => (a, b),
-            None => (text, text),
-        };
-        let start: u16 = a.trim().parse().map_err(|_| bad())?;
-        let end: u16 = b.trim().parse().map_err(|_| bad())?;
-        SlotRange::new(start, end).ok_or_else(bad)
-    }
-}
-
-impl fmt::Display for SlotRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.start == self.end {
-            write!(f, "{}", self.start)
-        } else {
-            write!(f, "{}-{}", self.start, self.end)
-        }
-    }
-}
 
 /// A slot range on its way from one node to another. Until the flip the source owns it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,8 +19,6 @@ pub struct Migration {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MapError {
-    #[error("bad slot range {0:?}: expected N or A-B with 0 <= A <= B <= 16383")]
-    BadRange(String),
     #[error("slot {slot} is assigned twice (to {first} and {second})")]
     DoubleAssigned {
         slot: u16,
@@ -495,19 +427,6 @@ mod tests {
 
     fn owned(map: &SlotMap) -> usize {
         map.owners.values().flatten().map(SlotRange::len).sum()
-    }
-
-    #[test]
-    fn ranges_parse_and_print() {
-        assert_eq!(
-            SlotRange::parse("5").unwrap(),
-            SlotRange::new(5, 5).unwrap()
-        );
-        assert_eq!(SlotRange::parse("0-16383").unwrap(), SlotRange::all());
-        assert_eq!(SlotRange::parse("10-20").unwrap().to_string(), "10-20");
-        for bad in ["", "x", "5-3", "0-16384", "-1", "1-2-3"] {
-            assert!(SlotRange::parse(bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]

@@ -7,7 +7,8 @@
 
 use cluster::board::Board;
 use cluster::testing::Etcd;
-use cluster::{ClusterConfig, ControlPlane, NodeId, SlotMap, SlotRange};
+use cluster::{ClusterConfig, ControlPlane, NodeId, SlotMap};
+use slots::SlotRange;
 use std::time::{Duration, Instant};
 
 async fn plane(etcd: &Etcd, name: &str) -> ControlPlane {

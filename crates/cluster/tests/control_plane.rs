@@ -4,7 +4,8 @@
 #![cfg(feature = "etcd")]
 
 use cluster::testing::Etcd;
-use cluster::{ClusterConfig, ClusterError, ControlPlane, Member, NodeId, SlotRange, SLOTS};
+use cluster::{ClusterConfig, ClusterError, ControlPlane, Member, NodeId};
+use slots::{SlotRange, SLOTS};
 use std::time::{Duration, Instant};
 
 fn id(s: &str) -> NodeId {

@@ -8,6 +8,7 @@
 use cluster::testing::Etcd;
 use cluster::{
     CentralLog, ClusterConfig, ControlPlane, Level, LogEntry, LogKind, NodeId, PolicyStore,
+    SwapRefused, Versioned,
 };
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -74,16 +75,18 @@ async fn the_activation_stack_is_a_compare_and_swap_and_the_watch_sees_it() {
     let empty = store.active().await.unwrap();
     assert_eq!((empty.value, empty.revision), (None, 0));
     let first = store
-        .swap_active(0, b"[a@1]".to_vec())
+        .swap_active(0, b"[a@1]".to_vec(), None)
         .await
         .unwrap()
         .unwrap();
-    let stale = store.swap_active(0, b"[b@1]".to_vec()).await.unwrap();
-    let now = stale.expect_err("a second writer from the same revision loses");
+    let stale = store.swap_active(0, b"[b@1]".to_vec(), None).await.unwrap();
+    let Err(SwapRefused::Changed(now)) = stale else {
+        panic!("a second writer from the same revision loses: {stale:?}");
+    };
     assert_eq!(now.value.as_deref(), Some(&b"[a@1]"[..]));
     assert_eq!(now.revision, first);
     store
-        .swap_active(first, b"[a@1,b@1]".to_vec())
+        .swap_active(first, b"[a@1,b@1]".to_vec(), None)
         .await
         .unwrap()
         .unwrap();
@@ -169,12 +172,12 @@ async fn pruning_is_refused_when_the_stack_changed_and_forgets_the_versions() {
     assert_eq!(listed.len(), 5);
     assert_eq!(listed[0], ("p".to_string(), 1, Some(b"meta 1".to_vec())));
     let seen = store
-        .swap_active(0, b"[p@5]".to_vec())
+        .swap_active(0, b"[p@5]".to_vec(), None)
         .await
         .unwrap()
         .unwrap();
     let changed = store
-        .swap_active(seen, b"[p@1]".to_vec())
+        .swap_active(seen, b"[p@1]".to_vec(), None)
         .await
         .unwrap()
         .unwrap();
@@ -200,6 +203,68 @@ async fn pruning_is_refused_when_the_stack_changed_and_forgets_the_versions() {
         .await
         .unwrap();
     assert_eq!(next, 6);
+}
+
+/// The race between a prune on one node and `POLICY USE` of the pruned version on another:
+/// the user has read version 2 (it is in its cache, as the watch leaves it), the pruner
+/// deletes it (the stack it compares has not changed yet), and the user's swap must then be
+/// refused, naming the version, instead of leaving a stack that points at nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activating_a_version_pruned_meanwhile_is_refused_and_names_it() {
+    let etcd = Etcd::start();
+    let user = PolicyStore::new(plane(&etcd, "race").await);
+    let pruner = PolicyStore::new(plane(&etcd, "race").await);
+    for _ in 0..3 {
+        user.add_version("p", |n| (format!("src {n}").into_bytes(), Vec::new()))
+            .await
+            .unwrap();
+    }
+    let seen = user
+        .swap_active(0, b"[p@3]".to_vec(), Some(("p", 3)))
+        .await
+        .unwrap()
+        .unwrap();
+    // `POLICY USE p@2` on the user's node has read the version...
+    assert_eq!(user.version("p", 2).await.unwrap().unwrap(), b"src 2");
+    // ...when the pruner, seeing the stack still at `seen`, deletes it.
+    assert!(pruner.prune("p", &[1, 2], seen).await.unwrap());
+    let refused = user
+        .swap_active(seen, b"[p@3,p@2]".to_vec(), Some(("p", 2)))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused,
+        Err(SwapRefused::Missing {
+            name: "p".into(),
+            version: 2
+        })
+    );
+    assert_eq!(
+        user.active().await.unwrap(),
+        Versioned {
+            value: Some(b"[p@3]".to_vec()),
+            revision: seen
+        },
+        "the stack still points at a version that exists"
+    );
+    assert!(
+        user.version("p", 2).await.unwrap().is_none(),
+        "the refused version is not served from the cache any more"
+    );
+    // A stack that changed meanwhile is reported as before, with the version present.
+    let stale = user
+        .swap_active(0, b"[p@3]".to_vec(), Some(("p", 3)))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&stale, Err(SwapRefused::Changed(now)) if now.revision == seen),
+        "{stale:?}"
+    );
+    // And the version that exists is activated.
+    user.swap_active(seen, b"[p@3,p@3]".to_vec(), Some(("p", 3)))
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 /// The repair path: a record is deleted only if nobody rewrote it since it was read.

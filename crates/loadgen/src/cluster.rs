@@ -17,11 +17,12 @@
 //! Node `i` of the report is the i-th node by id, the order of `servers[i]`.
 
 use anyhow::{anyhow, bail, Context, Result};
-use cluster::{exports, key_slot, SLOTS};
+use cluster::exports;
 use redis::Value as Reply;
 use sim::nodes::{
     ClusterReport, DueTick, MigrationRecord, NodeClock, NodeParts, NodesConfig, NodesTickRow, Parts,
 };
+use slots::{key_slot, SLOTS};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use trace::{Op, Request};
@@ -159,7 +160,7 @@ pub fn replay_cluster(
     let zeros = vec![0u8; 1 << 20];
 
     // The simulator's ticks (`sim::nodes::NodeClock`), so both tick at the same times.
-    let mut clock = NodeClock::new(config.tick);
+    let mut clock = NodeClock::new(config.tick, config.trace_clock);
     let (mut requests, mut first_time, mut last_time) = (0u64, None::<f64>, 0.0);
     while let Some(r) = next()? {
         let due = clock
@@ -247,6 +248,8 @@ pub fn replay_cluster(
             cached_objects: after.get("objects").copied().unwrap_or(0).max(0) as u64,
             exported_slots: st.exported[i],
             imported_slots: st.imported[i],
+            // The nodes' classes are their own (`serve --classes`); INFO does not list them.
+            classes: None,
         });
     }
     let owner: Vec<u16> = owner.iter().map(|o| o.unwrap_or(u16::MAX)).collect();
@@ -292,11 +295,9 @@ fn tick(
     record_ticks: bool,
 ) -> Result<()> {
     let DueTick {
-        tick: tick_no,
-        now,
-        seconds,
+        tick: tick_no, now, ..
     } = t;
-    let loads: Vec<f64> = st.counts.iter().map(|&c| c as f64 / seconds).collect();
+    let loads: Vec<f64> = st.counts.iter().map(|&c| t.per_second(c)).collect();
     st.counts.iter_mut().for_each(|c| *c = 0);
     for ((sum, peak), &load) in st.load_sum.iter_mut().zip(&mut st.load_peak).zip(&loads) {
         *sum += load;
@@ -323,7 +324,7 @@ fn tick(
     for ((from, to), slots) in moved {
         let load = slots
             .iter()
-            .map(|&s| f64::from(st.slot_requests[usize::from(s)]) / seconds)
+            .map(|&s| t.per_second(u64::from(st.slot_requests[usize::from(s)])))
             .sum();
         st.exported[usize::from(from)] += slots.len() as u64;
         st.imported[usize::from(to)] += slots.len() as u64;

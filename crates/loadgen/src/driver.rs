@@ -3,13 +3,13 @@
 
 use super::keys::KeysInFlight;
 use super::outcome::Outcome;
+use super::route::Route;
 use super::schedule::Schedule;
 use super::server::{request_error, Server};
 use super::{LiveOptions, MAX_IN_FLIGHT, MAX_LATENCY_US, MAX_VALUE_BYTES};
 use anyhow::{anyhow, bail, Result};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use hdrhistogram::Histogram;
-use redis::aio::MultiplexedConnection;
 use redis::{RedisError, Value as Reply};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -95,7 +95,7 @@ impl Tally {
 /// schedule says.
 pub(super) struct Driver {
     pub(super) address: String,
-    pub(super) connection: MultiplexedConnection,
+    pub(super) route: Route,
     pub(super) schedule: Schedule,
     pub(super) max_requests: Option<u64>,
     zeros: Arc<[u8]>,
@@ -106,7 +106,7 @@ impl Driver {
     pub(super) fn new(server: &Server, options: &LiveOptions, started: Instant) -> Driver {
         Driver {
             address: server.address.clone(),
-            connection: server.connection.clone(),
+            route: Route::new(server.connection.clone(), options.password.clone()),
             schedule: Schedule::new(options.speed),
             max_requests: options.max_requests,
             zeros: Arc::from(vec![0u8; 4096]),
@@ -147,7 +147,7 @@ impl Driver {
                         let zeros = self.value_buffer(&r)?;
                         keys.start(&r);
                         tally.sent(&r);
-                        in_flight.push(issue(self.connection.clone(), r, zeros));
+                        in_flight.push(issue(self.route.clone(), r, zeros));
                         next = None;
                         continue;
                     }
@@ -197,12 +197,13 @@ impl Driver {
 /// One trace request as commands: GET (and SET on nil), SET, or DEL. Errors of the connection
 /// come back as `Err`; errors the server answers with are part of the outcome.
 pub(super) async fn issue(
-    mut connection: MultiplexedConnection,
+    route: Route,
     request: Request,
     zeros: Arc<[u8]>,
 ) -> Result<Outcome, (Request, RedisError)> {
     let mut digits = itoa::Buffer::new();
     let key = digits.format(request.key);
+    let slot = slots::key_slot(key.as_bytes());
     let value = &zeros[..(request.size as usize).min(zeros.len())];
     let started = Instant::now();
     let mut outcome = Outcome {
@@ -213,25 +214,13 @@ pub(super) async fn issue(
         error: None,
     };
     let reply = match request.op {
-        Op::Get | Op::Access => {
-            redis::cmd("GET")
-                .arg(key)
-                .query_async(&mut connection)
-                .await
-        }
+        Op::Get | Op::Access => route.query(slot, redis::cmd("GET").arg(key)).await,
         Op::Put => {
-            redis::cmd("SET")
-                .arg(key)
-                .arg(value)
-                .query_async(&mut connection)
+            route
+                .query(slot, redis::cmd("SET").arg(key).arg(value))
                 .await
         }
-        Op::Delete => {
-            redis::cmd("DEL")
-                .arg(key)
-                .query_async(&mut connection)
-                .await
-        }
+        Op::Delete => route.query(slot, redis::cmd("DEL").arg(key)).await,
     };
     outcome.latency = started.elapsed();
     match reply {
@@ -239,11 +228,8 @@ pub(super) async fn issue(
             outcome.nil = true;
             // The key is nowhere: store it, as the store behind a cache holds whatever is
             // read. NX: an overlapping lookup of the same key may have filled it already.
-            let fill: Result<Reply, RedisError> = redis::cmd("SET")
-                .arg(key)
-                .arg(value)
-                .arg("NX")
-                .query_async(&mut connection)
+            let fill: Result<Reply, RedisError> = route
+                .query(slot, redis::cmd("SET").arg(key).arg(value).arg("NX"))
                 .await;
             match fill {
                 Ok(reply) => outcome.filled = reply != Reply::Nil,

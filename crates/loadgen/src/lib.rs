@@ -11,6 +11,7 @@ mod keys;
 mod lockstep;
 mod outcome;
 mod report;
+mod route;
 mod schedule;
 mod server;
 
@@ -72,6 +73,7 @@ pub fn replay(options: &LiveOptions, reader: Box<dyn trace::TraceReader>) -> Res
 async fn drive(options: &LiveOptions, mut reader: Box<dyn trace::TraceReader>) -> Result<Report> {
     let server = Server::connect(options).await?;
     let policy_before = server.policy_status().await?;
+    let nodes_before = server.node_counters().await?;
     let done = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let sampler = Sampler::start(server.clone(), Arc::clone(&done), started).await?;
@@ -95,7 +97,15 @@ async fn drive(options: &LiveOptions, mut reader: Box<dyn trace::TraceReader>) -
     let (before, after, footprint) = sampler.stop(done.load(Ordering::Relaxed)).await?;
     driver.progress.finish(tally.requests, wall);
     let policy_after = server.policy_status().await?;
+    let nodes = server
+        .node_counters()
+        .await?
+        .into_iter()
+        .zip(nodes_before)
+        .map(|((addr, after), (_, before))| (addr, after.since(&before)))
+        .collect();
     Ok(Report {
+        nodes,
         server: options.server.clone(),
         speed: options.speed,
         tally,

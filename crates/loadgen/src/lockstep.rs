@@ -75,7 +75,7 @@ pub(super) async fn run(
         }
         let zeros = driver.value_buffer(&request)?;
         tally.sent(&request);
-        let outcome = issue(driver.connection.clone(), request, zeros)
+        let outcome = issue(driver.route.clone(), request, zeros)
             .await
             .map_err(|(r, e)| {
                 super::server::request_error(&driver.address, &e).context(format!(

@@ -91,9 +91,36 @@ pub struct Report {
     pub(super) max_lag: Duration,
     /// With `--tick`: one row per tick the replay ran on the server, as replay's.
     pub(super) ticks: Vec<sim::TickRow>,
+    /// Against a cluster node: each node's counter growth, by address (`delta` is their sum).
+    pub(super) nodes: Vec<(String, Counters)>,
 }
 
 impl Report {
+    /// Requests that failed, of all sent, and the first failure.
+    pub fn failures(&self) -> (u64, u64, Option<&str>) {
+        let t = &self.tally;
+        (t.errors, t.requests, t.first_error.as_deref())
+    }
+
+    /// Each cluster node's figures (empty outside a cluster).
+    fn nodes_json(&self) -> Value {
+        let nodes = self.nodes.iter().map(|(addr, d)| {
+            let lookups = d.hits + d.misses;
+            serde_json::json!({
+                "server": addr,
+                "lookups": lookups,
+                "hits": d.hits,
+                "misses": d.misses,
+                "miss_ratio": if lookups == 0 { 0.0 } else { d.misses as f64 / lookups as f64 },
+                "objects": d.objects,
+                "store_reads": d.store_reads,
+                "store_writes": d.store_writes,
+                "evictions": d.evictions,
+            })
+        });
+        Value::Array(nodes.collect())
+    }
+
     /// The ticks run on the server (`--tick` only), in replay's per-tick table form.
     pub fn ticks(&self) -> &[sim::TickRow] {
         &self.ticks
@@ -209,7 +236,11 @@ impl Report {
 
     /// `replay --server --json`: the same typed object as `replay --json`.
     pub fn to_json(&self, trace: &str, format: &str) -> Value {
-        sim::summary::to_json(&self.to_report(), &self.input(trace, format))
+        let mut json = sim::summary::to_json(&self.to_report(), &self.input(trace, format));
+        if let (false, Value::Object(fields)) = (self.nodes.is_empty(), &mut json) {
+            fields.insert("nodes".to_string(), self.nodes_json());
+        }
+        json
     }
 }
 
@@ -256,6 +287,16 @@ pub fn print_summary(r: &Report, trace: &str, format: &str) {
         opt(q(0.5)),
         opt(q(0.99))
     );
+    for (addr, n) in &r.nodes {
+        let lookups = n.hits + n.misses;
+        println!(
+            "  node {addr}: {lookups} lookups, miss ratio {:.6}, {} objects, {} store reads, {} store writes",
+            if lookups == 0 { 0.0 } else { n.misses as f64 / lookups as f64 },
+            n.objects,
+            n.store_reads,
+            n.store_writes
+        );
+    }
     if let Some(p) = &r.policy {
         println!(
             "policy       {}: {} ticks, {} actions, {} errors",
@@ -313,6 +354,7 @@ mod tests {
             wall: Duration::ZERO,
             max_lag: Duration::ZERO,
             ticks: Vec::new(),
+            nodes: Vec::new(),
         };
         let live = report.to_json("t.csv", "csv");
         let keys =

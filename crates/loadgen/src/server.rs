@@ -13,52 +13,74 @@ pub(super) struct Server {
     pub(super) address: String,
     pub(super) connection: MultiplexedConnection,
     pub(super) control: MultiplexedConnection,
+    /// A cluster's nodes (this one included), each with a connection for its counters;
+    /// empty outside a cluster.
+    pub(super) nodes: Vec<(String, MultiplexedConnection)>,
 }
 
 impl Server {
     pub(super) async fn connect(options: &LiveOptions) -> Result<Server> {
         let address = options.server.clone();
+        let password = options.password.as_deref();
         let url = if address.contains("://") {
             address.clone()
         } else {
             format!("redis://{address}")
         };
-        let mut info = url
-            .as_str()
+        url.as_str()
             .into_connection_info()
             .map_err(|e| anyhow!("--server {address}: not HOST:PORT or redis://HOST:PORT ({e})"))?;
-        if options.password.is_some() {
-            info.redis.password = options.password.clone();
-        }
-        let client = redis::Client::open(info).map_err(|e| anyhow!("--server {address}: {e}"))?;
         let open = || async {
-            client
-                .get_multiplexed_tokio_connection_with_response_timeouts(
-                    RESPONSE_TIMEOUT,
-                    CONNECT_TIMEOUT,
-                )
+            open_connection(&address, password)
                 .await
                 .map_err(|e| connect_error(&address, &e))
         };
-        let server = Server {
+        let mut server = Server {
             connection: open().await?,
             control: open().await?,
             address: address.clone(),
+            nodes: Vec::new(),
         };
         // The first command says whether the server wants a password and speaks CACHE STATS.
         server.counters().await?;
+        // A cluster node: the totals are the whole cluster's (in proxy mode too, where every
+        // request lands on this node but is served by its key's owner).
+        // A member that cannot be reached (down, its lease not yet lapsed) is left out of
+        // the totals: its keys' requests fail and are counted as failures.
+        for addr in cluster_addresses(&server).await {
+            match open_connection(&addr, password).await {
+                Ok(control) => server.nodes.push((addr, control)),
+                Err(e) if options.progress => {
+                    eprintln!(
+                        "replay --server: {}; its counters are left out",
+                        connect_error(&addr, &e)
+                    )
+                }
+                Err(_) => {}
+            }
+        }
         Ok(server)
     }
 
-    /// The server's cache and store counters (CACHE STATS).
+    /// The cache counters of each cluster node, by address (empty outside a cluster).
+    pub(super) async fn node_counters(&self) -> Result<Vec<(String, Counters)>> {
+        let mut all = Vec::with_capacity(self.nodes.len());
+        for (addr, control) in &self.nodes {
+            all.push((addr.clone(), stats_of(addr, control).await?));
+        }
+        Ok(all)
+    }
+
+    /// The server's cache and store counters (CACHE STATS); a cluster's summed over its nodes.
     pub(super) async fn counters(&self) -> Result<Counters> {
-        let reply = self.query(redis::cmd("CACHE").arg("STATS")).await?;
-        Counters::from_reply(&reply).map_err(|e| {
-            anyhow!(
-                "{}: CACHE STATS {e}; is it a mantle server (mantle serve)?",
-                self.address
-            )
-        })
+        if self.nodes.is_empty() {
+            return stats_of(&self.address, &self.control).await;
+        }
+        let mut total = Counters::default();
+        for (_, counters) in self.node_counters().await? {
+            total.add(&counters);
+        }
+        Ok(total)
     }
 
     /// POLICY STATUS as name/value pairs; empty when the server has no policy commands.
@@ -70,11 +92,65 @@ impl Server {
     }
 
     pub(super) async fn query(&self, cmd: &redis::Cmd) -> Result<Reply> {
-        let mut control = self.control.clone();
-        cmd.query_async::<_, Reply>(&mut control)
-            .await
-            .map_err(|e| request_error(&self.address, &e))
+        query_on(&self.address, &self.control, cmd).await
     }
+}
+
+async fn query_on(
+    address: &str,
+    control: &MultiplexedConnection,
+    cmd: &redis::Cmd,
+) -> Result<Reply> {
+    let mut control = control.clone();
+    cmd.query_async::<_, Reply>(&mut control)
+        .await
+        .map_err(|e| request_error(address, &e))
+}
+
+async fn stats_of(address: &str, control: &MultiplexedConnection) -> Result<Counters> {
+    let reply = query_on(address, control, redis::cmd("CACHE").arg("STATS")).await?;
+    Counters::from_reply(&reply)
+        .map_err(|e| anyhow!("{address}: CACHE STATS {e}; is it a mantle server (mantle serve)?"))
+}
+
+/// The other nodes' and this one's addresses when `server` is a cluster node with more than one
+/// member (`CLUSTER NODES`); empty otherwise.
+async fn cluster_addresses(server: &Server) -> Vec<String> {
+    let Ok(reply) = server.query(redis::cmd("CLUSTER").arg("NODES")).await else {
+        return Vec::new();
+    };
+    let Some(listing) = text(&reply) else {
+        return Vec::new();
+    };
+    let addrs: Vec<String> = listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .map(|addr| addr.split('@').next().unwrap_or(addr).to_string())
+        .collect();
+    if addrs.len() > 1 {
+        addrs
+    } else {
+        Vec::new()
+    }
+}
+
+/// A multiplexed connection to `address` (HOST:PORT or redis://...), logged in with `password`.
+pub(super) async fn open_connection(
+    address: &str,
+    password: Option<&str>,
+) -> redis::RedisResult<MultiplexedConnection> {
+    let url = if address.contains("://") {
+        address.to_string()
+    } else {
+        format!("redis://{address}")
+    };
+    let mut info = url.as_str().into_connection_info()?;
+    if let Some(password) = password {
+        info.redis.password = Some(password.to_string());
+    }
+    redis::Client::open(info)?
+        .get_multiplexed_tokio_connection_with_response_timeouts(RESPONSE_TIMEOUT, CONNECT_TIMEOUT)
+        .await
 }
 
 /// A one-line explanation of a failed connection.
@@ -203,6 +279,25 @@ impl Counters {
             store_errors: d(self.store_errors, before.store_errors),
             ..*self
         }
+    }
+
+    /// Adds another node's counters (capacities too: the cluster's is the sum).
+    pub(super) fn add(&mut self, other: &Counters) {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.objects += other.objects;
+        self.bytes += other.bytes;
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.evictions += other.evictions;
+        self.store_reads += other.store_reads;
+        self.store_writes += other.store_writes;
+        self.store_errors += other.store_errors;
+        self.algorithm = self.algorithm.or(other.algorithm);
+        self.capacity_objects = sum(self.capacity_objects, other.capacity_objects);
+        self.capacity_bytes = sum(self.capacity_bytes, other.capacity_bytes);
     }
 
     pub(super) fn store_ops(&self) -> u64 {

@@ -189,6 +189,37 @@ impl PolicyEngine {
         }
     }
 
+    /// Compiles `source` as version `id` into the fallback slot, leaving the running version
+    /// as it is: what a host that keeps a stack of versions calls after a fallback took the
+    /// slot's version into service, so the next fallback lands on the one below it. On error
+    /// the slot is left empty (a fallback then stops managing the cache).
+    pub fn set_fallback(
+        &mut self,
+        id: PolicyId,
+        chunk: &str,
+        source: &str,
+    ) -> Result<PolicyId, LoadError> {
+        self.save_active_state();
+        self.previous = None;
+        match Program::compile(
+            id.clone(),
+            chunk,
+            source,
+            &self.limits,
+            &self.host,
+            self.interrupt.clone(),
+        ) {
+            Ok(program) => {
+                self.previous = Some(program);
+                Ok(id)
+            }
+            Err(e) => {
+                self.stats.rejected_loads += 1;
+                Err(e)
+            }
+        }
+    }
+
     /// Stops managing the cache (the state is kept).
     pub fn unload(&mut self) {
         self.save_active_state();

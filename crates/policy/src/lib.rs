@@ -39,8 +39,10 @@ pub use fans::Fan;
 pub use host::{LogLevel, LogRecord, SlotLoad};
 pub use limits::Limits;
 pub use metrics::Metrics;
+/// The Lua binding the sandbox is built on, for hosts that run other Lua in a [`Sandbox`].
+pub use mlua;
 pub use program::CALLBACKS;
-pub use sandbox::FORBIDDEN_GLOBALS;
+pub use sandbox::{Meter, Sandbox, FORBIDDEN_GLOBALS};
 pub use series::{NoSeries, TimeSeries, VecSeries};
 pub use source_file::{read_policy_file, read_policy_source};
 pub use source_scan::{check_compile_cost, MAX_CHAIN_TOKENS};

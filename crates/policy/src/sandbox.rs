@@ -298,6 +298,58 @@ pub(crate) fn new_state(limits: &Limits, interrupt: Interrupt) -> mlua::Result<(
     Ok((lua, budget))
 }
 
+/// The policy sandbox for other untrusted Lua the host runs (the server's functions and
+/// scripts): the same libraries, wrappers, instruction budget, wall-clock cut-off and memory
+/// ceiling as a policy's state, so a function cannot do what a policy may not.
+pub struct Sandbox {
+    lua: Lua,
+    budget: Arc<Budget>,
+}
+
+impl Sandbox {
+    /// A fresh sandboxed state under `limits`; `interrupt` stops the running call.
+    pub fn new(limits: &Limits, interrupt: Interrupt) -> mlua::Result<Sandbox> {
+        let (lua, budget) = new_state(limits, interrupt)?;
+        Ok(Sandbox { lua, budget })
+    }
+
+    pub fn lua(&self) -> &Lua {
+        &self.lua
+    }
+
+    /// A full budget and a fresh deadline for the next call.
+    pub fn refill(&self) {
+        self.budget.refill();
+    }
+
+    /// Whether the last call was stopped by its budget, its deadline or the interrupt (its
+    /// error then says which).
+    pub fn stopped(&self) -> bool {
+        self.budget.is_exhausted()
+    }
+
+    /// Charges `n` instructions' worth of host work done for the running call (a host
+    /// function's copying); fails once the budget is spent.
+    pub fn charge(&self, n: u64) -> mlua::Result<()> {
+        self.budget.charge(n).map_err(Stop::error)
+    }
+
+    /// A handle that charges the running call's budget, for host functions the state calls.
+    pub fn meter(&self) -> Meter {
+        Meter(Arc::clone(&self.budget))
+    }
+}
+
+/// Charges host work to a [`Sandbox`]'s running call (see [`Sandbox::meter`]).
+#[derive(Clone)]
+pub struct Meter(Arc<Budget>);
+
+impl Meter {
+    pub fn charge(&self, n: u64) -> mlua::Result<()> {
+        self.0.charge(n).map_err(Stop::error)
+    }
+}
+
 /// `load(text [, chunkname [, mode [, env]]])` that only accepts source text and runs it in
 /// the policy's own environment unless another table is given.
 fn text_only_load(lua: &Lua, budget: &Arc<Budget>) -> mlua::Result<mlua::Function> {

@@ -229,6 +229,45 @@ fn repeated_failures_fall_back_to_the_previous_version_then_to_none() {
     assert_eq!((stats.errors, stats.fallbacks, stats.ticks), (3, 1, 3));
 }
 
+/// A host that keeps a stack of versions refills the fallback slot after a fallback, without
+/// reloading the version that now runs: the next fallback lands one further down.
+#[test]
+fn a_refilled_fallback_slot_takes_the_next_fallback() {
+    let mut e = engine("p", "function howmuch() return 1 end");
+    let failing = "function when() error('always') end";
+    e.replace(failing).unwrap();
+    e.replace(failing).unwrap();
+    assert_eq!(e.previous().unwrap().to_string(), "p@2");
+    let fall = |e: &mut PolicyEngine| {
+        (0..3)
+            .find_map(|_| tick(e, 0.0).fallback)
+            .expect("the third failure falls back")
+    };
+    assert_eq!(fall(&mut e).to.unwrap().to_string(), "p@2");
+    assert!(
+        e.previous().is_none(),
+        "the engine took its fallback into service"
+    );
+    let id = policy::PolicyId::new("p", 1);
+    e.set_fallback(id, "=p@1", "function howmuch() return 1 end")
+        .unwrap();
+    assert_eq!(
+        e.active().unwrap().to_string(),
+        "p@2",
+        "the running version stays"
+    );
+    assert_eq!(fall(&mut e).to.unwrap().to_string(), "p@1");
+    assert_eq!(tick(&mut e, 0.0).decision.action, Action::Evict(1));
+
+    let bad = e.set_fallback(policy::PolicyId::new("p", 9), "=p@9", "return +");
+    assert!(bad.is_err());
+    assert!(
+        e.previous().is_none(),
+        "a fallback that cannot load leaves the slot empty"
+    );
+    assert_eq!(e.active().unwrap().to_string(), "p@1");
+}
+
 #[test]
 fn log_and_bal_log_reach_the_host() {
     let mut e = engine(

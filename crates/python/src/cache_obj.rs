@@ -47,8 +47,7 @@ fn serve_trace(
         };
         // The one request path every simulated cache shares (docs/replay.md).
         let op = rule_op(r.op);
-        let served = cache.serve(op, r.key, r.size);
-        tally.count(op, r.size, served);
+        cache.serve(op, r.key, r.size, &mut tally);
         left -= 1;
     }
     Ok(tally)
@@ -99,7 +98,8 @@ impl Cache {
     /// A lookup that inserts `key` on a miss, as a trace's get does; returns whether it hit.
     #[pyo3(signature = (key, size=1))]
     fn get(&mut self, key: u64, size: u32) -> bool {
-        self.cache.serve(RuleOp::Get, key, size) == Served::Hit
+        let mut uncounted = RequestCounts::default();
+        self.cache.serve(RuleOp::Get, key, size, &mut uncounted) == Served::Hit
     }
 
     /// A lookup that never inserts; a hit counts as an access for the eviction algorithm.

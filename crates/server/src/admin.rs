@@ -3,9 +3,9 @@
 //! upstream tier's connection), so neither the CLI nor the server carries a second protocol
 //! implementation.
 
-use crate::store::upstream::wire::{Conn, Reply, Target};
 use anyhow::Context;
 use std::time::Duration;
+use store::upstream::wire::{Conn, Reply, Target};
 
 /// How long connecting, and then the whole exchange, may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

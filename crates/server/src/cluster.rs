@@ -27,12 +27,14 @@ use crate::db::Db;
 use crate::frame::Frame;
 use bytes::Bytes;
 use cluster::{
-    key_slot, ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, LeaseClock,
-    Member, Membership, MembershipState, NodeId, SlotMap, SlotRange, Versioned, SLOTS,
+    ClusterConfig, ClusterError, ClusterView, ClusterWatch, ControlPlane, LeaseClock, Member,
+    Membership, MembershipState, NodeId, SlotMap, Versioned,
 };
+use slots::{key_slot, SlotRange, SLOTS};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
+use store::Storage;
 
 pub use crate::config::{ClusterMode, ClusterSettings};
 
@@ -178,9 +180,7 @@ async fn connect_patiently(config: ClusterConfig) -> Result<ControlPlane, Cluste
             Ok(plane) => return Ok(plane),
             Err(e @ ClusterError::Unreachable { .. }) if std::time::Instant::now() < give_up => {
                 if !said {
-                    crate::log::log_line!(
-                        "mantle: cluster: {e}; retrying for up to {STARTUP_WAIT:?}"
-                    );
+                    store::log_line!("mantle: cluster: {e}; retrying for up to {STARTUP_WAIT:?}");
                     said = true;
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -229,7 +229,8 @@ impl ClusterNode {
         plane.bootstrap(&id).await?;
         let watch = plane.watch().await?;
         let routing = Arc::new(Routing::build(&id, watch.view(), &[]));
-        let cache_tier = matches!(db.store(), crate::store::Store::Upstream(_));
+        // A node that holds no keys itself is a cache tier in front of an upstream.
+        let cache_tier = db.store().slot_data().is_none();
         let node = Arc::new(ClusterNode {
             id,
             addr,
@@ -316,7 +317,7 @@ impl ClusterNode {
             retired.push(Arc::downgrade(&old));
             retired.clone()
         };
-        if matches!(self.db.store(), crate::store::Store::Upstream(_)) {
+        if self.db.store().slot_data().is_none() {
             let lost: Vec<bool> = (0..SLOTS)
                 .map(|slot| old.owns(slot) && !routing.owns(slot))
                 .collect();
@@ -342,7 +343,7 @@ impl ClusterNode {
             .db
             .forget_cached_where(|key| gained[usize::from(key_slot(key))]);
         if n > 0 {
-            crate::log::log_line!(
+            store::log_line!(
                 "mantle: cluster: dropped {n} cached keys of slots this node now takes over"
             );
         }
@@ -365,7 +366,7 @@ impl ClusterNode {
         let forget = move || {
             let n = db.forget_cached_where(|key| lost[usize::from(key_slot(key))]);
             if n > 0 {
-                crate::log::log_line!(
+                store::log_line!(
                     "mantle: cluster: dropped {n} cached keys of slots this node no longer serves"
                 );
             }
@@ -481,7 +482,7 @@ impl ClusterNode {
     pub async fn leave(&self) {
         if let Some(m) = self.membership.lock().await.take() {
             if let Err(e) = m.leave().await {
-                crate::log::log_line!("mantle: cluster: leaving the cluster: {e}");
+                store::log_line!("mantle: cluster: leaving the cluster: {e}");
             }
         }
     }
@@ -527,12 +528,12 @@ fn log_membership(id: &NodeId, mut changes: tokio::sync::watch::Receiver<Members
             let state = *changes.borrow_and_update();
             match state {
                 MembershipState::Live => {
-                    crate::log::log_line!("mantle: cluster: {id} is a member again")
+                    store::log_line!("mantle: cluster: {id} is a member again")
                 }
-                MembershipState::Rejoining => crate::log::log_line!(
+                MembershipState::Rejoining => store::log_line!(
                     "mantle: cluster: {id}'s membership lapsed (stopped or cut off past its TTL); joining again"
                 ),
-                MembershipState::Lost => crate::log::log_line!(
+                MembershipState::Lost => store::log_line!(
                     "mantle: cluster: another node took the id {id} while this one was away; not a member"
                 ),
             }

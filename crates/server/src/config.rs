@@ -96,6 +96,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Let the dashboard change the policy, with the server's password (`--http-admin`).
     pub http_admin: bool,
+    /// Accept FLUSHDB / FLUSHALL (`--enable-flush`); refused otherwise.
+    pub enable_flush: bool,
     /// Bulk-load what the last run accessed at start, in the background (`--warmup`).
     pub warmup: Option<cache::warmup::WarmupSpec>,
     /// Most keys the access monitor tracks; 0 turns it off (`--warmup-track`).
@@ -137,6 +139,7 @@ impl Config {
             policy_keep_versions: DEFAULT_KEEP_VERSIONS,
             metrics_listen: None,
             http_admin: false,
+            enable_flush: false,
             warmup: None,
             warmup_track: crate::access_monitor::DEFAULT_TRACK,
             warmup_persist: DEFAULT_WARMUP_PERSIST,
@@ -184,6 +187,11 @@ impl Config {
 }
 
 impl Config {
+    /// RocksDB's memtables and block cache: a share of `--maxmemory` (docs/server.md).
+    pub fn store_memory(&self) -> store::rocks::MemoryBudget {
+        store::rocks::MemoryBudget::for_maxmemory(self.capacity().bytes)
+    }
+
     /// How the store reaches an upstream tier (`Backend::Upstream`).
     pub fn upstream_options(&self) -> store::upstream::UpstreamOptions {
         store::upstream::UpstreamOptions {

@@ -23,19 +23,26 @@
 
 use crate::access_monitor::AccessMonitor;
 use crate::hints::HintNames;
-use crate::keytable::{Entry, KeyTable};
+use crate::keytable::{Entry, KeyTable, Value};
 use crate::metrics::{Metrics, Stats};
 use crate::server_cache::{Request, ServerCache};
-use crate::store::{Condition, Record, Store, StoreError};
 use bytes::Bytes;
 use cache::classes::{ClassSet, RuleOp};
 use cache::Capacity;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
+use store::{Condition, Record, Storage, Store, StoreError};
+
+mod admin;
+mod keyspace;
+mod watch;
 
 pub use crate::hints::MAX_CLASSES;
 pub use crate::metrics::CacheSnapshot;
+use keyspace::KeyRead;
+pub use keyspace::{Transaction, TxnError};
+pub use watch::Watched;
 
 /// Number of write-ordering locks; a power of two.
 pub const STRIPES: usize = 1024;
@@ -61,12 +68,21 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// Bytes charged to the cache per object on top of its key and value (see docs/server.md).
     object_overhead: u64,
+    /// Bytes of the byte capacity the store's own memory takes (RocksDB's memtables and block
+    /// cache): the cache gets the rest, so both stay within `--maxmemory`.
+    store_reserve: AtomicU64,
+    /// The byte capacity as given (`u64::MAX`: none), before the store's reserve comes off.
+    given_bytes: AtomicU64,
     /// What warm-up on restart will rank (see `warmup`).
     monitor: AccessMonitor,
     /// The accesses a live policy reads as `timeseries()`.
     series: crate::access_series::AccessSeries,
     /// What requests hand to the shadows.
     shadows: crate::shadow::ShadowFeed,
+    /// The keys connections WATCH (see `watch`).
+    watches: watch::Watches,
+    /// The `--classes` file's classes, for a cache rebuilt under another algorithm.
+    classes: Option<ClassSet>,
 }
 
 struct State {
@@ -74,6 +90,37 @@ struct State {
     cache: ServerCache,
     /// The names `SET ... HINT name` gave (an entry's `class`).
     hints: HintNames,
+}
+
+impl State {
+    /// The cached entry of `key` (whose hash is `hash`), not counted as an access.
+    fn entry(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
+        let hint = self.cache.slot_hint(hash)?;
+        self.table.get(hint).filter(|entry| entry.key() == key)
+    }
+
+    fn has(&self, hash: u64, key: &[u8]) -> bool {
+        self.entry(hash, key).is_some()
+    }
+}
+
+/// A value [`Db::get_value`] found: shared with the cache, or read from the store.
+pub enum Fetched {
+    Cached(Value),
+    Stored(Bytes),
+}
+
+impl Fetched {
+    pub fn len(&self) -> usize {
+        match self {
+            Fetched::Cached(value) => value.len(),
+            Fetched::Stored(value) => value.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[derive(Default)]
@@ -95,10 +142,7 @@ impl Db {
         capacity: Capacity,
         classes: Option<ClassSet>,
     ) -> Db {
-        let object_overhead = (crate::keytable::bytes_per_key()
-            + 16.0 // allocator header of the key+value allocation
-            + cache::overhead::per_object_worst())
-        .ceil() as u64;
+        let object_overhead = crate::keytable::metadata_worst().ceil() as u64;
         Db {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -106,19 +150,23 @@ impl Db {
                     hints: HintNames::with_reserved(
                         classes.iter().flat_map(|classes| classes.hint_names()),
                     ),
-                    cache: ServerCache::new(algorithm, capacity, classes),
+                    cache: ServerCache::new(algorithm, capacity, classes.clone()),
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
                 hasher: ahash::RandomState::new(),
                 metrics: Arc::default(),
                 object_overhead,
+                store_reserve: AtomicU64::new(0),
+                given_bytes: AtomicU64::new(capacity.bytes.unwrap_or(u64::MAX)),
                 monitor: AccessMonitor::new(
                     crate::access_monitor::DEFAULT_TRACK,
                     crate::access_monitor::DEFAULT_PERIOD.as_secs(),
                 ),
                 series: crate::access_series::AccessSeries::default(),
                 shadows: crate::shadow::ShadowFeed::default(),
+                watches: watch::Watches::default(),
+                classes,
             }),
         }
     }
@@ -199,32 +247,42 @@ impl Db {
 
     /// The value of `key`, from the cache or, on a miss, from the store (filling the cache).
     pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        Ok(self.get_value(key).await?.map(|value| match value {
+            Fetched::Cached(value) => Bytes::from(value),
+            Fetched::Stored(value) => value,
+        }))
+    }
+
+    /// [`Db::get`] for a reply: a cached value comes out sharing the cache's entry (no copy,
+    /// no allocation on a hit).
+    pub async fn get_value(&self, key: &[u8]) -> Result<Option<Fetched>, StoreError> {
         let hash = self.hash(key);
         self.shared.monitor.record(hash, key);
         self.shared.series.record(hash);
         use crate::shadow::Served;
         if let Some(value) = self.lookup_cached(hash, key) {
             self.shadow(hash, key, value.len(), Served::Get);
-            return Ok(Some(value));
+            return Ok(Some(Fetched::Cached(value)));
         }
         let result = self.read_through(hash, key).await;
         match &result {
             Ok(Some(value)) => self.shadow(hash, key, value.len(), Served::Get),
             _ => self.shadow(hash, key, 0, Served::Absent),
         }
-        result
+        Ok(result?.map(Fetched::Stored))
     }
 
-    fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Bytes> {
+    fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Value> {
         let mut state = self.state();
         let State {
             table,
             cache,
             hints,
         } = &mut *state;
-        let (id, hint, entry) = table.lookup_hinted(hash, key)?;
-        if entry.expires_at_ms != 0 && entry.expires_at_ms <= now_ms() {
-            self.forget(&mut state, id);
+        let hint = cache.slot_hint(hash)?;
+        let entry = table.get(hint).filter(|entry| entry.key() == key)?;
+        if !entry.is_live(now_ms()) {
+            self.forget(&mut state, hash);
             return None;
         }
         let value = entry.value();
@@ -232,9 +290,9 @@ impl Db {
             key,
             size: entry.value_len(),
             op: RuleOp::Get,
-            hint: hints.name(entry.class).map(str::as_bytes),
+            hint: hints.name(entry.class()).map(str::as_bytes),
         });
-        cache.get_hinted_as(id, hint, class);
+        cache.get_hinted_as(hash, hint, class);
         Stats::bump(&self.shared.metrics.stats.cache_hits);
         Some(value)
     }
@@ -268,8 +326,7 @@ impl Db {
                     });
                     state.cache.count_miss(class);
                 }
-                if stripe.generation.load(Ordering::Acquire) == generation
-                    && state.table.find(hash, key).is_none()
+                if stripe.generation.load(Ordering::Acquire) == generation && !state.has(hash, key)
                 {
                     let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
                     if self.install(&mut state, hash, entry, RuleOp::Get) {
@@ -350,6 +407,9 @@ impl Db {
                 .store
                 .set(key, &record, condition, now, known_live)
                 .await;
+            if matches!(result, Ok(true)) {
+                self.shared.watches.touch(key);
+            }
             let mut state = self.state();
             match &result {
                 Ok(true) if record.is_live(now) => {
@@ -401,10 +461,7 @@ impl Db {
 
     /// The expiry of `key` if it is cached (0: none).
     fn cached_expiry(&self, hash: u64, key: &[u8]) -> Option<u64> {
-        self.state()
-            .table
-            .lookup(hash, key)
-            .map(|(_, e)| e.expires_at_ms)
+        self.state().entry(hash, key).map(Entry::expires_at_ms)
     }
 
     /// MSET: all pairs reach the store in one batch, then the cache. Acknowledge after
@@ -437,9 +494,8 @@ impl Db {
                     .zip(&hashes)
                     .map(|((key, _), &hash)| {
                         state
-                            .table
-                            .lookup(hash, key)
-                            .is_some_and(|(_, entry)| entry.is_live(now))
+                            .entry(hash, key)
+                            .is_some_and(|entry| entry.is_live(now))
                     })
                     .collect()
             };
@@ -448,6 +504,11 @@ impl Db {
                 .store
                 .set_many_known(&records, &known_live, now)
                 .await;
+            if result.is_ok() {
+                for (key, _) in pairs {
+                    self.shared.watches.touch(key);
+                }
+            }
             let mut state = self.state();
             for ((key, value), &hash) in pairs.iter().zip(&hashes) {
                 if result.is_ok() {
@@ -476,7 +537,26 @@ impl Db {
         let removed = {
             let guards = self.lock_stripes(&hashes).await;
             Stats::bump(&self.shared.metrics.stats.store_writes);
-            let result = self.shared.store.delete(keys, now_ms()).await;
+            let now = now_ms();
+            // Which keys exist, read under their locks only while someone watches a key: a
+            // DEL that removes nothing from a watched key must not abort its transaction.
+            let mut live = Vec::new();
+            if self.shared.watches.is_active() && keys.len() > 1 {
+                for (key, &hash) in keys.iter().zip(&hashes) {
+                    live.push(matches!(
+                        self.read_locked(hash, key, now).await?,
+                        KeyRead::Live(_)
+                    ));
+                }
+            }
+            let result = self.shared.store.delete(keys, now).await;
+            if matches!(result, Ok(n) if n > 0) {
+                for (i, key) in keys.iter().enumerate() {
+                    if live.get(i).copied().unwrap_or(true) {
+                        self.shared.watches.touch(key);
+                    }
+                }
+            }
             let mut state = self.state();
             for (key, &hash) in keys.iter().zip(&hashes) {
                 self.forget_key(&mut state, hash, key);
@@ -501,7 +581,7 @@ impl Db {
             let hash = self.hash(key);
             let cached = {
                 let state = self.state();
-                state.table.lookup(hash, key).map(|(_, e)| e.is_live(now))
+                state.entry(hash, key).map(|e| e.is_live(now))
             };
             let exists = match cached {
                 Some(live) => live,
@@ -521,7 +601,7 @@ impl Db {
         let now = now_ms();
         let cached = {
             let state = self.state();
-            state.table.lookup(hash, key).map(|(_, e)| e.expires_at_ms)
+            state.entry(hash, key).map(Entry::expires_at_ms)
         };
         let expires_at_ms = match cached {
             Some(at) => at,
@@ -545,12 +625,34 @@ impl Db {
         self.shared.store.key_count().await
     }
 
-    /// Changes the cache's capacity, evicting down to it at once; returns objects evicted.
+    /// Takes `bytes` of the byte capacity (now and after every [`Db::set_capacity`]) for the
+    /// store's own memory, but never more than half of it; the capacity the server reports
+    /// stays the one it was given.
+    pub fn reserve_for_store(&self, bytes: u64) {
+        let capacity = self.cache_snapshot().capacity;
+        self.shared.store_reserve.store(bytes, Ordering::Relaxed);
+        self.set_capacity(capacity);
+    }
+
+    /// The bytes the store's memory takes out of the byte capacity.
+    pub fn store_reserve(&self) -> u64 {
+        self.shared.store_reserve.load(Ordering::Relaxed)
+    }
+
+    /// Changes the capacity (the store's reserve comes off its bytes), evicting down to it at
+    /// once; returns objects evicted.
     pub fn set_capacity(&self, capacity: Capacity) -> u64 {
+        let reserve = self.store_reserve();
+        let given = capacity.bytes.unwrap_or(u64::MAX);
+        let capacity = Capacity {
+            bytes: capacity.bytes.map(|b| b - reserve.min(b / 2)),
+            objects: capacity.objects,
+        };
         let mut state = self.state();
+        self.shared.given_bytes.store(given, Ordering::Relaxed);
         let State { table, cache, .. } = &mut *state;
-        cache.set_capacity_with(capacity, |victim, _| {
-            table.remove(victim);
+        cache.set_capacity_slotted(capacity, |_, _, victim| {
+            table.take(victim);
         })
     }
 
@@ -565,7 +667,11 @@ impl Db {
             algorithm: state.cache.algorithm(),
             objects: state.cache.len(),
             bytes: state.cache.bytes(),
-            capacity: state.cache.capacity(),
+            capacity: Capacity {
+                bytes: Some(self.shared.given_bytes.load(Ordering::Relaxed))
+                    .filter(|&b| b != u64::MAX),
+                ..state.cache.capacity()
+            },
             evictions: state.cache.evictions(),
             metadata_bytes: (state.table.heap_bytes() + state.cache.metadata_bytes()) as u64,
             object_overhead: self.shared.object_overhead,
@@ -597,38 +703,42 @@ impl Db {
             key: entry.key(),
             size: entry.value_len(),
             op,
-            hint: hints.name(entry.class).map(str::as_bytes),
+            hint: hints.name(entry.class()).map(str::as_bytes),
         });
-        let (id, new) = match table.find(hash, entry.key()) {
-            Some(id) => {
-                table.replace(id, entry);
-                (id, false)
+        // The entry in the hash's slot leaves the table now: the key's old value (the cache
+        // rewrites its object, keeping or moving its slot), or another key with the same hash,
+        // which the new one replaces in the cache.
+        let old = match cache.slot_hint(hash) {
+            Some(hint) => {
+                let old = table.take(hint);
+                if old.as_ref().is_some_and(|old| old.key() != entry.key()) {
+                    cache.remove(hash);
+                }
+                old
             }
-            None => (table.insert(hash, entry), true),
+            None => None,
         };
-        let hint = cache.insert_as(id, size, class, |victim, _| {
-            table.remove(victim);
+        let hint = cache.insert_slotted(hash, size, class, |_, _, victim| {
+            table.take(victim);
         });
-        match hint {
-            // An update keeps the key's node, so only a new key needs its hint recorded.
-            Some(hint) if new => table.set_hint(id, hint),
-            Some(_) => {}
-            None => {
-                table.remove(id);
-            }
+        if let Some(hint) = hint {
+            table.put(hint, entry);
         }
+        drop(old);
         hint.is_some()
     }
 
-    fn forget(&self, state: &mut State, id: u64) {
-        state.cache.remove(id);
-        state.table.remove(id);
+    fn forget(&self, state: &mut State, hash: u64) {
+        if let Some(hint) = state.cache.slot_hint(hash) {
+            state.cache.remove(hash);
+            state.table.take(hint);
+        }
     }
 
-    fn forget_key(&self, state: &mut State, hash: u64, key: &[u8]) {
-        if let Some(id) = state.table.find(hash, key) {
-            self.forget(state, id);
-        }
+    /// Drops `key` from the cache. By hash: a colliding key that holds the hash's place is
+    /// dropped too, which is only a miss later.
+    fn forget_key(&self, state: &mut State, hash: u64, _key: &[u8]) {
+        self.forget(state, hash);
     }
 
     /// `SET ... HINT` names stored as no hint because the name table was full.
@@ -640,7 +750,7 @@ impl Db {
     pub fn cached_class(&self, key: &[u8]) -> Option<String> {
         let hash = self.hash(key);
         let state = self.state();
-        let class = state.table.lookup(hash, key)?.1.class;
+        let class = state.entry(hash, key)?.class();
         state.hints.name(class).map(str::to_string)
     }
 
@@ -669,7 +779,7 @@ impl Db {
     /// Whether `key` is in the cache now (no access recorded).
     pub fn is_cached(&self, key: &[u8]) -> bool {
         let hash = self.hash(key);
-        self.state().table.find(hash, key).is_some()
+        self.state().has(hash, key)
     }
 
     async fn lock_stripes(&self, hashes: &[u64]) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
@@ -708,8 +818,8 @@ impl Db {
             let done = {
                 let mut state = self.state();
                 let State { table, cache, .. } = &mut *state;
-                cache.evict_with(batch, |victim, _| {
-                    table.remove(victim);
+                cache.evict_slotted(batch, |_, _, victim| {
+                    table.take(victim);
                 })
             };
             evicted += done;
@@ -763,9 +873,7 @@ impl Db {
             _ => return Ok(Filled::Skipped),
         };
         let mut state = self.state();
-        if stripe.generation.load(Ordering::Acquire) != generation
-            || state.table.find(hash, key).is_some()
-        {
+        if stripe.generation.load(Ordering::Acquire) != generation || state.has(hash, key) {
             return Ok(Filled::Skipped);
         }
         let entry = Entry::new(key, &record.value, record.expires_at_ms, 0);
@@ -783,5 +891,52 @@ impl Db {
         } else {
             Filled::Skipped
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::rocks::{OpenOptions, RocksStore};
+
+    fn db(dir: &std::path::Path, capacity: Capacity) -> Db {
+        let rocks = RocksStore::open(dir, crate::Fsync::No, OpenOptions::default()).unwrap();
+        Db::new(Store::from(rocks), cache::Algorithm::Lru, capacity)
+    }
+
+    #[test]
+    fn the_stores_reserve_comes_off_the_cache_but_not_off_the_reported_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path(), Capacity::bytes(256 << 20));
+        db.reserve_for_store(16 << 20);
+        assert_eq!(db.cache_snapshot().capacity.bytes, Some(256 << 20));
+        assert_eq!(db.state().cache.capacity().bytes, Some(240 << 20));
+        // Never more than half of a small limit.
+        db.set_capacity(Capacity::bytes(64 << 10));
+        assert_eq!(db.cache_snapshot().capacity.bytes, Some(64 << 10));
+        assert_eq!(db.state().cache.capacity().bytes, Some(32 << 10));
+        db.set_capacity(Capacity::objects(10));
+        assert_eq!(db.cache_snapshot().capacity, Capacity::objects(10));
+    }
+
+    #[test]
+    fn a_key_with_another_keys_hash_replaces_it_and_never_reads_its_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path(), Capacity::objects(100));
+        let mut state = db.state();
+        let hash = 42;
+        assert!(db.install(&mut state, hash, Entry::new(b"a", b"1", 0, 0), RuleOp::Put));
+        assert!(state.has(hash, b"a"));
+        assert!(!state.has(hash, b"b"), "same hash, other bytes: not a hit");
+        assert!(db.install(&mut state, hash, Entry::new(b"b", b"2", 0, 0), RuleOp::Put));
+        assert!(!state.has(hash, b"a"));
+        assert_eq!(state.entry(hash, b"b").unwrap().value_bytes(), b"2");
+        assert_eq!((state.cache.len(), state.table.len()), (1, 1));
+        // Rewriting a key keeps one entry and shows the new value.
+        assert!(db.install(&mut state, hash, Entry::new(b"b", b"3", 0, 0), RuleOp::Put));
+        assert_eq!(state.entry(hash, b"b").unwrap().value_bytes(), b"3");
+        assert_eq!((state.cache.len(), state.table.len()), (1, 1));
+        db.forget_key(&mut state, hash, b"b");
+        assert_eq!((state.cache.len(), state.table.len()), (0, 0));
     }
 }

@@ -18,12 +18,27 @@ pub enum Frame {
     Error(String),
     Integer(i64),
     Bulk(Bytes),
+    /// A cached value sent as a bulk string, sharing the cache's entry (a GET hit allocates
+    /// nothing and copies the value once, into the output buffer).
+    Value(crate::keytable::Value),
     /// Human-readable text (INFO): a RESP3 verbatim string, a bulk string in RESP2.
     Verbatim(Bytes),
     Null,
+    /// A null array: `*-1` in RESP2 (EXEC of a transaction a watched key aborted), `_` in
+    /// RESP3.
+    NullArray,
     Array(Vec<Frame>),
     /// A RESP3 map; RESP2 clients receive it as a flat array of key, value, key, value...
     Map(Vec<(Frame, Frame)>),
+}
+
+impl From<crate::db::Fetched> for Frame {
+    fn from(value: crate::db::Fetched) -> Frame {
+        match value {
+            crate::db::Fetched::Cached(value) => Frame::Value(value),
+            crate::db::Fetched::Stored(value) => Frame::Bulk(value),
+        }
+    }
 }
 
 impl Frame {
@@ -59,11 +74,12 @@ impl Frame {
             Frame::Error(text) => 3 + text.len() as u64,
             Frame::Integer(n) => header(n.unsigned_abs()) + u64::from(*n < 0),
             Frame::Bulk(data) => bulk_len(data.len() as u64),
+            Frame::Value(data) => bulk_len(data.len() as u64),
             Frame::Verbatim(text) => match protocol {
                 Protocol::Resp2 => bulk_len(text.len() as u64),
                 Protocol::Resp3 => bulk_len(text.len() as u64 + 4), // `txt:` is in the length
             },
-            Frame::Null => match protocol {
+            Frame::Null | Frame::NullArray => match protocol {
                 Protocol::Resp2 => 5,
                 Protocol::Resp3 => 3,
             },
@@ -103,6 +119,7 @@ impl Frame {
             }
             Frame::Integer(n) => put_header(out, b':', *n),
             Frame::Bulk(data) => put_bulk(out, data),
+            Frame::Value(data) => put_bulk(out, data),
             Frame::Verbatim(text) => match protocol {
                 Protocol::Resp2 => put_bulk(out, text),
                 Protocol::Resp3 => {
@@ -114,6 +131,10 @@ impl Frame {
             },
             Frame::Null => match protocol {
                 Protocol::Resp2 => out.put_slice(b"$-1\r\n"),
+                Protocol::Resp3 => out.put_slice(b"_\r\n"),
+            },
+            Frame::NullArray => match protocol {
+                Protocol::Resp2 => out.put_slice(b"*-1\r\n"),
                 Protocol::Resp3 => out.put_slice(b"_\r\n"),
             },
             Frame::Array(items) => {
@@ -178,7 +199,7 @@ fn put_line_safe(out: &mut BytesMut, text: &[u8]) {
 }
 
 /// The reply when the store failed under a command.
-pub fn store_error(e: crate::store::StoreError) -> Frame {
+pub fn store_error(e: store::StoreError) -> Frame {
     Frame::err(format!("store error: {e}"))
 }
 
@@ -207,6 +228,8 @@ mod tests {
     fn null_and_maps_depend_on_the_protocol() {
         assert_eq!(wire(&Frame::Null, Protocol::Resp2), b"$-1\r\n");
         assert_eq!(wire(&Frame::Null, Protocol::Resp3), b"_\r\n");
+        assert_eq!(wire(&Frame::NullArray, Protocol::Resp2), b"*-1\r\n");
+        assert_eq!(wire(&Frame::NullArray, Protocol::Resp3), b"_\r\n");
         let map = Frame::Map(vec![(Frame::static_bulk("a"), Frame::Integer(1))]);
         assert_eq!(wire(&map, Protocol::Resp2), b"*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(wire(&map, Protocol::Resp3), b"%1\r\n$1\r\na\r\n:1\r\n");

@@ -24,6 +24,14 @@ pub struct Instance {
     pub client_memory: std::sync::Arc<crate::client_memory::ClientMemory>,
     /// This node's place in a cluster (`--cluster`); `None` for a node on its own.
     pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
+    /// The connected clients (`CLIENT LIST`).
+    pub clients: crate::client_list::ClientList,
+    /// `SLOWLOG`.
+    pub slowlog: crate::slowlog::SlowLog,
+    /// Where each SCAN stands.
+    pub scan_cursors: crate::scan_cursors::ScanCursors,
+    /// Libraries, scripts and the thread that runs them (`FUNCTION`, `FCALL`, `EVAL`).
+    pub functions: crate::functions::Functions,
     next_client_id: AtomicU64,
 }
 
@@ -49,6 +57,10 @@ impl Instance {
             local_addr,
             started: Instant::now(),
             cluster: None,
+            clients: Default::default(),
+            slowlog: Default::default(),
+            scan_cursors: Default::default(),
+            functions: crate::functions::Functions::new(),
             next_client_id: AtomicU64::new(1),
         }
     }
@@ -75,8 +87,9 @@ impl Instance {
         // A scalar's wire form is its payload plus at most 32 bytes of framing.
         let payload = match reply {
             Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
+            Frame::Value(data) => data.len(),
             Frame::Error(text) => text.len(),
-            Frame::Integer(_) | Frame::Null => 0,
+            Frame::Integer(_) | Frame::Null | Frame::NullArray => 0,
             Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
         };
         let size = payload as u64 + 32;
@@ -134,6 +147,57 @@ impl Instance {
     pub fn requires_auth(&self) -> bool {
         self.config.requirepass.is_some()
     }
+
+    /// Records a command that ran from `started` until now: its latency, the slow log, the
+    /// client's last command. A few atomic operations; the slow log locks only when slow.
+    #[inline]
+    pub fn ran(&self, row: usize, started: Instant, args: &[bytes::Bytes], session: &Session) {
+        let elapsed = started.elapsed();
+        self.db.metrics().commands.record(row, elapsed, 1);
+        let us = elapsed.as_micros().min(u128::from(u64::MAX)) as u64;
+        if self.slowlog.is_slow(us) {
+            self.slowlog
+                .push(us, args, session.peer, session.name.as_ref());
+        }
+        self.ran_by(row, started, session);
+    }
+
+    /// Records a batch of deferred plain writes (`handler::write_run`), each at its share of
+    /// the batch's time.
+    pub fn ran_writes(
+        &self,
+        row: usize,
+        started: Instant,
+        pairs: &[(bytes::Bytes, bytes::Bytes)],
+        session: &Session,
+    ) {
+        let elapsed = started.elapsed();
+        let n = pairs.len().max(1) as u64;
+        self.db.metrics().commands.record(row, elapsed, n);
+        let each_us = (elapsed.as_micros() / u128::from(n)).min(u128::from(u64::MAX)) as u64;
+        if self.slowlog.is_slow(each_us) {
+            for (key, value) in pairs {
+                let args = [
+                    bytes::Bytes::from_static(b"SET"),
+                    key.clone(),
+                    value.clone(),
+                ];
+                self.slowlog
+                    .push(each_us, &args, session.peer, session.name.as_ref());
+            }
+        }
+        self.ran_by(row, started, session);
+    }
+
+    fn ran_by(&self, row: usize, started: Instant, session: &Session) {
+        if let Some(slot) = &session.slot {
+            let resp = match session.protocol {
+                Protocol::Resp2 => 2,
+                Protocol::Resp3 => 3,
+            };
+            slot.ran(row, started, resp);
+        }
+    }
 }
 
 /// The reply to a request whose reply would take the clients' memory past its bound.
@@ -158,6 +222,22 @@ pub struct Session {
     /// Another cluster node's forwarding link (CLUSTER FORWARDED): its requests are never
     /// forwarded again.
     pub forwarded: bool,
+    /// Between MULTI and EXEC or DISCARD: the requests queued (see `cmd::multi`).
+    pub multi: Option<Queued>,
+    /// The keys WATCHed, until EXEC, DISCARD, UNWATCH or the connection's end.
+    pub watched: Option<crate::db::Watched>,
+    /// This connection's entry in `CLIENT LIST` (none for sessions outside a connection).
+    pub slot: Option<std::sync::Arc<crate::client_list::ClientSlot>>,
+}
+
+/// A transaction's queued requests (MULTI ... EXEC).
+#[derive(Debug, Default)]
+pub struct Queued {
+    pub requests: Vec<Vec<bytes::Bytes>>,
+    /// Argument bytes queued, against `cmd::multi::MAX_QUEUED_BYTES`.
+    pub bytes: u64,
+    /// A request was refused while queueing: EXEC discards the transaction.
+    pub failed: bool,
 }
 
 impl Session {
@@ -172,6 +252,17 @@ impl Session {
             uncommitted: false,
             auth_failures: 0,
             forwarded: false,
+            multi: None,
+            watched: None,
+            slot: None,
+        }
+    }
+
+    /// CLIENT SETNAME and HELLO SETNAME (an empty name clears it).
+    pub fn set_name(&mut self, name: bytes::Bytes) {
+        self.name = (!name.is_empty()).then_some(name);
+        if let Some(slot) = &self.slot {
+            slot.set_name(self.name.clone());
         }
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! Layers, from the socket inwards: [`connection`] (buffers) → [`decoder`] (bytes to
 //! requests) → [`cmd`] (one module per command, reading its arguments with [`parse`]) →
-//! [`db`] (cache + store coherence) → [`keytable`] (keys, values and dense ids for the
-//! eviction algorithm) and [`store`] (RocksDB or upstream). [`frame`] is what replies are made
+//! [`db`] (cache + store coherence) → [`keytable`] (keys and values, by the cache's slot for
+//! the key's hash) and [`store`] (RocksDB or upstream). [`frame`] is what replies are made
 //! of. [`live`] runs Lua policies on the live cache, managed through a durable registry, and
 //! [`http`] serves Prometheus metrics and the live dashboard. See `docs/server.md` and
 //! `docs/operations.md` for running it.
@@ -22,6 +22,7 @@
 pub mod access_monitor;
 pub mod access_series;
 pub mod admin;
+pub mod client_list;
 pub mod client_memory;
 pub mod cluster;
 pub mod cmd;
@@ -30,20 +31,20 @@ pub mod connection;
 pub mod db;
 pub mod decoder;
 pub mod frame;
+pub mod functions;
 pub mod handler;
 pub mod hints;
 pub mod http;
 pub mod instance;
 pub mod keytable;
 pub mod live;
-pub mod log;
 pub mod metrics;
 pub mod parse;
+pub mod scan_cursors;
 pub mod server;
 pub mod server_cache;
 pub mod shadow;
-/// The store is its own crate (`crates/store`); `crate::store` keeps naming it here.
-pub use ::store;
+pub mod slowlog;
 pub mod warmup;
 
 pub use config::{parse_period, Backend, Config, Fsync, WalRecovery};

@@ -8,12 +8,12 @@ use crate::instance::Instance;
 use crate::live::space::Space;
 use crate::live::LivePolicy;
 use crate::metrics::Stats;
-use crate::store::Store;
 use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use store::{Storage, Store};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -69,7 +69,7 @@ fn fit_descriptors(config: &mut Config) -> anyhow::Result<DescriptorBudget> {
         )
     })?;
     if budget.maxclients < config.maxclients {
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: warning: --maxclients {} lowered to {}: the open-file limit (ulimit -n) is \
              {limit} and {} descriptors are kept for the store and the server; raise the limit \
              to serve more clients",
@@ -132,9 +132,10 @@ impl Server {
             );
         }
         let budget = fit_descriptors(&mut config)?;
-        let options = crate::store::rocks::OpenOptions {
+        let options = store::rocks::OpenOptions {
             max_open_files: i32::try_from(budget.store_files).unwrap_or(i32::MAX),
             wal_recovery: config.wal_recovery,
+            memory: config.store_memory(),
         };
         let store = Store::open(&config.backend, options, config.upstream_options()).await?;
         let db = Db::with_classes(
@@ -143,6 +144,9 @@ impl Server {
             config.capacity(),
             config.classes.clone(),
         );
+        if matches!(config.backend, crate::config::Backend::RocksDb { .. }) {
+            db.reserve_for_store(options.memory.total());
+        }
         let space = Space::for_server(db.store(), config.state_dir.as_deref(), options)?;
         let warmup_space = crate::warmup::load::open(&db, &config, space.clone())?;
         let listener = TcpListener::bind(config.listen)
@@ -167,7 +171,7 @@ impl Server {
             None => None,
         };
         if let Some(node) = &cluster {
-            let cache_tier = matches!(db.store(), Store::Upstream(_));
+            let cache_tier = db.store().slot_data().is_none();
             crate::cluster::failover::start(node, cache_tier)
                 .await
                 .context("setting up failover")?;
@@ -182,12 +186,16 @@ impl Server {
             }
             None => (None, None),
         };
+        let functions_space = space.clone();
         let live = LivePolicy::start_shared(db.clone(), &config, space, shared)
             .await
             .context("starting the policy engine")?;
         let mut instance = Instance::new(db, live, config, local_addr);
         instance.cluster = cluster;
         let instance = Arc::new(instance);
+        start_functions(&instance, functions_space)
+            .await
+            .context("starting the functions engine")?;
         if let Some(watch) = policy_watch {
             follow_policy_registry(Arc::downgrade(&instance), watch);
         }
@@ -310,6 +318,25 @@ impl Server {
     }
 }
 
+/// Starts the functions thread over the instance's keyspace, with the libraries of the
+/// node's registry (`space`: its store or `--state-dir`; etcd in a cluster) installed.
+async fn start_functions(instance: &Arc<Instance>, space: Space) -> anyhow::Result<()> {
+    let registry = match &instance.cluster {
+        Some(node) => crate::functions::registry::Registry::Cluster(Box::new(
+            ::cluster::FunctionStore::new(node.plane().clone()),
+        )),
+        None => crate::functions::registry::Registry::local(space),
+    };
+    let keyspace = Arc::new(crate::cmd::function_exec::InstanceKeyspace::new(
+        Arc::downgrade(instance),
+        tokio::runtime::Handle::current(),
+    ));
+    instance
+        .functions
+        .start(registry, keyspace, instance.config.policy_limits)
+        .await
+}
+
 type Job = tokio::task::JoinHandle<()>;
 
 /// Starts the background bulk fill (with `--warmup`) and the persister of the access record.
@@ -367,23 +394,23 @@ pub fn serve(config: Config) -> anyhow::Result<()> {
             }
             Backend::Upstream { url } => format!("upstream {url}"),
         };
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: serving on {} in front of {store}",
             server.local_addr()
         );
         if let Some(addr) = server.metrics_addr() {
-            crate::log::log_line!(
+            store::log_line!(
                 "mantle: dashboard on http://{addr}/ ({}), Prometheus metrics on http://{addr}/metrics",
                 if config.http_admin { "admin actions with the password" } else { "read-only" }
             );
         }
         if let Some(spec) = config.warmup {
-            crate::log::log_line!(
+            store::log_line!(
                 "mantle: warming up ({spec}) in the background; progress in INFO warmup"
             );
         }
         server.run(termination()).await?;
-        crate::log::log_line!("mantle: shut down cleanly");
+        store::log_line!("mantle: shut down cleanly");
         Ok(())
     })
 }

@@ -90,3 +90,31 @@ fn config_set_capacity_is_the_new_baseline_and_survives_a_restart() {
     let node = server(dir.path(), 100);
     assert_eq!(max_keys(&mut node.client()), "100");
 }
+
+/// A `CONFIG SET` that names no capacity leaves the size a running policy chose alone (the
+/// baseline is only what the cache returns to without a policy).
+#[test]
+fn config_set_of_another_parameter_keeps_the_policys_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = server(dir.path(), 5000);
+    let mut con = node.client();
+    let _: i64 = redis::cmd("POLICY")
+        .arg("LOAD")
+        .arg("sizing")
+        .arg(SIZING)
+        .query(&mut con)
+        .unwrap();
+    let _: redis::Value = redis::cmd("POLICY")
+        .arg("TICK")
+        .arg(1.0)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(max_keys(&mut con), "246");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(10)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(max_keys(&mut con), "246");
+}

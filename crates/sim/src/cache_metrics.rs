@@ -1,7 +1,7 @@
 //! The metrics a policy sees of one simulated cache at a tick: the one definition `replay`
 //! and every node of `replay --nodes` use, so a policy decides alike under both.
 
-use crate::control::TickMetrics;
+use adapt::control::TickMetrics;
 use cache::{Cache, ClassLayer, RequestCounts};
 
 /// One cache's counters now and at the last tick, and what the back-end model says.

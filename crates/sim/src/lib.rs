@@ -17,11 +17,12 @@ pub mod ticks;
 pub mod warmup;
 pub mod working_set;
 
-/// The controller seam lives in `adapt`, below both hosts, so the server can host shadows
-/// without compiling the simulator; `crate::control` keeps naming it here.
-pub use adapt::control;
+// The controller seam lives in `adapt`, below both hosts, so the server can host shadows
+// without compiling the simulator; `replay` takes one, so its types are named here too.
+pub use adapt::control::{
+    Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics,
+};
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
-pub use control::{Action, Controller, ControllerSummary, TickContext, TickDecision, TickMetrics};
 pub use replay::{
     replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport,
     TickRow, BATCH, MAX_EMPTY_TICKS,

@@ -2,7 +2,7 @@
 //! metrics and access log into the policy environment, and the policy's decision into cache
 //! actions. Policy log lines go to stderr, prefixed with the policy version.
 
-use crate::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
+use adapt::control::{Action, Controller, ControllerSummary, TickContext, TickDecision};
 use policy::{Limits, LoadError, Params, PolicyEngine, TickInput};
 use std::path::Path;
 
@@ -158,7 +158,7 @@ mod tests {
                 let mut c =
                     PolicyController::from_file(&path, Params::new(), limits, false).unwrap();
                 let log = AccessLog::new(10);
-                let metrics = crate::control::TickMetrics::default();
+                let metrics = adapt::control::TickMetrics::default();
                 let mut errors = 0;
                 for tick in 1..=4 {
                     let d = c.tick(&TickContext {

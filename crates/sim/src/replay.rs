@@ -6,11 +6,11 @@
 
 use crate::backend::{Backend, BackendSpec, BackendSummary};
 use crate::cache_metrics::{cache_metrics, CacheSample};
-use crate::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use crate::replay_cache::{class_reports, classify, rule_op, ClassReport};
 pub use crate::tick_schedule::MAX_EMPTY_TICKS;
 use crate::tick_schedule::{Tick, TickSchedule};
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
+use adapt::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use cache::classes::ClassSet;
 use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
 use std::time::{Duration, Instant};
@@ -453,8 +453,9 @@ impl<L: ClassLayer> Loop<'_, L> {
         }
         let class = classify(&self.cache, req);
         let op = rule_op(req.op);
-        let served = self.cache.serve_as(op, req.key, req.size, class);
-        self.c.r.count(op, req.size, served);
+        let served = self
+            .cache
+            .serve_as(op, req.key, req.size, class, &mut self.c.r);
         match served {
             Served::Miss => self.backend.read(now),
             Served::Written | Served::Deleted => self.backend.write(now),
@@ -653,8 +654,8 @@ fn mean(sum: u128, n: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ControllerSummary;
     use crate::TickDecision;
+    use adapt::control::ControllerSummary;
     use trace::Op;
 
     /// A mixed trace: every op, repeated keys, sizes that force evictions, and time steps

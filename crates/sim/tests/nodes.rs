@@ -105,7 +105,7 @@ fn ceph_greedy_spill_runs_unmodified_and_fills_an_idle_neighbour() {
         .unwrap();
         let mut digits = itoa::Buffer::new();
         let keys: Vec<u64> = (0..)
-            .filter(|&k: &u64| cluster::key_slot(digits.format(k).as_bytes()) < 8192)
+            .filter(|&k: &u64| slots::key_slot(digits.format(k).as_bytes()) < 8192)
             .take(2000)
             .collect();
         let mut i = 0u64;
@@ -174,7 +174,7 @@ fn one_sided(file: &str) -> ClusterReport {
         Balancer::from_file(&policy(file), 2, Params::new(), Limits::default()).unwrap();
     let mut digits = itoa::Buffer::new();
     let keys: Vec<u64> = (0..)
-        .filter(|&k: &u64| cluster::key_slot(digits.format(k).as_bytes()) < 8192)
+        .filter(|&k: &u64| slots::key_slot(digits.format(k).as_bytes()) < 8192)
         .take(2000)
         .collect();
     let mut i = 0u64;

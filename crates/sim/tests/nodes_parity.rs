@@ -1,6 +1,8 @@
 //! One node of `replay --nodes` is `replay`: the same policy, on a trace with idle gaps,
-//! ticks at the same times, decides the same and leaves the same counters under both.
+//! ticks at the same times, decides the same and leaves the same counters under both, for
+//! time ticks and request-count ticks, with and without classes.
 
+use cache::classes::ClassSet;
 use cache::Capacity;
 use policy::{Limits, Params};
 use sim::nodes::{replay_nodes, Balancer, NodesConfig};
@@ -53,13 +55,44 @@ fn trace() -> Vec<Request> {
 
 #[test]
 fn one_node_replays_as_replay_does_across_idle_gaps() {
-    let dir = std::env::temp_dir().join(format!("mantle-nodes-parity-{}", std::process::id()));
+    check(Tick::Seconds(1.0), None, "seconds");
+}
+
+/// A request-count tick falls at its last request's time and covers the trace time since
+/// the previous tick, as replay's does (it was at time `k`, covering one second: the policy
+/// saw other rates and back-end queues, and decided otherwise).
+#[test]
+fn one_node_replays_as_replay_does_on_request_count_ticks() {
+    check(Tick::Ops(100), None, "ops");
+}
+
+/// Every node's cache classed by the same rules: one node is `replay --classes`, per-class
+/// counters included.
+#[test]
+fn one_classed_node_replays_as_classed_replay_does() {
+    let classes = ClassSet::parse(
+        "IO class id,IO class name,Eviction priority,Allocation\n\
+         0,unclassified,12,1\n\
+         1,size:le:60&done,1,0.5\n\
+         2,size:gt:60,5,1\n",
+        "size classes",
+    )
+    .unwrap();
+    for tick in [Tick::Seconds(1.0), Tick::Ops(100)] {
+        check(tick, Some(classes.clone()), "classes");
+    }
+}
+
+fn check(tick: Tick, classes: Option<ClassSet>, label: &str) {
+    let dir = std::env::temp_dir().join(format!(
+        "mantle-nodes-parity-{label}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("capacity.lua");
     std::fs::write(&path, POLICY).unwrap();
     let reqs = trace();
     let capacity = Capacity::objects(60);
-    let tick = Tick::Seconds(1.0);
 
     let mut controller =
         PolicyController::from_file(&path, Params::new(), Limits::default(), false).unwrap();
@@ -67,6 +100,7 @@ fn one_node_replays_as_replay_does_across_idle_gaps() {
         capacity,
         tick,
         record_ticks: true,
+        classes: classes.clone(),
         ..ReplayConfig::default()
     };
     let mut it = reqs.iter().copied();
@@ -81,6 +115,7 @@ fn one_node_replays_as_replay_does_across_idle_gaps() {
         capacity,
         tick,
         record_ticks: true,
+        classes,
         ..NodesConfig::default()
     };
     let mut it = reqs.iter().copied();
@@ -90,19 +125,24 @@ fn one_node_replays_as_replay_does_across_idle_gaps() {
     .unwrap();
 
     // Ticks: the same number at the same times (replay's last row only closes the trace's
-    // last partial interval; no policy runs there).
+    // last partial interval, if any; no policy runs there).
     let policy = single.policy.as_ref().unwrap();
     assert_eq!(policy.errors, 0);
-    assert!(
-        policy.ticks > 1_000,
-        "the gaps run their ticks: {}",
-        policy.ticks
-    );
+    match tick {
+        Tick::Seconds(_) => assert!(
+            policy.ticks > 1_000,
+            "the gaps run their ticks: {}",
+            policy.ticks
+        ),
+        Tick::Ops(n) => assert_eq!(policy.ticks, reqs.len() as u64 / n),
+    }
     assert_eq!(nodes.ticks, policy.ticks);
     let replay_times: Vec<f64> = single.ticks.iter().map(|t| t.time).collect();
     let nodes_times: Vec<f64> = nodes.rows.iter().map(|t| t.time).collect();
     assert_eq!(nodes_times[..], replay_times[..nodes_times.len()]);
-    assert_eq!(replay_times.len(), nodes_times.len() + 1);
+    // The trace's 30,000 requests end on a request-count tick: no partial interval is left.
+    let partial = usize::from(matches!(tick, Tick::Seconds(_)));
+    assert_eq!(replay_times.len(), nodes_times.len() + partial);
 
     // Decisions: as many capacity changes, ending at the same capacity.
     let balancer = nodes.policy.as_ref().unwrap();
@@ -117,5 +157,11 @@ fn one_node_replays_as_replay_does_across_idle_gaps() {
     assert_eq!(node.cached_objects, single.final_cache_objects);
     assert_eq!(nodes.miss_ratio, single.miss_ratio);
     assert_eq!(nodes.backend.as_ref(), Some(&single.backend));
+    assert_eq!(node.classes, single.classes);
+    if let Some(classes) = &node.classes {
+        assert_eq!(classes.len(), 3);
+        let served = classes.iter().filter(|c| c.stats.hits > 0).count();
+        assert_eq!(served, 2, "both size classes serve hits: {classes:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

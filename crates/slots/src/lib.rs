@@ -1,8 +1,13 @@
 //! Key slots, as Redis Cluster defines them, so cluster-aware Redis clients route keys to the
 //! node that owns them without knowing anything about Mantle: CRC16 (XMODEM) of the key, or of
-//! its hash tag, modulo 16,384.
+//! its hash tag, modulo 16,384; and [`SlotRange`], the contiguous run of slots that the slot map
+//! assigns, a migration moves and the store deletes, so the store can name one without the
+//! control plane.
 
 use crc::{Crc, CRC_16_XMODEM};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::ops::RangeInclusive;
 
 /// Number of slots the key space is divided into.
 pub const SLOTS: u16 = 16_384;
@@ -23,6 +28,88 @@ fn hash_tag(key: &[u8]) -> &[u8] {
     match key[open + 1..].iter().position(|&b| b == b'}') {
         Some(0) | None => key,
         Some(len) => &key[open + 1..open + 1 + len],
+    }
+}
+
+/// A contiguous, inclusive range of slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SlotRange {
+    pub start: u16,
+    pub end: u16,
+}
+
+/// Text that is not a slot range; names the text and the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadSlotRange(pub String);
+
+impl fmt::Display for BadSlotRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad slot range {:?}: expected N or A-B with 0 <= A <= B <= {}",
+            self.0,
+            SLOTS - 1
+        )
+    }
+}
+
+impl std::error::Error for BadSlotRange {}
+
+impl SlotRange {
+    /// A range of `start..=end`; `None` when it is empty or leaves the slot space.
+    pub fn new(start: u16, end: u16) -> Option<SlotRange> {
+        (start <= end && end < SLOTS).then_some(SlotRange { start, end })
+    }
+
+    /// Every slot.
+    pub fn all() -> SlotRange {
+        SlotRange {
+            start: 0,
+            end: SLOTS - 1,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.end - self.start) + 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub fn slots(&self) -> RangeInclusive<u16> {
+        self.start..=self.end
+    }
+
+    pub fn contains(&self, slot: u16) -> bool {
+        (self.start..=self.end).contains(&slot)
+    }
+
+    /// Whether the two ranges share a slot.
+    pub fn overlaps(&self, other: &SlotRange) -> bool {
+        self.start <= other.end && other.start <= self.end
+    }
+
+    /// Parses `N` or `A-B` (the form the CLI and `CLUSTER` replies use).
+    pub fn parse(text: &str) -> Result<SlotRange, BadSlotRange> {
+        let bad = || BadSlotRange(text.to_string());
+        let (a, b) = match text.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (text, text),
+        };
+        let start: u16 = a.trim().parse().map_err(|_| bad())?;
+        let end: u16 = b.trim().parse().map_err(|_| bad())?;
+        SlotRange::new(start, end).ok_or_else(bad)
+    }
+}
+
+impl fmt::Display for SlotRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.start == self.end {
+            write!(f, "{}", self.start)
+        } else {
+            write!(f, "{}-{}", self.start, self.end)
+        }
     }
 }
 
@@ -58,6 +145,20 @@ mod tests {
     fn every_slot_is_below_the_count() {
         for i in 0..100_000u32 {
             assert!(key_slot(&i.to_le_bytes()) < SLOTS);
+        }
+    }
+
+    #[test]
+    fn ranges_parse_and_print() {
+        assert_eq!(
+            SlotRange::parse("5").unwrap(),
+            SlotRange::new(5, 5).unwrap()
+        );
+        assert_eq!(SlotRange::parse("0-16383").unwrap(), SlotRange::all());
+        assert_eq!(SlotRange::parse("10-20").unwrap().to_string(), "10-20");
+        for bad in ["", "x", "5-3", "0-16384", "-1", "1-2-3"] {
+            let error = SlotRange::parse(bad).unwrap_err().to_string();
+            assert!(error.contains(&format!("{bad:?}")), "{error}");
         }
     }
 }

@@ -24,6 +24,8 @@ use std::sync::{Arc, Mutex};
 mod batch;
 mod group;
 mod guard;
+mod keyspace;
+mod memory;
 mod open;
 mod policy_space;
 mod slots;
@@ -32,6 +34,8 @@ use batch::Batch;
 use group::GroupCommit;
 pub use guard::Health;
 use guard::WalGuard;
+pub use keyspace::KeyPage;
+pub use memory::MemoryBudget;
 pub use open::OpenOptions;
 pub use policy_space::{Pair, PolicySpace};
 pub use slots::Tracker;
@@ -52,7 +56,7 @@ pub const SLOT_PREFIX: usize = 2;
 /// slots) is one contiguous key range to iterate, copy or `delete_range`. Keys up to 254
 /// bytes are built on the stack; longer ones (rare) in a vector.
 fn stored_key<R>(key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
-    let slot = cluster::key_slot(key).to_be_bytes();
+    let slot = ::slots::key_slot(key).to_be_bytes();
     let len = SLOT_PREFIX + key.len();
     if len <= 256 {
         let mut buf = [0u8; 256];
@@ -238,6 +242,44 @@ impl RocksStore {
         Ok(())
     }
 
+    /// Applies a transaction's changes (a record to put, or `None` to delete) as one atomic
+    /// batch: one WAL record, so a crash keeps all of them or none. Keys are distinct.
+    pub fn write_batch(&self, changes: &[(Bytes, Option<Record>)]) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        let mut created = 0u64;
+        let mut removed = 0u64;
+        let mut encoded = Vec::new();
+        for (key, change) in changes {
+            let present = stored_key(key, |k| self.db.get_pinned(k))
+                .map_err(rocks_error)?
+                .is_some();
+            match change {
+                Some(record) => {
+                    Batch::fits(key, record)?;
+                    encoded.clear();
+                    record.encode_into(&mut encoded);
+                    stored_key(key, |k| batch.put(k, &encoded));
+                    created += u64::from(!present);
+                }
+                None if present => {
+                    stored_key(key, |k| batch.delete(k));
+                    removed += 1;
+                }
+                None => {}
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.guard.write(&self.db, |db| db.write(batch))?;
+        self.keys.fetch_add(created, Ordering::Relaxed);
+        self.keys.fetch_sub(removed, Ordering::Relaxed);
+        for (key, _) in changes {
+            self.tracker.note(key);
+        }
+        Ok(())
+    }
+
     /// Deletes the keys; returns how many of them were live.
     pub fn delete(&self, keys: &[Bytes], now_ms: u64) -> Result<u64, StoreError> {
         let mut batch = WriteBatch::default();
@@ -357,6 +399,12 @@ impl RocksStore {
             db: self.db.clone(),
             guard: self.guard.clone(),
         }
+    }
+
+    /// Bytes RocksDB's memtables and block cache hold now (within [`MemoryBudget`]), for INFO.
+    pub fn memory_bytes(&self) -> u64 {
+        let property = |name| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        property("rocksdb.size-all-mem-tables") + property("rocksdb.block-cache-usage")
     }
 
     /// An estimate RocksDB keeps of its on-disk size, for INFO.

@@ -201,6 +201,38 @@ impl UpstreamStore {
         }
     }
 
+    /// A transaction's changes, sent as one command the upstream applies atomically (see
+    /// `Store::write_batch`); a mix no single command carries is refused.
+    pub async fn write_batch(
+        &self,
+        changes: &[(Bytes, Option<Record>)],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        match changes {
+            [] => Ok(()),
+            [(key, Some(record))] => self
+                .set(key, record, Condition::Always, now_ms)
+                .await
+                .map(|_| ()),
+            _ if changes.iter().all(|(_, change)| change.is_none()) => {
+                let keys: Vec<Bytes> = changes.iter().map(|(key, _)| key.clone()).collect();
+                self.delete(&keys).await.map(|_| ())
+            }
+            _ if changes.iter().all(|(_, change)| change.is_some()) => {
+                let pairs: Vec<(Bytes, Record)> = changes
+                    .iter()
+                    .filter_map(|(key, change)| Some((key.clone(), change.clone()?)))
+                    .collect();
+                self.set_many(&pairs, now_ms).await
+            }
+            _ => Err(StoreError(format!(
+                "upstream {}: a transaction that both writes and deletes keys cannot be sent \
+                 atomically",
+                self.inner.url
+            ))),
+        }
+    }
+
     pub async fn delete(&self, keys: &[Bytes]) -> Result<u64, StoreError> {
         let mut args: Vec<&[u8]> = Vec::with_capacity(1 + keys.len());
         args.push(b"DEL");
@@ -271,7 +303,7 @@ impl UpstreamStore {
         let error = match outcome {
             Ok(Ok(replies)) => {
                 if inner.breaker.success() == Change::Closed {
-                    crate::log::log_line!("mantle: upstream {} answers again", inner.url);
+                    crate::log_line!("mantle: upstream {} answers again", inner.url);
                 }
                 return Ok(replies);
             }
@@ -286,7 +318,7 @@ impl UpstreamStore {
         };
         inner.counters.failures.fetch_add(1, Ordering::Relaxed);
         if inner.breaker.failure() == Change::Opened {
-            crate::log::log_line!(
+            crate::log_line!(
                 "mantle: upstream {} failed {} times in a row (last: {error}); failing requests \
                  at once, probing every {} ms",
                 inner.url,

@@ -2,15 +2,17 @@
 //! slot map in etcd (see docs/cluster.md).
 
 use anyhow::Result;
-use cluster::{admin, ClusterConfig, ControlPlane, NodeId, SlotRange};
+use cluster::{admin, ClusterConfig, ControlPlane, NodeId};
+use slots::SlotRange;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The cluster's etcd (etcd://HOST:PORT[,HOST:PORT...]).
-    #[arg(long, value_name = "etcd://HOST:PORT")]
+    /// The cluster's etcd (etcd://HOST:PORT[,HOST:PORT...]), as given to `mantle serve`.
+    /// (`--etcd` is the old spelling, still accepted.)
+    #[arg(long = "cluster", alias = "etcd", value_name = "etcd://HOST:PORT")]
     pub etcd: String,
-    /// The cluster's name (as given to `mantle serve --cluster-name`).
-    #[arg(long, value_name = "NAME")]
+    /// The cluster's name, as given to `mantle serve`. (`--name` is the old spelling.)
+    #[arg(long = "cluster-name", alias = "name", value_name = "NAME")]
     pub name: String,
     #[command(subcommand)]
     pub action: Action,
@@ -65,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
         .build()?;
     runtime.block_on(async {
         let config = ClusterConfig::new(&args.etcd, &args.name)
-            .map_err(|e| anyhow::anyhow!("--etcd/--name: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--cluster/--cluster-name: {e}"))?;
         let plane = ControlPlane::connect(config).await?;
         match args.action {
             Action::Status { json } => {

@@ -21,7 +21,15 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     let options = args.input.options()?;
     let open = || trace::open(&args.input.trace, format, &options);
     let (capacity, _) = sim::resolve_capacity(cache_size, open, &args.input.trace)?;
+    // Every node's cache is classed by the same rules, as `replay --classes` classes its one.
+    let classes = (args
+        .classes
+        .as_deref()
+        .map(cache::classes::ClassSet::from_file)
+        .transpose())
+    .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
     let reader = open()?;
+    let trace_clock = reader.has_timestamps();
     let (tick, notice) = sim::ticks::resolve(
         args.tick,
         reader.has_timestamps(),
@@ -61,6 +69,8 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
         record_ticks: args.cluster.loads_out.is_some(),
         backend: args.backend,
         timeseries_limit: args.policy.timeseries,
+        classes,
+        trace_clock,
     };
     let mut balancer = match &args.policy.policy {
         Some(path) => {
@@ -99,6 +109,7 @@ fn run_live(args: &Args, server: &str, nodes: usize) -> Result<()> {
     let format = args.input.format()?;
     let options = args.input.options()?;
     let reader = trace::open(&args.input.trace, format, &options)?;
+    let trace_clock = reader.has_timestamps();
     let (tick, _) = sim::ticks::resolve(
         Some(tick),
         reader.has_timestamps(),
@@ -110,6 +121,7 @@ fn run_live(args: &Args, server: &str, nodes: usize) -> Result<()> {
         placement: args.cluster.placement,
         tick,
         record_ticks: args.cluster.loads_out.is_some(),
+        trace_clock,
         ..NodesConfig::default()
     };
     let mut reader = trace::Batched::new(reader);

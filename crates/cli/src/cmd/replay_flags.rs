@@ -2,7 +2,7 @@
 //! cluster, and the restart with its warm-up. Flattened into `replay_args::Args`; turned into the library's types here.
 
 use super::trace_args::TraceArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use sim::nodes::Placement;
 use sim::policy_driver::PolicyController;
 use sim::{RestartAt, WarmupFlags, WarmupSpec};
@@ -34,6 +34,10 @@ pub struct LiveArgs {
     /// With --server: stop after N requests of the trace.
     #[arg(long, value_name = "N")]
     pub max_requests: Option<u64>,
+    /// With --server: the run fails (exit 1, one line naming the count and the first error)
+    /// when more than this percentage of its requests failed; default 1.
+    #[arg(long, value_name = "PERCENT")]
+    pub max_errors: Option<f64>,
 }
 
 /// The restart and warm-up flags (see docs/warmup.md).
@@ -89,6 +93,7 @@ impl LiveArgs {
             (self.speed.is_some(), "--speed"),
             (self.password.is_some(), "--password"),
             (self.max_requests.is_some(), "--max-requests"),
+            (self.max_errors.is_some(), "--max-errors"),
         ] {
             if given {
                 anyhow::bail!("{flag} goes with --server ADDR (a replay against a running server)");
@@ -121,8 +126,20 @@ impl LiveArgs {
             progress: !quiet,
             ticks,
         };
+        let max_errors = self.max_errors.unwrap_or(1.0);
+        if !(0.0..=100.0).contains(&max_errors) {
+            anyhow::bail!("--max-errors takes a percentage from 0 to 100, not {max_errors}");
+        }
         let reader = trace::open(&input.trace, input.format()?, &input.options()?)?;
         let report = loadgen::replay(&options, reader)?;
+        let (errors, requests, first) = report.failures();
+        if errors as f64 > requests as f64 * max_errors / 100.0 {
+            anyhow::bail!(
+                "replay --server: {errors} of {requests} requests failed ({:.1}%, above --max-errors {max_errors}%); the first: {}",
+                100.0 * errors as f64 / requests.max(1) as f64,
+                first.unwrap_or("-")
+            );
+        }
         if let Some(path) = metrics_out {
             sim::metrics_csv::write_file(path, report.ticks())?;
         }
@@ -262,10 +279,7 @@ impl ShadowArgs {
     /// Writes `--shadow-out` and returns the report to merge into the replay's.
     pub fn finish(&self, a: &mut adapt::Adaptive) -> Result<adapt::AdaptiveReport> {
         if let Some(out) = &self.shadow_out {
-            let file = std::fs::File::create(out)
-                .with_context(|| format!("--shadow-out: cannot create {}", out.display()))?;
-            a.write_rows(std::io::BufWriter::new(file))
-                .with_context(|| format!("--shadow-out: writing {}", out.display()))?;
+            sim::metrics_csv::write_shadow_file(out, a.rows())?;
         }
         Ok(a.report())
     }
@@ -280,7 +294,7 @@ pub struct NodesArgs {
     #[arg(
         long,
         value_name = "N",
-        conflicts_with_all = ["classes", "restart_at", "warmup", "metrics_out", "report"]
+        conflicts_with_all = ["restart_at", "warmup", "metrics_out", "report"]
     )]
     pub nodes: Option<usize>,
     /// With --nodes: how keys map to slots. hash: CRC16 of the key text, as a live cluster;

@@ -109,6 +109,10 @@ pub struct Args {
     /// server's password (needs --http and --requirepass).
     #[arg(long, requires = "http")]
     pub http_admin: bool,
+    /// Accept FLUSHDB and FLUSHALL, which delete every key of this node from the store;
+    /// without it they are refused.
+    #[arg(long)]
+    pub enable_flush: bool,
     /// At start, bulk-load in the background what the last run accessed: lastk:K, topk:K,
     /// randomk:K or firstk:K[:PERIOD] (needs --data-dir, or --state-dir with --upstream).
     #[arg(long, value_parser = parse_warmup)]
@@ -122,10 +126,15 @@ pub struct Args {
     pub warmup_persist: std::time::Duration,
     /// Join a cluster whose control plane is etcd at these endpoints
     /// (etcd://HOST:PORT[,HOST:PORT...]); see docs/cluster.md.
-    #[arg(long, value_name = "etcd://HOST:PORT", requires_all = ["cluster_name", "node_id"])]
+    #[arg(
+        long,
+        alias = "etcd",
+        value_name = "etcd://HOST:PORT",
+        requires_all = ["cluster_name", "node_id"]
+    )]
     pub cluster: Option<String>,
     /// With --cluster: the cluster's name (several clusters can share one etcd).
-    #[arg(long, value_name = "NAME", requires = "cluster")]
+    #[arg(long, alias = "name", value_name = "NAME", requires = "cluster")]
     pub cluster_name: Option<String>,
     /// With --cluster: this node's id, unique in the cluster (letters, digits, - and _).
     #[arg(long, value_name = "ID", requires = "cluster")]
@@ -193,6 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--classes {e}"))?;
     config.metrics_listen = args.http;
     config.http_admin = args.http_admin;
+    config.enable_flush = args.enable_flush;
     config.warmup = args.warmup;
     config.warmup_track = args.warmup_track;
     config.warmup_persist = args.warmup_persist;

@@ -1,11 +1,13 @@
 //! What the CLI integration tests share: running the built `mantle` from the repository
-//! root and reading its JSON.
+//! root and reading its JSON; [`nodes`] starts and drives the cluster tests' processes.
 
 #![allow(dead_code)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+pub mod nodes;
 
 /// Runs `mantle ARGS` in the repository root.
 pub fn mantle(args: &[&str]) -> Output {

@@ -28,10 +28,9 @@
 
 use crate::cluster::ClusterNode;
 use cluster::board::Board;
-use cluster::{
-    exports, CentralLog, Level, LogEntry, LogKind, LogQueue, NodeId, SlotMap, SlotRange, SLOTS,
-};
+use cluster::{exports, CentralLog, Level, LogEntry, LogKind, LogQueue, NodeId, SlotMap};
 use policy::{Decision, Metrics, SlotLoad};
+use slots::{SlotRange, SLOTS};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::future::Future;
@@ -203,7 +202,7 @@ impl Balance {
                     let mut state = self.state();
                     if !state.warned_lockstep {
                         state.warned_lockstep = true;
-                        crate::log::log_line!(
+                        store::log_line!(
                             "mantle: cluster: manual tick at {now}: {id} published nothing for \
                              it within {LOCKSTEP_WAIT:?}; deciding on its last figures (tick \
                              every node at once for the simulator's view)"
@@ -232,7 +231,7 @@ impl Balance {
             Ok(records) => state.board = records,
             Err(e) if !state.warned => {
                 state.warned = true;
-                crate::log::log_line!(
+                store::log_line!(
                     "mantle: cluster: reading the other nodes' metrics: {e}; using the last seen"
                 );
             }
@@ -272,7 +271,7 @@ impl Balance {
         })
         .unwrap_or_default();
         if let Err(e) = self.block(self.board.publish(record)) {
-            crate::log::log_line!("mantle: cluster: publishing this node's metrics: {e}");
+            store::log_line!("mantle: cluster: publishing this node's metrics: {e}");
         }
     }
 

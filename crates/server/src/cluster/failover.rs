@@ -69,7 +69,7 @@ pub async fn start(
                         names.join(", "),
                         map.value.epoch
                     );
-                    crate::log::log_line!("mantle: cluster: {message}");
+                    store::log_line!("mantle: cluster: {message}");
                     let _ = log
                         .append(&[LogEntry::new(
                             Level::Warn,
@@ -80,7 +80,7 @@ pub async fn start(
                         .await;
                 }
                 Ok(None) => {}
-                Err(e) => crate::log::log_line!("mantle: cluster: reassigning slots: {e}"),
+                Err(e) => store::log_line!("mantle: cluster: reassigning slots: {e}"),
             }
         }
     })))

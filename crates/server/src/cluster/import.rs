@@ -7,10 +7,11 @@
 
 use super::ClusterNode;
 use crate::frame::Frame;
-use crate::store::Record;
 use bytes::Bytes;
-use cluster::{key_slot, NodeId, SlotRange};
+use cluster::NodeId;
+use slots::{key_slot, SlotRange};
 use std::sync::{Arc, Mutex};
+use store::{Record, Storage};
 
 /// Ranges being imported now.
 #[derive(Default)]
@@ -77,13 +78,7 @@ impl ClusterNode {
     ) -> Result<(), Frame> {
         self.importing(key)?;
         self.db
-            .set(
-                key,
-                value,
-                expires_at_ms,
-                crate::store::Condition::Always,
-                None,
-            )
+            .set(key, value, expires_at_ms, store::Condition::Always, None)
             .await
             .map_err(crate::frame::store_error)?;
         Ok(())
@@ -174,7 +169,7 @@ impl ClusterNode {
         });
         for range in ended {
             if map.value.owner(range.start) != Some(&self.id) {
-                crate::log::log_line!(
+                store::log_line!(
                     "mantle: cluster: import of slots {range} aborted; dropping the partial copy"
                 );
                 self.wipe(range);

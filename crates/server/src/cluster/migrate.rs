@@ -22,13 +22,14 @@
 //! keeps the range); other failures are retried from step 1.
 
 use super::{ClusterNode, Redirect};
-use crate::store::upstream::wire::{Conn, Reply, Target};
-use crate::store::{Record, Store};
 use bytes::Bytes;
-use cluster::{ClusterError, MapError, NodeId, SlotMap, SlotRange, Versioned};
+use cluster::{ClusterError, MapError, NodeId, SlotMap, Versioned};
+use slots::SlotRange;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use store::upstream::wire::{Conn, Reply, Target};
+use store::{Record, SlotData, Storage};
 
 /// Bytes of records per pipelined batch sent to the target.
 const BATCH_BYTES: usize = 256 * 1024;
@@ -93,7 +94,7 @@ impl ClusterNode {
                 return;
             }
             let Some(addr) = self.watch.view().members.get(&to).map(|m| m.addr.clone()) else {
-                crate::log::log_line!(
+                store::log_line!(
                     "mantle: cluster: {to} left the cluster: migration of slots {range} aborted, they stay here"
                 );
                 match self.plane.update(|map| map.abort_migration(range)).await {
@@ -102,7 +103,7 @@ impl ClusterNode {
                         return;
                     }
                     Err(e) => {
-                        crate::log::log_line!("mantle: cluster: aborting migration {range}: {e}");
+                        store::log_line!("mantle: cluster: aborting migration {range}: {e}");
                         tokio::time::sleep(RETRY_AFTER).await;
                         continue;
                     }
@@ -111,14 +112,14 @@ impl ClusterNode {
             let started = Instant::now();
             match self.migrate_once(range, &to, &addr).await {
                 Ok(keys) => {
-                    crate::log::log_line!(
+                    store::log_line!(
                         "mantle: cluster: slots {range} moved to {to} ({keys} keys) in {:.3}s",
                         started.elapsed().as_secs_f64()
                     );
                     return;
                 }
                 Err(e) => {
-                    crate::log::log_line!(
+                    store::log_line!(
                         "mantle: cluster: moving slots {range} to {to}: {e}; retrying"
                     );
                     tokio::time::sleep(RETRY_AFTER).await;
@@ -140,11 +141,8 @@ impl ClusterNode {
             self.id.as_str().as_bytes(),
         ])
         .await?;
-        let rocks = match self.db.store() {
-            Store::Rocks(rocks) => Some(rocks),
-            // A pure cache tier: the data is upstream, only ownership moves.
-            Store::Upstream(_) => None,
-        };
+        // A pure cache tier (no slot data): the data is upstream, only ownership moves.
+        let rocks = self.db.store().slot_data();
         let mut copied = 0u64;
         let _untrack = Untrack(rocks, range);
         let mut pending = Vec::new();
@@ -174,7 +172,7 @@ impl ClusterNode {
         {
             return Err("the migration was aborted".into());
         }
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: cluster: slots {range}: {copied} keys copied to {to}, {} written meanwhile; pausing",
             pending.len()
         );
@@ -186,7 +184,7 @@ impl ClusterNode {
                 return Err(format!("pausing slots {range}: {e}"));
             }
             tries += 1;
-            crate::log::log_line!(
+            store::log_line!(
                 "mantle: cluster: pausing slots {range}: {e}; sending the latest writes and pausing again"
             );
             if let Some(rocks) = rocks {
@@ -217,7 +215,7 @@ impl ClusterNode {
             ])
             .await
         {
-            crate::log::log_line!("mantle: cluster: telling {to} it owns slots {range}: {e}");
+            store::log_line!("mantle: cluster: telling {to} it owns slots {range}: {e}");
         }
         self.adopt(map);
         drop(resume);
@@ -228,13 +226,13 @@ impl ClusterNode {
 
     /// Sends each key's current record, or its deletion.
     async fn send_current(&self, link: &mut Link, keys: &[Bytes]) -> Result<(), String> {
-        let Store::Rocks(rocks) = self.db.store() else {
+        let Some(rocks) = self.db.store().slot_data() else {
             return Ok(());
         };
         for chunk in keys.chunks(BATCH_KEYS) {
             let mut records = Vec::with_capacity(chunk.len());
             for key in chunk {
-                records.push((key, rocks.get(key).map_err(|e| e.to_string())?));
+                records.push((key, rocks.stored(key).map_err(|e| e.to_string())?));
             }
             link.put_all(records.iter().map(|(k, r)| (*k, r.as_ref())))
                 .await?;
@@ -263,7 +261,7 @@ impl ClusterNode {
                     };
                 }
                 Err(e) => {
-                    crate::log::log_line!(
+                    store::log_line!(
                         "mantle: cluster: flipping slots {range} to {to}: {e}; retrying (the range waits)"
                     );
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -274,15 +272,15 @@ impl ClusterNode {
 
     /// Deletes this node's copy of a range it does not serve, from the store and the cache.
     pub(crate) fn wipe(&self, range: SlotRange) {
-        match self.db.store() {
-            Store::Rocks(rocks) => match rocks.delete_range(range) {
+        match self.db.store().slot_data() {
+            Some(rocks) => match rocks.delete_range(range) {
                 Ok(keys) => self.db.forget_cached(&keys),
-                Err(e) => crate::log::log_line!("mantle: cluster: deleting slots {range}: {e}"),
+                Err(e) => store::log_line!("mantle: cluster: deleting slots {range}: {e}"),
             },
             // The data is upstream; only what this node cached of the range goes.
-            Store::Upstream(_) => {
+            None => {
                 self.db
-                    .forget_cached_where(|key| range.contains(cluster::key_slot(key)));
+                    .forget_cached_where(|key| range.contains(slots::key_slot(key)));
             }
         }
     }
@@ -297,7 +295,7 @@ impl Drop for Resume<'_> {
     }
 }
 
-struct Untrack<'a>(Option<&'a crate::store::rocks::RocksStore>, SlotRange);
+struct Untrack<'a>(Option<&'a dyn SlotData>, SlotRange);
 
 impl Drop for Untrack<'_> {
     fn drop(&mut self) {

@@ -17,12 +17,12 @@
 use crate::cluster::{ClusterNode, CENTRAL_LOG_CAPACITY};
 use crate::live::journal::Event;
 use crate::live::registry::{Shared, VersionRecord, VersionRef, MAX_HISTORY};
-use crate::store::StoreError;
-use cluster::{CentralLog, ClusterError, LogQueue, PolicyStore, PolicyWatch};
+use cluster::{CentralLog, ClusterError, LogQueue, PolicyStore, PolicyWatch, SwapRefused};
 use policy::{Params, Scalar};
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
+use store::StoreError;
 
 /// How long `POLICY LOG` waits for this node's queued events to reach etcd.
 const FLUSH_WAIT: Duration = Duration::from_secs(1);
@@ -371,15 +371,23 @@ impl Shared for EtcdRegistry {
         let mut desired = history.to_vec();
         for _ in 0..STACK_ATTEMPTS {
             let value = serde_json::to_vec(&desired).unwrap_or_default();
+            // The version the stack makes active must still exist when it is written.
+            let top = desired.last().map(|v| (v.name.as_str(), v.version));
             match self
-                .block(self.store.swap_active(revision, value))
+                .block(self.store.swap_active(revision, value, top))
                 .map_err(refused)?
             {
                 Ok(written) => {
                     *self.seen() = (desired, written);
                     return Ok(());
                 }
-                Err(now) => {
+                Err(SwapRefused::Missing { name, version }) => {
+                    return Err(StoreError(format!(
+                        "policy {name}@{version} no longer exists (pruned or dropped on \
+                         another node meanwhile); the active policy is unchanged"
+                    )));
+                }
+                Err(SwapRefused::Changed(now)) => {
                     let stack = stack_of(now.value.as_ref());
                     desired = rebase(&base, &desired, &stack).ok_or_else(|| {
                         StoreError(format!(

@@ -2,37 +2,71 @@
 //! to the owner and its reply relayed byte for byte, so clients that know nothing of the
 //! cluster (plain `redis-cli`, `redis-benchmark`) work against any node.
 //!
-//! Each owner is reached over a few long-lived connections shared by every client of this
-//! node; requests from many clients are pipelined onto them (one write carries all that are
-//! queued) and replies come back in order. The owner is asked in RESP2, the protocol of a
-//! fresh connection.
+//! Each owner is reached over a few long-lived links shared by every client of this node.
+//! A link is one task owning one connection at a time: it writes whatever requests are
+//! queued in one go and matches the owner's replies to them in order, measuring each reply
+//! with the store's wire reader (`store::upstream::wire::reply_len`) under the requesting
+//! client's bounds (`proto-max-bulk-len`, `--client-output-limit`). A reply that crosses one
+//! fails its request with an error naming the bound and closes that connection (its other
+//! requests fail too); the link opens a fresh one for the requests after.
+//!
+//! Everything is bounded: a link takes at most [`QUEUE`] requests into its queue, keeps at
+//! most [`IN_FLIGHT`] unanswered and [`OUTPUT_HIGH`] bytes unwritten. A client whose request
+//! finds the queue full waits (and so stops reading its own connection) for up to the
+//! forward timeout; a connection whose oldest request is unanswered for that long is closed.
 //!
 //! Each connection starts with `CLUSTER FORWARDED`: what arrives on it is never forwarded
 //! again. Two nodes that briefly each think the other owns a slot (a hand-over seen in a
 //! different order) would otherwise pass a request back and forth until the forward timed
 //! out; instead the second node answers `-MOVED`, and the first asks again once its map has
-//! moved on (`server::relay`). A connection found dead before a request was written on it
-//! (the owner restarted) is opened again for that request; one that dies after a request
-//! was written fails that request, which may have run.
+//! moved on (`handler::proxy::relay`).
+//!
+//! **Restarted owners.** A pooled connection to an owner that restarted is closed at the
+//! owner's end. Before anything is written on a connection with nothing in flight, the link
+//! checks it (a non-blocking read: end of stream, a reset or unasked bytes mean it is dead)
+//! and, if it is dead, opens a fresh one and writes the requests there. Those requests are
+//! safe to send again because none of their bytes were handed to the old socket: the old
+//! owner could not have read, let alone run, them. A connection that dies after a request
+//! was written fails that request (`connection to ... lost`): it may have run, and a write is
+//! never sent twice.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use store::upstream::wire::{self, ReplyLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 /// Connections per owner.
 const LINKS: usize = 2;
-/// Bound on one forwarded request, connection included.
+/// Bound on one forwarded request, from its queueing to its reply.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests one link queues before the clients submitting more wait.
+pub const QUEUE: usize = 1024;
+/// Requests one link has written and not yet had answered.
+pub const IN_FLIGHT: usize = 1024;
+/// Bytes of requests one link holds unwritten (the owner is not reading).
+pub const OUTPUT_HIGH: usize = 1 << 20;
+/// Requests taken off the queue at once (one write carries them all).
+const BATCH: usize = 128;
+/// Least free space offered to each read.
+const CHUNK: usize = 16 * 1024;
 
-type Answer = oneshot::Sender<Result<Bytes, String>>;
+/// The owner's raw reply to a forwarded request, or why there is none.
+pub type Reply = Result<Bytes, String>;
+
+/// What a link hands back: the request's arguments (to ask again after `-MOVED`) and its reply.
+pub struct Answered {
+    pub args: Vec<Bytes>,
+    pub reply: Reply,
+}
 
 /// A forwarded request whose reply has not been read yet.
 pub struct Sent {
     addr: Arc<str>,
-    reply: oneshot::Receiver<Result<Bytes, String>>,
+    reply: oneshot::Receiver<Answered>,
 }
 
 /// The shared connections to other nodes.
@@ -40,18 +74,39 @@ pub struct Pool {
     links: Mutex<HashMap<Arc<str>, Vec<Link>>>,
     /// The cluster's `--requirepass`, sent as AUTH on every new connection.
     password: Option<Arc<str>>,
+    timeout: Duration,
 }
 
 #[derive(Clone)]
 struct Link {
-    tx: mpsc::UnboundedSender<Request>,
+    tx: mpsc::Sender<Request>,
+}
+
+struct Request {
+    args: Vec<Bytes>,
+    limits: ReplyLimits,
+    answer: oneshot::Sender<Answered>,
+}
+
+impl Request {
+    fn fail(self, error: &str) {
+        let _ = self.answer.send(Answered {
+            args: self.args,
+            reply: Err(error.to_string()),
+        });
+    }
 }
 
 impl Pool {
     pub fn new(password: Option<String>) -> Pool {
+        Pool::with_timeout(password, FORWARD_TIMEOUT)
+    }
+
+    fn with_timeout(password: Option<String>, timeout: Duration) -> Pool {
         Pool {
             links: Mutex::default(),
             password: password.map(Arc::from),
+            timeout,
         }
     }
 
@@ -59,45 +114,79 @@ impl Pool {
     pub async fn forward(
         &self,
         addr: &Arc<str>,
-        args: &[Bytes],
+        args: Vec<Bytes>,
         affinity: u64,
-    ) -> Result<Bytes, String> {
-        let sent = self.submit(addr, args, affinity)?;
-        self.answer(sent).await
+        limits: ReplyLimits,
+    ) -> Answered {
+        match self.submit(addr, args, affinity, limits).await {
+            Ok(sent) => self.answer(sent).await,
+            Err(answered) => answered,
+        }
     }
 
-    /// Sends `args` to `addr` without waiting for its reply, so a client's pipeline goes on
+    /// Queues `args` for `addr` without waiting for its reply, so a client's pipeline goes on
     /// as a pipeline. Requests with the same `affinity` (one client's) to one owner share a
-    /// connection, so they run and are answered in the order sent.
-    pub fn submit(&self, addr: &Arc<str>, args: &[Bytes], affinity: u64) -> Result<Sent, String> {
-        let mut request = BytesMut::with_capacity(64 + args.iter().map(Bytes::len).sum::<usize>());
-        crate::store::upstream::wire::encode(&mut request, args);
+    /// connection, so they run and are answered in the order sent. Waits while the link's
+    /// queue is full (back-pressure: the client is not read meanwhile), at most the forward
+    /// timeout.
+    pub async fn submit(
+        &self,
+        addr: &Arc<str>,
+        args: Vec<Bytes>,
+        affinity: u64,
+        limits: ReplyLimits,
+    ) -> Result<Sent, Answered> {
         let (answer, reply) = oneshot::channel();
         let link = self.link(addr, affinity);
-        if link.tx.send((request, answer)).is_err() {
-            self.drop_link(addr);
-            return Err(format!("proxy: connection to {addr} lost"));
+        let request = Request {
+            args,
+            limits,
+            answer,
+        };
+        let refused = match link.tx.try_send(request) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(request)) => {
+                match tokio::time::timeout(self.timeout, link.tx.send(request)).await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(mpsc::error::SendError(request))) => Some((request, lost(addr))),
+                    Err(_) => {
+                        return Err(Answered {
+                            args: Vec::new(),
+                            reply: Err(format!(
+                                "proxy: {addr} has {QUEUE} requests queued and took none for {:?}",
+                                self.timeout
+                            )),
+                        })
+                    }
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(request)) => Some((request, lost(addr))),
+        };
+        match refused {
+            None => Ok(Sent {
+                addr: Arc::clone(addr),
+                reply,
+            }),
+            Some((request, error)) => {
+                self.drop_link(addr);
+                Err(Answered {
+                    args: request.args,
+                    reply: Err(error),
+                })
+            }
         }
-        Ok(Sent {
-            addr: Arc::clone(addr),
-            reply,
-        })
     }
 
-    /// Waits for the reply to a submitted request.
-    pub async fn answer(&self, sent: Sent) -> Result<Bytes, String> {
-        let addr = sent.addr;
-        match tokio::time::timeout(FORWARD_TIMEOUT, sent.reply).await {
-            Ok(Ok(result)) => result.inspect_err(|_| self.drop_link(&addr)),
-            Ok(Err(_)) => {
-                self.drop_link(&addr);
-                Err(format!("proxy: connection to {addr} lost"))
-            }
+    /// Waits for the reply to a submitted request (the link answers within its timeout).
+    pub async fn answer(&self, sent: Sent) -> Answered {
+        match sent.reply.await {
+            Ok(answered) => answered,
             Err(_) => {
-                self.drop_link(&addr);
-                Err(format!(
-                    "proxy: {addr} did not answer within {FORWARD_TIMEOUT:?}"
-                ))
+                self.drop_link(&sent.addr);
+                Answered {
+                    args: Vec::new(),
+                    reply: Err(lost(&sent.addr)),
+                }
             }
         }
     }
@@ -105,10 +194,20 @@ impl Pool {
     fn link(&self, addr: &Arc<str>, affinity: u64) -> Link {
         let i = (affinity % LINKS as u64) as usize;
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = links.entry(Arc::clone(addr)).or_default();
+        let entry = match links.get_mut(addr) {
+            Some(entry) => entry,
+            None => links.entry(Arc::clone(addr)).or_default(),
+        };
+        if entry.len() == LINKS && !entry[i].tx.is_closed() {
+            return entry[i].clone();
+        }
         entry.retain(|l| !l.tx.is_closed());
         while entry.len() < LINKS {
-            entry.push(Link::start(Arc::clone(addr), self.password.clone()));
+            entry.push(Link::start(
+                Arc::clone(addr),
+                self.password.clone(),
+                self.timeout,
+            ));
         }
         entry[i].clone()
     }
@@ -121,125 +220,250 @@ impl Pool {
     }
 }
 
+fn lost(addr: &str) -> String {
+    format!("proxy: connection to {addr} lost")
+}
+
 impl Link {
-    fn start(addr: Arc<str>, password: Option<Arc<str>>) -> Link {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(addr, password, rx));
+    fn start(addr: Arc<str>, password: Option<Arc<str>>, timeout: Duration) -> Link {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(
+            Relay {
+                addr,
+                password,
+                timeout,
+                rx,
+                unsent: Vec::with_capacity(BATCH),
+                in_flight: VecDeque::new(),
+                input: BytesMut::with_capacity(CHUNK),
+                output: BytesMut::with_capacity(CHUNK),
+                closed: false,
+            }
+            .run(),
+        );
         Link { tx }
     }
 }
 
-type Request = (BytesMut, Answer);
-
-/// One link: a connection at a time, opened again when it is found dead before a request
-/// is written on it (see the module doc).
-async fn run(addr: Arc<str>, password: Option<Arc<str>>, mut rx: mpsc::UnboundedReceiver<Request>) {
-    let mut carried: Vec<Request> = Vec::new();
-    loop {
-        let failed =
-            match tokio::time::timeout(Duration::from_secs(5), connect(&addr, password.as_deref()))
-                .await
-            {
-                Ok(Ok(stream)) => {
-                    if serve(&addr, stream, &mut rx, &mut carried).await {
-                        continue;
-                    }
-                    return;
-                }
-                Ok(Err(e)) => format!("proxy: connecting to {addr}: {e}"),
-                Err(_) => format!("proxy: no connection to {addr}"),
-            };
-        for (_, answer) in carried.drain(..) {
-            let _ = answer.send(Err(failed.clone()));
-        }
-        return fail_all(&mut rx, &failed);
-    }
+/// A request written to the owner and not yet answered.
+struct InFlight {
+    request: Request,
+    written: Instant,
 }
 
-/// Relays requests over one connection: writes whatever is queued in one go, matches
-/// replies to requests in order. Returns true when the connection died and the link should
-/// open another (requests not yet written are left in `carried`), false when the pool
-/// dropped the link.
-async fn serve(
-    addr: &Arc<str>,
-    stream: tokio::net::TcpStream,
-    rx: &mut mpsc::UnboundedReceiver<Request>,
-    carried: &mut Vec<Request>,
-) -> bool {
-    let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
-    let waiting: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
-    let read_side = {
-        let waiting = Arc::clone(&waiting);
-        let addr = Arc::clone(addr);
-        tokio::spawn(async move {
-            let mut input = BytesMut::with_capacity(16 * 1024);
-            loop {
-                while let Some(len) = reply_len(&input) {
-                    let reply = input.split_to(len).freeze();
-                    let answer = waiting
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .pop_front();
-                    if let Some(answer) = answer {
-                        let _ = answer.send(Ok(reply));
+/// One link's task and state.
+struct Relay {
+    addr: Arc<str>,
+    password: Option<Arc<str>>,
+    timeout: Duration,
+    rx: mpsc::Receiver<Request>,
+    /// Taken off the queue, not yet encoded: safe to send on any connection.
+    unsent: Vec<Request>,
+    in_flight: VecDeque<InFlight>,
+    input: BytesMut,
+    output: BytesMut,
+    /// The queue is closed (the pool let the link go).
+    closed: bool,
+}
+
+enum Event {
+    Readable(std::io::Result<()>),
+    Writable(std::io::Result<()>),
+    Taken(usize),
+    Tick,
+}
+
+/// Why a connection was given up.
+enum Dead {
+    /// Found closed with nothing of the queued requests written: open another.
+    Stale,
+    /// Failed with requests written on it: they fail with this error.
+    Lost(String),
+}
+
+impl Relay {
+    async fn run(mut self) {
+        let mut conn: Option<TcpStream> = None;
+        loop {
+            let stream = match &conn {
+                Some(stream) => stream,
+                None => {
+                    if self.unsent.is_empty()
+                        && self.rx.recv_many(&mut self.unsent, BATCH).await == 0
+                    {
+                        return;
+                    }
+                    let opened = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        connect(&self.addr, self.password.as_deref()),
+                    )
+                    .await;
+                    match opened {
+                        Ok(Ok(stream)) => &*conn.insert(stream),
+                        failed => {
+                            let error = match failed {
+                                Ok(Err(e)) => format!("proxy: connecting to {}: {e}", self.addr),
+                                _ => format!("proxy: no connection to {}", self.addr),
+                            };
+                            self.fail_everything(&error);
+                            return;
+                        }
                     }
                 }
-                if input.capacity() - input.len() < 4096 {
-                    input.reserve(16 * 1024);
+            };
+            match self.serve(stream).await {
+                Ok(()) => return,
+                Err(Dead::Stale) => {}
+                Err(Dead::Lost(error)) => {
+                    for sent in self.in_flight.drain(..) {
+                        sent.request.fail(&error);
+                    }
                 }
-                match reader.read_buf(&mut input).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
             }
-            let lost = format!("proxy: connection to {addr} lost");
-            for answer in waiting.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-                let _ = answer.send(Err(lost.clone()));
-            }
-        })
-    };
-    let mut output = BytesMut::with_capacity(16 * 1024);
-    let reconnect = loop {
-        if carried.is_empty() {
-            match rx.recv().await {
-                Some(request) => carried.push(request),
-                None => break false,
-            }
+            conn = None;
+            self.input.clear();
+            self.output.clear();
         }
-        while let Ok(request) = rx.try_recv() {
-            carried.push(request);
-        }
-        if read_side.is_finished() {
-            // Closed by the owner (a restart) while idle: nothing of these was sent.
-            break true;
-        }
-        {
-            let mut queue = waiting.lock().unwrap_or_else(|p| p.into_inner());
-            for (request, answer) in carried.drain(..) {
-                output.extend_from_slice(&request);
-                queue.push_back(answer);
-            }
-        }
-        if writer.write_all(&output).await.is_err() || read_side.is_finished() {
-            break true;
-        }
-        output.clear();
-    };
-    read_side.abort();
-    let lost = format!("proxy: connection to {addr} lost");
-    for answer in waiting.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-        let _ = answer.send(Err(lost.clone()));
     }
-    reconnect
+
+    /// Relays over one connection until it dies or the pool lets the link go (`Ok`).
+    async fn serve(&mut self, stream: &TcpStream) -> Result<(), Dead> {
+        let mut tick = tokio::time::interval(self.timeout.min(Duration::from_secs(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            if !self.unsent.is_empty() {
+                if self.in_flight.is_empty() && !self.probe(stream) {
+                    return Err(Dead::Stale);
+                }
+                let now = Instant::now();
+                for request in self.unsent.drain(..) {
+                    wire::encode(&mut self.output, &request.args);
+                    self.in_flight.push_back(InFlight {
+                        request,
+                        written: now,
+                    });
+                }
+                self.write(stream)?;
+            }
+            if self.closed && self.in_flight.is_empty() {
+                return Ok(());
+            }
+            let room =
+                !self.closed && self.output.len() < OUTPUT_HIGH && self.in_flight.len() < IN_FLIGHT;
+            let event = tokio::select! {
+                biased;
+                ready = stream.readable() => Event::Readable(ready),
+                ready = stream.writable(), if !self.output.is_empty() => Event::Writable(ready),
+                taken = self.rx.recv_many(&mut self.unsent, BATCH), if room => Event::Taken(taken),
+                _ = tick.tick(), if !self.in_flight.is_empty() => Event::Tick,
+            };
+            match event {
+                Event::Readable(ready) => {
+                    ready.map_err(|e| self.lost_with(&e.to_string()))?;
+                    self.read(stream)?;
+                }
+                Event::Writable(ready) => {
+                    ready.map_err(|e| self.lost_with(&e.to_string()))?;
+                    self.write(stream)?;
+                }
+                // The pool let the link go: answer what is in flight, then end.
+                Event::Taken(0) => self.closed = true,
+                Event::Taken(_) => {}
+                Event::Tick => {
+                    if self.in_flight[0].written.elapsed() >= self.timeout {
+                        return Err(Dead::Lost(format!(
+                            "proxy: {} did not answer within {:?}",
+                            self.addr, self.timeout
+                        )));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether an idle connection is still open: its owner may have closed it (a restart)
+    /// while it sat in the pool. Costs no system call unless the socket became readable.
+    fn probe(&mut self, stream: &TcpStream) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    fn write(&mut self, stream: &TcpStream) -> Result<(), Dead> {
+        while !self.output.is_empty() {
+            match stream.try_write(&self.output) {
+                Ok(n) => self.output.advance(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(self.lost_with(&e.to_string())),
+            }
+        }
+        if self.output.is_empty() && self.output.capacity() > OUTPUT_HIGH {
+            self.output = BytesMut::with_capacity(CHUNK);
+        }
+        Ok(())
+    }
+
+    /// Reads what arrived and answers every request whose reply is complete.
+    fn read(&mut self, stream: &TcpStream) -> Result<(), Dead> {
+        loop {
+            if self.input.capacity() - self.input.len() < CHUNK / 4 {
+                self.input.reserve(CHUNK);
+            }
+            match stream.try_read_buf(&mut self.input) {
+                Ok(0) => return Err(self.lost_with("closed by the owner")),
+                Ok(_) => self.answer_complete()?,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(self.lost_with(&e.to_string())),
+            }
+        }
+    }
+
+    fn answer_complete(&mut self) -> Result<(), Dead> {
+        while !self.input.is_empty() {
+            let Some(sent) = self.in_flight.front() else {
+                return Err(self.lost_with("a reply nothing asked for"));
+            };
+            match wire::reply_len(&self.input, sent.request.limits) {
+                Ok(Some(len)) => {
+                    let reply = self.input.split_to(len).freeze();
+                    let sent = self.in_flight.pop_front().expect("checked above");
+                    let _ = sent.request.answer.send(Answered {
+                        args: sent.request.args,
+                        reply: Ok(reply),
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let error = format!("proxy: {} sent a bad reply: {e}", self.addr);
+                    return Err(Dead::Lost(error));
+                }
+            }
+        }
+        if self.input.is_empty() && self.input.capacity() > OUTPUT_HIGH {
+            self.input = BytesMut::with_capacity(CHUNK);
+        }
+        Ok(())
+    }
+
+    fn lost_with(&self, why: &str) -> Dead {
+        Dead::Lost(format!("{} ({why})", lost(&self.addr)))
+    }
+
+    fn fail_everything(&mut self, error: &str) {
+        for request in self.unsent.drain(..) {
+            request.fail(error);
+        }
+        self.rx.close();
+        while let Ok(request) = self.rx.try_recv() {
+            request.fail(error);
+        }
+    }
 }
 
 /// Connects, logs in when the cluster has a password, and marks the connection as a
 /// forwarding link (see the module doc) before any request is relayed.
-async fn connect(addr: &str, password: Option<&str>) -> Result<tokio::net::TcpStream, String> {
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn connect(addr: &str, password: Option<&str>) -> Result<TcpStream, String> {
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
     if let Some(password) = password {
         handshake(&mut stream, &[b"AUTH", password.as_bytes()], "AUTH").await?;
     }
@@ -253,18 +477,16 @@ async fn connect(addr: &str, password: Option<&str>) -> Result<tokio::net::TcpSt
 }
 
 /// Sends `request` and expects `+OK`.
-async fn handshake(
-    stream: &mut tokio::net::TcpStream,
-    request: &[&[u8]],
-    what: &str,
-) -> Result<(), String> {
+async fn handshake(stream: &mut TcpStream, request: &[&[u8]], what: &str) -> Result<(), String> {
     let mut out = BytesMut::new();
-    crate::store::upstream::wire::encode(&mut out, request);
+    wire::encode(&mut out, request);
     stream.write_all(&out).await.map_err(|e| e.to_string())?;
     let mut input = BytesMut::with_capacity(256);
-    let len = loop {
-        if let Some(len) = reply_len(&input) {
-            break len;
+    loop {
+        match wire::parse(&mut input, 1024).map_err(|e| format!("{what}: {e}"))? {
+            Some(wire::Reply::Status(_)) => return Ok(()),
+            Some(other) => return Err(format!("{what} refused: {other:?}")),
+            None => {}
         }
         if stream
             .read_buf(&mut input)
@@ -274,55 +496,7 @@ async fn handshake(
         {
             return Err(format!("closed during {what}"));
         }
-    };
-    match &input[..len] {
-        b"+OK\r\n" => Ok(()),
-        other => Err(format!(
-            "{what} refused: {}",
-            String::from_utf8_lossy(other).trim_end()
-        )),
     }
-}
-
-fn fail_all(rx: &mut mpsc::UnboundedReceiver<Request>, error: &str) {
-    rx.close();
-    while let Ok((_, answer)) = rx.try_recv() {
-        let _ = answer.send(Err(error.to_string()));
-    }
-}
-
-/// Length of the complete RESP reply at the start of `buf`, if it is all there.
-pub fn reply_len(buf: &[u8]) -> Option<usize> {
-    let mut pos = 0;
-    // Elements still to read, counting nested aggregates.
-    let mut remaining: u64 = 1;
-    while remaining > 0 {
-        let kind = *buf.get(pos)?;
-        let line_end = pos + buf[pos..].windows(2).position(|w| w == b"\r\n")?;
-        let line = &buf[pos + 1..line_end];
-        pos = line_end + 2;
-        remaining -= 1;
-        match kind {
-            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
-            b'$' | b'=' | b'!' => {
-                let n = parse_int(line)?;
-                if n >= 0 {
-                    pos += n as usize + 2;
-                    if buf.len() < pos {
-                        return None;
-                    }
-                }
-            }
-            b'*' | b'~' | b'>' => remaining += parse_int(line)?.max(0) as u64,
-            b'%' | b'|' => remaining += 2 * parse_int(line)?.max(0) as u64,
-            _ => return Some(pos), // not RESP: hand the line over as is
-        }
-    }
-    Some(pos)
-}
-
-fn parse_int(line: &[u8]) -> Option<i64> {
-    std::str::from_utf8(line).ok()?.parse().ok()
 }
 
 /// `Some(addr)` when `reply` is `-MOVED slot addr` (the proxy's map was behind).
@@ -342,36 +516,198 @@ pub fn is_tryagain(reply: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn replies_are_delimited_whole() {
-        let cases: &[&[u8]] = &[
-            b"+OK\r\n",
-            b"-ERR x\r\n",
-            b":12\r\n",
-            b"$3\r\nabc\r\n",
-            b"$-1\r\n",
-            b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n",
-            b"*-1\r\n",
-            b"%1\r\n+k\r\n$2\r\nvv\r\n",
-            b"$4\r\na\r\nb\r\n",
-        ];
-        for case in cases {
-            let mut buf = case.to_vec();
-            buf.extend_from_slice(b"+NEXT\r\n");
-            assert_eq!(
-                reply_len(&buf),
-                Some(case.len()),
-                "{:?}",
-                String::from_utf8_lossy(case)
-            );
-            for cut in 0..case.len() {
-                assert_eq!(
-                    reply_len(&case[..cut]),
-                    None,
-                    "{cut} of {:?}",
-                    String::from_utf8_lossy(case)
-                );
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::net::TcpListener;
+
+    /// What the fake owner does with one request.
+    enum Act {
+        Reply(Vec<u8>),
+        /// Closes the connection without answering (a crash after reading it).
+        Close,
+        /// Stops reading the connection for good.
+        Stall,
+    }
+
+    /// Splits one request off `buf` (a RESP array of bulks).
+    fn request(buf: &mut BytesMut) -> Option<Vec<Vec<u8>>> {
+        let limits = ReplyLimits {
+            max_bulk_len: 1 << 20,
+            max_reply_len: 1 << 24,
+        };
+        let len = wire::reply_len(buf, limits).unwrap()?;
+        let frame = buf.split_to(len);
+        let text = &frame[..];
+        let mut lines = text
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+        let count: usize = std::str::from_utf8(&lines.next()?[1..])
+            .ok()?
+            .parse()
+            .ok()?;
+        let mut args = Vec::new();
+        for _ in 0..count {
+            lines.next();
+            args.push(lines.next()?.to_vec());
+        }
+        Some(args)
+    }
+
+    /// A node on a random port: answers `CLUSTER FORWARDED` with `+OK` and every other
+    /// request with `act`; counts connections and requests seen by their first argument.
+    async fn owner(
+        act: impl Fn(&[Vec<u8>]) -> Act + Send + Sync + 'static,
+    ) -> (Arc<str>, Arc<Mutex<Vec<Vec<u8>>>>, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: Arc<str> = Arc::from(listener.local_addr().unwrap().to_string());
+        let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let act = Arc::new(act);
+        let (seen2, connections2) = (Arc::clone(&seen), Arc::clone(&connections));
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                connections2.fetch_add(1, Ordering::SeqCst);
+                let (seen, act) = (Arc::clone(&seen2), Arc::clone(&act));
+                tokio::spawn(async move {
+                    let mut input = BytesMut::new();
+                    loop {
+                        while let Some(args) = request(&mut input) {
+                            if args[0] == b"CLUSTER" {
+                                socket.write_all(b"+OK\r\n").await.unwrap();
+                                continue;
+                            }
+                            seen.lock().unwrap().push(args[0].clone());
+                            match act(&args) {
+                                Act::Reply(reply) => {
+                                    if socket.write_all(&reply).await.is_err() {
+                                        return;
+                                    }
+                                }
+                                Act::Close => return,
+                                Act::Stall => {
+                                    let _hold = socket;
+                                    std::future::pending::<()>().await;
+                                    unreachable!();
+                                }
+                            }
+                        }
+                        match socket.read_buf(&mut input).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                    }
+                });
             }
+        });
+        (addr, seen, connections)
+    }
+
+    fn args(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::from(w.to_string())).collect()
+    }
+
+    const LIMITS: ReplyLimits = ReplyLimits {
+        max_bulk_len: 1000,
+        max_reply_len: 1 << 20,
+    };
+
+    #[tokio::test]
+    async fn an_oversized_reply_fails_its_request_and_the_link_goes_on() {
+        let (addr, _, connections) = owner(|args| {
+            if args[0] == b"BIG" {
+                let mut reply = b"$2000\r\n".to_vec();
+                reply.extend_from_slice(&[b'x'; 2000]);
+                reply.extend_from_slice(b"\r\n");
+                Act::Reply(reply)
+            } else {
+                Act::Reply(b"+PONG\r\n".to_vec())
+            }
+        })
+        .await;
+        let pool = Pool::new(None);
+        let big = pool.forward(&addr, args(&["BIG"]), 1, LIMITS).await;
+        let error = big.reply.unwrap_err();
+        assert!(error.contains("proto-max-bulk-len (1000)"), "{error}");
+        let limits = ReplyLimits {
+            max_bulk_len: 5000,
+            max_reply_len: 100,
+        };
+        let error = pool
+            .forward(&addr, args(&["BIG"]), 1, limits)
+            .await
+            .reply
+            .unwrap_err();
+        assert!(error.contains("output limit (100 bytes)"), "{error}");
+        let ping = pool.forward(&addr, args(&["PING"]), 1, LIMITS).await;
+        assert_eq!(&ping.reply.unwrap()[..], b"+PONG\r\n");
+        assert_eq!(
+            ping.args,
+            args(&["PING"]),
+            "the arguments come back for a retry"
+        );
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            3,
+            "one per bad reply, then one"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_owner_closed_while_idle_is_opened_again() {
+        // The owner answers and then closes, as a restarted node's old connections are.
+        let (addr, seen, connections) = owner(|args| match &args[0][..] {
+            b"CRASH" => Act::Close,
+            _ => Act::Reply(b"+OK\r\n".to_vec()),
+        })
+        .await;
+        let pool = Pool::new(None);
+        for round in 0..20 {
+            let reply = pool
+                .forward(&addr, args(&["SET", "k", "v"]), 7, LIMITS)
+                .await;
+            assert_eq!(&reply.reply.unwrap()[..], b"+OK\r\n", "round {round}");
+            // The owner closes the connection after reading this one: it fails, once.
+            let crashed = pool.forward(&addr, args(&["CRASH"]), 7, LIMITS).await;
+            let error = crashed.reply.unwrap_err();
+            assert!(error.contains("lost"), "{error}");
+            // Alternate a fresh close being seen by the link and a write racing it.
+            if round % 2 == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let seen = seen.lock().unwrap();
+        let crashes = seen.iter().filter(|w| &w[..] == b"CRASH").count();
+        assert_eq!(
+            crashes, 20,
+            "a request that may have run is never sent twice"
+        );
+        assert_eq!(connections.load(Ordering::SeqCst), 20);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_owner_holds_a_bounded_queue_and_times_out() {
+        let (addr, _, _) = owner(|_| Act::Stall).await;
+        let pool = Arc::new(Pool::with_timeout(None, Duration::from_millis(1500)));
+        let mut sent = Vec::new();
+        // Each request waits at most 100 ms to be queued: the first that does not fit shows
+        // where the bound is.
+        loop {
+            let submit = pool.submit(&addr, args(&["GET", "key"]), 3, LIMITS);
+            match tokio::time::timeout(Duration::from_millis(100), submit).await {
+                Ok(Ok(s)) => sent.push(s),
+                Ok(Err(e)) => panic!("refused early: {:?}", e.reply),
+                Err(_) => break,
+            }
+            assert!(sent.len() <= QUEUE + IN_FLIGHT + BATCH, "unbounded");
+        }
+        assert!(sent.len() >= QUEUE, "only {} queued", sent.len());
+        // The owner never answers: every request fails once the oldest is overdue.
+        for s in sent.drain(..) {
+            let error = pool.answer(s).await.reply.unwrap_err();
+            assert!(
+                error.contains("did not answer") || error.contains("lost"),
+                "{error}"
+            );
         }
     }
 

@@ -101,7 +101,7 @@ pub async fn attempt(
             .guards()
             .auth_disconnects
             .fetch_add(1, Ordering::Relaxed);
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: closing client {} ({}): {MAX_FAILURES} wrong passwords",
             session.id,
             session.peer.map(|p| p.to_string()).unwrap_or_default()

@@ -11,8 +11,10 @@ use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
-use cluster::{key_slot, NodeId, SlotRange, SLOTS};
+use cluster::NodeId;
+use slots::{key_slot, SlotRange, SLOTS};
 use std::fmt::Write;
+use store::{SlotData, Storage};
 
 pub enum ClusterCmd {
     Slots,
@@ -35,7 +37,7 @@ pub enum Import {
     Put(Bytes, u64, Bytes),
     Del(Bytes),
     /// Many records in one store write (what the source sends).
-    Puts(Vec<(Bytes, crate::store::Record)>),
+    Puts(Vec<(Bytes, store::Record)>),
     Dels(Vec<Bytes>),
     Done(SlotRange),
 }
@@ -104,7 +106,7 @@ impl Declared<'_> for ClusterCmd {
                             let value = parse.next_bytes()?;
                             records.push((
                                 key,
-                                crate::store::Record {
+                                store::Record {
                                     value,
                                     expires_at_ms,
                                 },
@@ -200,18 +202,15 @@ impl ClusterCmd {
     }
 }
 
-fn rocks(instance: &Instance) -> Result<&crate::store::rocks::RocksStore, Frame> {
-    match instance.db.store() {
-        crate::store::Store::Rocks(rocks) => Ok(rocks),
-        crate::store::Store::Upstream(_) => Err(Frame::err(
-            "keys are not counted per slot in front of an upstream (they live there)",
-        )),
-    }
+fn slot_data(instance: &Instance) -> Result<&dyn SlotData, Frame> {
+    instance.db.store().slot_data().ok_or_else(|| {
+        Frame::err("keys are not counted per slot in front of an upstream (they live there)")
+    })
 }
 
 /// Keys this node stores in `slot` (Redis counts its own keys, whoever owns the slot).
 fn count_keys(instance: &Instance, slot: u16) -> Frame {
-    match rocks(instance).map(|r| r.count_in_slot(slot)) {
+    match slot_data(instance).map(|r| r.count_in_slot(slot)) {
         Ok(Ok(n)) => Frame::Integer(n as i64),
         Ok(Err(e)) => crate::frame::store_error(e),
         Err(frame) => frame,
@@ -219,7 +218,7 @@ fn count_keys(instance: &Instance, slot: u16) -> Frame {
 }
 
 fn get_keys(instance: &Instance, slot: u16, count: usize) -> Frame {
-    match rocks(instance).map(|r| r.keys_in_slot(slot, count)) {
+    match slot_data(instance).map(|r| r.keys_in_slot(slot, count)) {
         Ok(Ok(keys)) => Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),
         Ok(Err(e)) => crate::frame::store_error(e),
         Err(frame) => frame,

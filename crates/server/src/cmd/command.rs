@@ -335,7 +335,7 @@ mod tests {
                 spec.name
             );
         }
-        assert!(lookup(b"flushall").is_none());
+        assert!(lookup(b"flushx").is_none());
         assert!(lookup(b"").is_none());
         assert!(lookup(&[b'g'; 100]).is_none());
         // Near misses: a prefix, an extension, a trailing NUL, NULs alone.

@@ -24,7 +24,10 @@ const PARAMETERS: &[(&str, bool)] = &[
     ("max-keys", true),
     ("proto-max-bulk-len", true),
     ("maxmemory-clients", true),
-    ("maxmemory-policy", false),
+    ("maxmemory-policy", true),
+    ("slowlog-log-slower-than", true),
+    ("slowlog-max-len", true),
+    ("latency-monitor-threshold", true),
     ("maxclients", false),
     ("appendonly", false),
     ("appendfsync", false),
@@ -109,6 +112,7 @@ impl Declared<'_> for ConfigCmd {
             },
             ConfigCmd::ResetStat => {
                 instance.db.stats().reset();
+                instance.db.metrics().commands.reset();
                 Frame::ok()
             }
         }
@@ -122,7 +126,16 @@ fn get(instance: &Instance, name: &str) -> String {
         "max-keys" => snapshot.capacity.objects.unwrap_or(0).to_string(),
         "proto-max-bulk-len" => instance.max_bulk_len().to_string(),
         "maxmemory-clients" => instance.client_memory.limit().to_string(),
-        "maxmemory-policy" => snapshot.algorithm.name().to_string(),
+        "maxmemory-policy" => policy_name(snapshot.algorithm).to_string(),
+        "slowlog-log-slower-than" => instance.slowlog.slower_than_us().to_string(),
+        "slowlog-max-len" => instance.slowlog.max_len().to_string(),
+        "latency-monitor-threshold" => instance
+            .db
+            .metrics()
+            .commands
+            .monitor_threshold_ms
+            .load(Ordering::Relaxed)
+            .to_string(),
         "maxclients" => instance.config.maxclients.to_string(),
         "appendonly" => match instance.config.backend {
             Backend::RocksDb { .. } => "yes".into(),
@@ -141,13 +154,48 @@ fn get(instance: &Instance, name: &str) -> String {
     }
 }
 
+/// `maxmemory-policy` as Redis names it: LRU is Redis's `allkeys-lru`; Mantle's other
+/// algorithms have no Redis name and keep their own.
+pub fn policy_name(algorithm: cache::Algorithm) -> &'static str {
+    match algorithm {
+        cache::Algorithm::Lru => "allkeys-lru",
+        other => other.name(),
+    }
+}
+
+/// The algorithm a `CONFIG SET maxmemory-policy` value names: Redis's `allkeys-lru` or one of
+/// Mantle's algorithm names. Redis's other policies have no equivalent here (the store keeps
+/// every key, so `noeviction` and the `volatile-*` ones do not apply; there is no LFU nor
+/// random eviction) and are refused, naming what is accepted.
+fn parse_policy(value: &str) -> Result<cache::Algorithm, String> {
+    let value = value.to_ascii_lowercase();
+    if value == "allkeys-lru" {
+        return Ok(cache::Algorithm::Lru);
+    }
+    value.parse::<cache::Algorithm>().map_err(|_| {
+        let mut accepted = vec!["allkeys-lru"];
+        accepted.extend(cache::Algorithm::ALL.iter().map(|a| a.name()));
+        format!(
+            "'{value}' has no equivalent in Mantle; accepted: {}",
+            accepted.join(", ")
+        )
+    })
+}
+
 /// Validates every pair first, then applies them all: all or nothing, as in Redis 7. A
 /// capacity is recorded first (`live::baseline`: it outlives restarts and is what a rollback
 /// to no management restores), so one that cannot be recorded is not applied either.
 async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> {
     let mut capacity = instance.live.baseline.get();
+    // Only a pair that names a capacity touches it: a policy may be running the cache at a
+    // size of its own, which `CONFIG SET slowlog-max-len 10` must leave alone.
+    let mut capacity_named = false;
     let mut bulk_len = None;
     let mut clients_limit = None;
+    let mut algorithm = None;
+    let mut slower_than = None;
+    let mut slowlog_len = None;
+    let mut monitor_threshold = None;
     let mut seen: Vec<String> = Vec::with_capacity(pairs.len());
     for (name, value) in pairs {
         let name = String::from_utf8_lossy(name).to_ascii_lowercase();
@@ -168,13 +216,42 @@ async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), St
         if seen.contains(&name) {
             return Err(fail("duplicate parameter"));
         }
+        let integer = |min: i64, max: i64| match value.trim().parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(fail(&format!("argument must be between {min} and {max}"))),
+        };
+        match name.as_str() {
+            "maxmemory-policy" => {
+                algorithm = Some(parse_policy(&value).map_err(|e| fail(&e))?);
+                seen.push(name);
+                continue;
+            }
+            "slowlog-log-slower-than" => {
+                slower_than = Some(integer(-1, i64::MAX)?);
+                seen.push(name);
+                continue;
+            }
+            "slowlog-max-len" => {
+                slowlog_len = Some(integer(0, crate::slowlog::MAX_LEN_LIMIT as i64)? as u64);
+                seen.push(name);
+                continue;
+            }
+            "latency-monitor-threshold" => {
+                monitor_threshold = Some(integer(0, i64::MAX)? as u64);
+                seen.push(name);
+                continue;
+            }
+            _ => {}
+        }
         let number = units::parse_bytes(&value).map_err(|e| fail(&e))?;
         match name.as_str() {
             "maxmemory" => {
-                capacity.bytes = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?
+                capacity.bytes = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?;
+                capacity_named = true;
             }
             "max-keys" => {
-                capacity.objects = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?
+                capacity.objects = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?;
+                capacity_named = true;
             }
             "maxmemory-clients" => clients_limit = Some(number),
             _ => {
@@ -187,7 +264,7 @@ async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), St
         seen.push(name);
     }
     let baseline = instance.live.baseline.clone();
-    if capacity != baseline.get() {
+    if capacity_named && capacity != baseline.get() {
         let recorded = tokio::task::spawn_blocking(move || baseline.set(capacity)).await;
         match recorded {
             Ok(Ok(())) => {}
@@ -201,7 +278,7 @@ async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), St
             }
         }
     }
-    if capacity != instance.db.cache_snapshot().capacity {
+    if capacity_named && capacity != instance.db.cache_snapshot().capacity {
         instance.db.set_capacity(capacity);
     }
     if let Some(n) = bulk_len {
@@ -210,12 +287,50 @@ async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), St
     if let Some(n) = clients_limit {
         instance.client_memory.set_limit(n);
     }
+    if let Some(algorithm) = algorithm {
+        instance.db.set_algorithm(algorithm);
+    }
+    if let Some(us) = slower_than {
+        instance.slowlog.set_slower_than_us(us);
+    }
+    if let Some(len) = slowlog_len {
+        instance.slowlog.set_max_len(len);
+    }
+    if let Some(ms) = monitor_threshold {
+        instance
+            .db
+            .metrics()
+            .commands
+            .monitor_threshold_ms
+            .store(ms, Ordering::Relaxed);
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policies_map_to_algorithms_and_others_are_refused_naming_the_accepted() {
+        assert_eq!(parse_policy("allkeys-lru"), Ok(cache::Algorithm::Lru));
+        assert_eq!(parse_policy("ALLKEYS-LRU"), Ok(cache::Algorithm::Lru));
+        assert_eq!(parse_policy("s3fifo"), Ok(cache::Algorithm::S3Fifo));
+        assert_eq!(policy_name(cache::Algorithm::Lru), "allkeys-lru");
+        assert_eq!(policy_name(cache::Algorithm::Sieve), "sieve");
+        for refused in [
+            "allkeys-random",
+            "allkeys-lfu",
+            "noeviction",
+            "volatile-lru",
+        ] {
+            let error = parse_policy(refused).unwrap_err();
+            assert!(
+                error.contains("accepted: allkeys-lru, lru, fifo, clock, sieve, s3fifo"),
+                "{error}"
+            );
+        }
+    }
 
     #[test]
     fn globs_match_like_redis_for_star_and_question_mark() {

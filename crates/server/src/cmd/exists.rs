@@ -2,6 +2,7 @@
 
 use super::store_error;
 use super::{CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -31,5 +32,16 @@ impl Declared<'_> for Exists {
             Ok(n) => Frame::Integer(n as i64),
             Err(e) => store_error(e),
         }
+    }
+
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        let mut found = 0;
+        for key in &self.keys {
+            match txn.exists(key).await {
+                Ok(exists) => found += i64::from(exists),
+                Err(e) => return super::txn_error(e),
+            }
+        }
+        Frame::Integer(found)
     }
 }

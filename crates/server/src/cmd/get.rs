@@ -3,6 +3,7 @@
 use super::store_error;
 use super::{CommandSpec, Declared, Flags, Keys};
 
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -28,10 +29,17 @@ impl<'a> Declared<'a> for Get<'a> {
     }
 
     async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
-        match instance.db.get(self.key).await {
-            Ok(Some(value)) => Frame::Bulk(value),
+        match instance.db.get_value(self.key).await {
+            Ok(Some(value)) => Frame::from(value),
             Ok(None) => Frame::Null,
             Err(e) => store_error(e),
+        }
+    }
+
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        match txn.get(self.key).await {
+            Ok(value) => value.map_or(Frame::Null, Frame::Bulk),
+            Err(e) => super::txn_error(e),
         }
     }
 }

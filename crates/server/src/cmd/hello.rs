@@ -105,7 +105,7 @@ impl Hello {
         }
         session.authenticated = true;
         if let Some(name) = self.setname {
-            session.name = (!name.is_empty()).then_some(name);
+            session.set_name(name);
         }
         session.protocol = protocol;
         let proto = match protocol {

@@ -1,19 +1,24 @@
 //! INFO [section ...]: the server, clients, stats, memory, keyspace, cache, policy, shadows and warmup sections, in
-//! Redis's `name:value` line format so existing dashboards and scripts can read them.
+//! Redis's `name:value` line format so existing dashboards and scripts can read them; and, as
+//! in Redis only when named or with `all`/`everything`, `commandstats` and `latencystats`
+//! (per-command calls, time and percentiles).
 
 use super::{CommandSpec, Declared, Flags, Keys};
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::metrics::{PolicyGauges, Stats, WarmupProgress};
 use crate::parse::{Parse, ParseError};
-use crate::store::Store;
 use bytes::Bytes;
 use std::fmt::Write;
+use store::Storage;
 
 const SECTIONS: &[&str] = &[
     "server", "clients", "stats", "memory", "keyspace", "cache", "classes", "policy", "shadows",
     "warmup",
 ];
+
+/// Sections left out of a plain INFO (and of `default`), as in Redis.
+const ON_REQUEST: &[&str] = &["commandstats", "latencystats"];
 
 pub struct Info {
     sections: Vec<String>,
@@ -43,13 +48,16 @@ impl Declared<'_> for Info {
                 .iter()
                 .any(|s| matches!(s.as_str(), "all" | "default" | "everything"));
         // INFO never waits on an upstream: it shows the key count last seen there.
-        let keys = match instance.db.store() {
-            Store::Upstream(upstream) => upstream.key_count_without_waiting(),
-            _ => instance.db.dbsize().await.ok(),
-        };
+        let keys = instance.db.store().key_count_now();
+        let everything = self
+            .sections
+            .iter()
+            .any(|s| matches!(s.as_str(), "all" | "everything"));
         let mut text = String::new();
-        for &section in SECTIONS {
-            if all || self.sections.iter().any(|s| s == section) {
+        for &section in SECTIONS.iter().chain(ON_REQUEST) {
+            let on_request = ON_REQUEST.contains(&section);
+            let shown = if on_request { everything } else { all };
+            if shown || self.sections.iter().any(|s| s == section) {
                 if !text.is_empty() {
                     text.push_str("\r\n");
                 }
@@ -60,13 +68,45 @@ impl Declared<'_> for Info {
     }
 }
 
+/// Per command that ran: `cmdstat_NAME` (calls and time) or, with `percentiles`,
+/// `latency_percentiles_usec_NAME` (p50, p99, p99.9), in Redis 7's format.
+fn command_fields(instance: &Instance, percentiles: bool) -> Vec<(String, String)> {
+    let latencies = &instance.db.metrics().commands;
+    super::COMMANDS
+        .iter()
+        .enumerate()
+        .filter_map(|(row, spec)| {
+            let f = latencies.read(row);
+            (f.calls > 0).then(|| {
+                if percentiles {
+                    let p = |q| f.percentile_us(q) as f64;
+                    field(
+                        &format!("latency_percentiles_usec_{}", spec.name),
+                        format!("p50={:.3},p99={:.3},p99.9={:.3}", p(0.5), p(0.99), p(0.999)),
+                    )
+                } else {
+                    field(
+                        &format!("cmdstat_{}", spec.name),
+                        format!(
+                            "calls={},usec={},usec_per_call={:.2},rejected_calls=0,failed_calls=0",
+                            f.calls,
+                            f.total_us as u64,
+                            f.total_us / f.calls as f64
+                        ),
+                    )
+                }
+            })
+        })
+        .collect()
+}
+
 /// Whether the store takes writes, and what a damaged log cost at start (see docs/server.md,
 /// "Limits and failure behaviour").
 fn store_health(instance: &Instance) -> Vec<(String, String)> {
     let store = instance.db.store();
     let mut fields = match store.health() {
-        crate::store::rocks::Health::Ok => vec![field("store_status", "ok")],
-        crate::store::rocks::Health::Failed { cause, seconds } => vec![
+        store::rocks::Health::Ok => vec![field("store_status", "ok")],
+        store::rocks::Health::Failed { cause, seconds } => vec![
             field("store_status", "failed"),
             field("store_failed_seconds", seconds),
             field("store_last_error", cause.replace(['\r', '\n'], " ")),
@@ -146,9 +186,15 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
             vec![
                 field("used_memory", snapshot.bytes + snapshot.metadata_bytes),
                 field("used_memory_cache", snapshot.bytes),
+                field("used_memory_cache_metadata", snapshot.metadata_bytes),
+                field("used_memory_store", instance.db.store().memory_bytes()),
+                field("maxmemory_store_reserve", instance.db.store_reserve()),
                 field("used_memory_rss", resident_bytes()),
                 field("maxmemory", snapshot.capacity.bytes.unwrap_or(0)),
-                field("maxmemory_policy", snapshot.algorithm.name()),
+                field(
+                    "maxmemory_policy",
+                    super::config::policy_name(snapshot.algorithm),
+                ),
             ],
         ),
         "keyspace" => (
@@ -174,6 +220,8 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
             )
         }
         "warmup" => ("Warmup", warmup_fields(instance)),
+        "commandstats" => ("Commandstats", command_fields(instance, false)),
+        "latencystats" => ("Latencystats", command_fields(instance, true)),
         "shadows" => ("Shadows", shadow_fields(&metrics.shadows.read())),
         "classes" => ("Classes", super::cache::class_lines(instance)),
         _ => (
@@ -200,7 +248,7 @@ fn render(section: &str, instance: &Instance, keys: Option<u64>, out: &mut Strin
 /// The upstream's health, when there is one: `upstream_state` is `failing` while its circuit
 /// breaker is open.
 fn upstream_fields(instance: &Instance) -> Vec<(String, String)> {
-    let Store::Upstream(upstream) = instance.db.store() else {
+    let Some(upstream) = instance.db.store().upstream() else {
         return Vec::new();
     };
     let counters = upstream.counters();

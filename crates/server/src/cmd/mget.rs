@@ -6,6 +6,7 @@
 
 use super::store_error;
 use super::{CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::{bulk_len, Frame};
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -39,16 +40,28 @@ impl Declared<'_> for MGet {
         }
         let mut values = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
-            match instance.db.get(key).await {
+            match instance.db.get_value(key).await {
                 Ok(Some(value)) => {
                     size += bulk_len(value.len() as u64);
                     if let Err(error) = instance.grow_reply(&mut gathered, size) {
                         return error;
                     }
-                    values.push(Frame::Bulk(value));
+                    values.push(Frame::from(value));
                 }
                 Ok(None) => values.push(Frame::Null),
                 Err(e) => return store_error(e),
+            }
+        }
+        Frame::Array(values)
+    }
+
+    /// Inside a transaction: the reply's size is checked once built (`Command::run_in`).
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        let mut values = Vec::with_capacity(self.keys.len());
+        for key in &self.keys {
+            match txn.get(key).await {
+                Ok(value) => values.push(value.map_or(Frame::Null, Frame::Bulk)),
+                Err(e) => return super::txn_error(e),
             }
         }
         Frame::Array(values)

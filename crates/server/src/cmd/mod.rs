@@ -15,23 +15,44 @@ mod client;
 mod cluster;
 mod command;
 mod config;
+mod counter;
 mod dbsize;
 mod del;
 mod echo;
 mod exists;
+mod expire;
+mod fcall;
+mod flush;
+mod function;
+pub mod function_exec;
 mod get;
+mod getx;
 mod hello;
 mod info;
+mod keytype;
+mod latency;
+mod memory;
 mod mget;
 mod mset;
+pub mod multi;
+mod number;
 mod ping;
 pub mod policy;
 mod quit;
+mod scan;
+mod script;
 mod select;
 mod set;
+mod setx;
+mod slowlog;
+mod string;
+mod time;
+mod touch;
 mod ttl;
+mod watch;
 
 use crate::cluster::{Redirect, RouteGuard};
+use crate::db::{Transaction, TxnError};
 pub use crate::frame::store_error;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
@@ -41,7 +62,7 @@ pub use command::{CommandSpec, Flags, Keys};
 use std::future::Future;
 
 /// What a command is and does: implemented once, in the command's own module.
-pub trait Declared<'a>: Sized {
+pub trait Declared<'a>: Sized + Send {
     /// Name, arity, key positions, flags and effects.
     const SPEC: CommandSpec;
 
@@ -54,6 +75,28 @@ pub trait Declared<'a>: Sized {
         instance: &Instance,
         session: &mut Session,
     ) -> impl Future<Output = Frame> + Send;
+
+    /// Runs the command inside a transaction (EXEC's queue; see `db::keyspace`): every key it
+    /// reads or writes goes through `txn`, which commits them with the rest. A command without
+    /// keys runs as usual; one with keys must override this (it would otherwise wait for the
+    /// stripe locks its own transaction holds), so the default refuses it.
+    fn apply_in(
+        self,
+        txn: &mut Transaction<'_>,
+        instance: &Instance,
+        session: &mut Session,
+    ) -> impl Future<Output = Frame> + Send {
+        let _ = txn;
+        async move {
+            if Self::SPEC.keys != Keys::NONE {
+                return Frame::err(format!(
+                    "'{}' cannot run inside a transaction",
+                    Self::SPEC.name
+                ));
+            }
+            self.apply(instance, session).await
+        }
+    }
 
     /// Whether this request changes stored data: the declaration's `WRITE` flag, unless the
     /// command writes only in some subcommands (CLUSTER IMPORT) and says so here.
@@ -108,6 +151,13 @@ macro_rules! commands {
                 }
             }
 
+            /// This request's row in [`COMMANDS`] (what per-command figures are indexed by).
+            pub fn row(&self) -> usize {
+                match self {
+                    $(Command::$variant(_) => Kind::$variant as usize),+
+                }
+            }
+
             /// The declaration of this request's command.
             pub fn spec(&self) -> &'static CommandSpec {
                 match self {
@@ -136,11 +186,30 @@ macro_rules! commands {
                     $(Command::$variant(cmd) => Declared::apply(cmd, instance, session).await),+
                 }
             }
+
+            /// Runs the command inside `txn` (see [`Declared::apply_in`]); its reply.
+            pub async fn run_in(
+                self,
+                txn: &mut Transaction<'_>,
+                instance: &Instance,
+                session: &mut Session,
+            ) -> Frame {
+                let reply = match self {
+                    $(Command::$variant(cmd) => {
+                        Declared::apply_in(cmd, txn, instance, session).await
+                    }),+
+                };
+                match instance.oversized(&reply, session.protocol) {
+                    Some(error) => error,
+                    None => reply,
+                }
+            }
         }
     };
 }
 
 commands! {
+    Append(string::Append),
     Asking(accept::Asking),
     Auth(auth::Auth),
     Cache(cache::CacheCmd),
@@ -149,24 +218,76 @@ commands! {
     Command(command::CommandCmd),
     Config(config::ConfigCmd),
     DbSize(dbsize::DbSize),
+    Decr(counter::Decr),
+    DecrBy(counter::DecrBy),
     Del(del::Del),
+    Discard(multi::Discard),
     Echo(echo::Echo),
+    Eval(fcall::Eval<false, false>),
+    EvalRo(fcall::Eval<false, true>),
+    EvalSha(fcall::Eval<true, false>),
+    EvalShaRo(fcall::Eval<true, true>),
+    Exec(multi::Exec),
     Exists(exists::Exists),
+    Expire(expire::ExpireCmd),
+    ExpireAt(expire::ExpireAt),
+    ExpireTime(expire::ExpireTime),
+    Fcall(fcall::Fcall<false>),
+    FcallRo(fcall::Fcall<true>),
+    FlushAll(flush::FlushAll),
+    FlushDb(flush::FlushDb),
+    Function(function::FunctionCmd),
     Get(get::Get<'a>),
+    GetDel(getx::GetDel),
+    GetEx(getx::GetEx),
+    GetRange(string::GetRange),
+    GetSet(getx::GetSet),
     Hello(hello::Hello),
+    Incr(counter::Incr),
+    IncrBy(counter::IncrByCmd),
+    IncrByFloat(counter::IncrByFloat),
     Info(info::Info),
+    Keys(scan::KeysCmd),
+    Latency(latency::LatencyCmd),
+    Memory(memory::Memory),
     MGet(mget::MGet),
     MSet(mset::MSet),
+    MSetNx(setx::MSetNx),
+    Multi(multi::Multi),
+    Persist(expire::Persist),
+    PExpire(expire::PExpire),
+    PExpireAt(expire::PExpireAt),
+    PExpireTime(expire::PExpireTime),
     Ping(ping::Ping),
     Policy(policy::PolicyCmd),
+    PSetEx(setx::PSetEx),
     Pttl(ttl::Pttl),
     Quit(quit::Quit),
     ReadOnly(accept::ReadOnly),
     ReadWrite(accept::ReadWrite),
+    Scan(scan::Scan),
+    Script(script::ScriptCmd),
     Select(select::Select),
     Set(set::Set),
+    SetEx(setx::SetEx),
+    SetNx(setx::SetNx),
+    SetRange(string::SetRange),
+    Slowlog(slowlog::SlowlogCmd),
+    Strlen(string::Strlen),
+    Time(time::Time),
+    Touch(touch::Touch),
     Ttl(ttl::Ttl),
+    Type(keytype::KeyType),
+    Unlink(del::Unlink),
+    Unwatch(watch::Unwatch),
+    Watch(watch::Watch),
 }
+
+/// The row of SET, which deferred plain writes are recorded under.
+pub const SET_ROW: usize = Kind::Set as usize;
+
+// Per-command figures are kept in a fixed array (see `metrics::commands`).
+const _: () = assert!(KINDS.len() <= crate::metrics::MAX_COMMANDS);
 
 /// Finds a command's declaration by name, ignoring ASCII case, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
@@ -206,8 +327,19 @@ impl<'a> Command<'a> {
         match &instance.cluster {
             None => Ok((command, None)),
             Some(node) => {
-                let keys = command.spec().key_args(args);
-                Ok((command, node.route(keys, session.forwarded)?))
+                // Functions and scripts declare their keys by count, not by position.
+                let guard = match command {
+                    Command::Fcall(_)
+                    | Command::FcallRo(_)
+                    | Command::Eval(_)
+                    | Command::EvalRo(_)
+                    | Command::EvalSha(_)
+                    | Command::EvalShaRo(_) => {
+                        node.route(fcall::declared_keys(args).iter(), session.forwarded)?
+                    }
+                    _ => node.route(command.spec().key_args(args), session.forwarded)?,
+                };
+                Ok((command, guard))
             }
         }
     }
@@ -222,6 +354,41 @@ impl<'a> Command<'a> {
         }
         reply
     }
+}
+
+/// Runs a keyed command on a transaction of its own over `keys` and commits it: the way every
+/// read-modify-write command applies outside EXEC (its `apply_in` is the command). A macro,
+/// not a generic function: the compiler cannot yet prove a generic caller's future `Send`
+/// (rust-lang/rust#100013).
+macro_rules! atomically {
+    ($command:expr, $keys:expr, $instance:expr, $session:expr) => {{
+        let instance: &$crate::instance::Instance = $instance;
+        let mut txn = instance.db.transaction($keys).await;
+        let reply = $crate::cmd::Declared::apply_in($command, &mut txn, instance, $session).await;
+        $crate::cmd::committed(txn, reply).await
+    }};
+}
+use atomically;
+
+/// `reply`, once `txn` committed; the store's error if it could not.
+async fn committed(txn: Transaction<'_>, reply: Frame) -> Frame {
+    match txn.commit().await {
+        Ok(()) => reply,
+        Err(e) => store_error(e),
+    }
+}
+
+/// The reply for a transaction's failed operation.
+fn txn_error(error: TxnError) -> Frame {
+    match error {
+        TxnError::Store(e) => store_error(e),
+        undeclared => Frame::err(undeclared),
+    }
+}
+
+/// A `... HELP` reply: one status line per line of text.
+pub fn help_reply(lines: &[&'static str]) -> Frame {
+    Frame::Array(lines.iter().map(|line| Frame::simple(line)).collect())
 }
 
 pub fn arity_error(name: &str) -> Frame {
@@ -269,8 +436,8 @@ mod tests {
     fn errors_use_redis_wording() {
         let session = Session::new(1, false, None);
         assert_eq!(
-            error_of(&["FLUSHALL", "x"], &session),
-            "ERR unknown command 'FLUSHALL', with args beginning with: 'x' "
+            error_of(&["FLUSHX", "x"], &session),
+            "ERR unknown command 'FLUSHX', with args beginning with: 'x' "
         );
         assert_eq!(
             error_of(&["get"], &session),
@@ -328,15 +495,44 @@ mod tests {
             "cluster" => &["keyslot", "k"],
             "command" => &["count"],
             "config" => &["get", "maxmemory"],
-            "del" | "exists" | "get" | "pttl" | "ttl" => &["k"],
+            "del" | "exists" | "get" | "pttl" | "ttl" | "touch" | "type" | "unlink" => &["k"],
+            "keys" => &["*"],
+            "latency" => &["latest"],
+            "memory" => &["usage", "k"],
+            "scan" => &["0"],
+            "slowlog" => &["len"],
             "echo" => &["x"],
+            "eval" | "eval_ro" => &["return redis.call('get', KEYS[1])", "1", "k"],
+            "evalsha" | "evalsha_ro" => &["0000000000000000000000000000000000000000", "0"],
+            "fcall" | "fcall_ro" => &["nosuchfunction", "1", "k"],
+            "function" => &["list"],
+            "script" => &["exists", "0000000000000000000000000000000000000000"],
             "hello" => &["2"],
             "mget" => &["k", "j"],
             "mset" => &["k", "1", "j", "2"],
             "policy" => &["status"],
             "select" => &["0"],
             "set" => &["k", "v2"],
-            "asking" | "dbsize" | "info" | "ping" | "quit" | "readonly" | "readwrite" => &[],
+            "asking" | "dbsize" | "flushall" | "flushdb" | "info" | "ping" | "quit"
+            | "readonly" | "readwrite" | "time" => &[],
+            "append" => &["k", "x"],
+            "decr" | "incr" => &["n"],
+            "decrby" | "incrby" => &["n", "2"],
+            "incrbyfloat" => &["f", "1.5"],
+            "discard" | "exec" | "multi" | "unwatch" => &[],
+            "expire" => &["k", "10"],
+            "pexpire" => &["k", "10000"],
+            "expireat" => &["k", "9999999999"],
+            "pexpireat" => &["k", "9999999999000"],
+            "expiretime" | "getdel" | "persist" | "pexpiretime" | "strlen" | "watch" => &["k"],
+            "getex" => &["k", "ex", "10"],
+            "getrange" => &["k", "0", "-1"],
+            "getset" => &["k", "v3"],
+            "msetnx" => &["m1", "1", "m2", "2"],
+            "psetex" => &["k", "10000", "v"],
+            "setex" => &["k", "10", "v"],
+            "setnx" => &["nx", "v"],
+            "setrange" => &["k", "1", "x"],
             other => panic!("no sample request for '{other}': add one here"),
         }
     }
@@ -346,12 +542,14 @@ mod tests {
     /// it before it is durable), and one declared a write must have marked the session.
     #[test]
     fn every_command_that_writes_is_declared_a_write() {
+        use store::Storage;
         let dir = tempfile::tempdir().unwrap();
         let mut config = crate::Config::new(crate::Backend::RocksDb {
             data_dir: dir.path().to_path_buf(),
             fsync: crate::Fsync::EverySec,
         });
         config.listen = "127.0.0.1:0".parse().unwrap();
+        config.enable_flush = true;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -368,7 +566,7 @@ mod tests {
                         &Bytes::from_static(b"k"),
                         &Bytes::from_static(b"v"),
                         0,
-                        crate::store::Condition::Always,
+                        store::Condition::Always,
                         None,
                     )
                     .await
@@ -398,7 +596,34 @@ mod tests {
                 instance.db.commit().await.unwrap();
             }
             // The check above has teeth: these commands really wrote.
-            assert_eq!(writers, ["del", "mset", "set"]);
+            // (FLUSH makes its deletion durable itself: nothing is left undurable.)
+            assert_eq!(
+                writers,
+                [
+                    "append",
+                    "decr",
+                    "decrby",
+                    "del",
+                    "expire",
+                    "expireat",
+                    "getdel",
+                    "getex",
+                    "getset",
+                    "incr",
+                    "incrby",
+                    "incrbyfloat",
+                    "mset",
+                    "msetnx",
+                    "pexpire",
+                    "pexpireat",
+                    "psetex",
+                    "set",
+                    "setex",
+                    "setnx",
+                    "setrange",
+                    "unlink"
+                ]
+            );
         });
     }
 }

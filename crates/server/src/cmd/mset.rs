@@ -2,6 +2,7 @@
 
 use super::store_error;
 use super::{CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -38,5 +39,14 @@ impl Declared<'_> for MSet {
             Ok(()) => Frame::ok(),
             Err(e) => store_error(e),
         }
+    }
+
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        for (key, value) in self.pairs {
+            if let Err(e) = txn.set(&key, value, 0) {
+                return super::txn_error(e);
+            }
+        }
+        Frame::ok()
     }
 }

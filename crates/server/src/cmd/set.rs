@@ -6,11 +6,12 @@
 use super::store_error;
 use super::{CommandSpec, Declared, Flags, Keys};
 use crate::db::now_ms;
+use crate::db::{Transaction, TxnError};
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
-use crate::store::Condition;
 use bytes::Bytes;
+use store::Condition;
 
 #[derive(Debug)]
 pub struct Set {
@@ -105,6 +106,26 @@ impl Declared<'_> for Set {
             Ok(false) => Frame::Null,
             Err(e) => store_error(e),
         }
+    }
+
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        self.run_in(txn).await.unwrap_or_else(super::txn_error)
+    }
+}
+
+impl Set {
+    /// Inside a transaction (the `HINT` class is not recorded there).
+    async fn run_in(self, txn: &mut Transaction<'_>) -> Result<Frame, TxnError> {
+        let allowed = match self.condition {
+            Condition::Always => true,
+            Condition::IfAbsent => !txn.exists(&self.key).await?,
+            Condition::IfPresent => txn.exists(&self.key).await?,
+        };
+        if !allowed {
+            return Ok(Frame::Null);
+        }
+        txn.set(&self.key, self.value, self.expires_at_ms)?;
+        Ok(Frame::ok())
     }
 }
 

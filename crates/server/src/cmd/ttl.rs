@@ -2,6 +2,7 @@
 //! -2: no such key). An upstream tier uses PTTL to learn the expiry of values it hands down.
 
 use super::{store_error, CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -36,6 +37,10 @@ impl Declared<'_> for Ttl {
     async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         self.remaining(instance, false).await
     }
+
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        self.remaining_in(txn, false).await
+    }
 }
 
 impl Declared<'_> for Pttl {
@@ -48,15 +53,33 @@ impl Declared<'_> for Pttl {
     async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         self.0.remaining(instance, true).await
     }
+
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        self.0.remaining_in(txn, true).await
+    }
 }
 
 impl Ttl {
     async fn remaining(self, instance: &Instance, millis: bool) -> Frame {
         match instance.db.pttl(&self.key).await {
-            Ok(ms) if ms < 0 || millis => Frame::Integer(ms),
-            // Redis rounds to the nearest second.
-            Ok(ms) => Frame::Integer((ms + 500) / 1000),
+            Ok(ms) => in_unit(ms, millis),
             Err(e) => store_error(e),
         }
+    }
+
+    async fn remaining_in(self, txn: &mut Transaction<'_>, millis: bool) -> Frame {
+        match txn.pttl(&self.key).await {
+            Ok(ms) => in_unit(ms, millis),
+            Err(e) => super::txn_error(e),
+        }
+    }
+}
+
+fn in_unit(ms: i64, millis: bool) -> Frame {
+    if ms < 0 || millis {
+        Frame::Integer(ms)
+    } else {
+        // Redis rounds to the nearest second.
+        Frame::Integer((ms + 500) / 1000)
     }
 }

@@ -35,10 +35,7 @@ enum Outcome {
     Relayed(Bytes),
     Deferred,
     Forward(Arc<str>),
-    Sent {
-        sent: crate::cluster::proxy::Sent,
-        args: Vec<Bytes>,
-    },
+    Sent(crate::cluster::proxy::Sent),
 }
 
 /// Whether the connection goes on after a step.
@@ -80,11 +77,13 @@ pub async fn serve(
     Stats::bump(&stats.connected_clients);
     let _gauge = ClientGauge(stats);
     let _ = socket.set_nodelay(true);
-    let session = Session::new(
+    let mut session = Session::new(
         instance.next_client_id(),
         instance.requires_auth(),
         Some(peer),
     );
+    let (slot, _listed) = instance.clients.register(session.id, Some(peer));
+    session.slot = Some(slot);
     let connection = Connection::new(
         socket,
         limits_for(instance, &session),
@@ -114,7 +113,7 @@ impl Handler<'_> {
             if let Next::Close = self.run_buffered().await {
                 return;
             }
-            self.run.write(self.instance).await;
+            self.run.write(self.instance, &self.session).await;
             self.run
                 .queue_written(&mut self.connection, self.session.protocol);
             if !self.send().await {
@@ -150,7 +149,7 @@ impl Handler<'_> {
     #[cold]
     async fn refuse_client(&mut self, exceeded: crate::client_memory::Exceeded) {
         let session = &self.session;
-        crate::log::log_line!(
+        store::log_line!(
             "mantle: closing client {} ({}): {exceeded}",
             session.id,
             session.peer.map(|p| p.to_string()).unwrap_or_default()
@@ -171,7 +170,7 @@ impl Handler<'_> {
                     Stats::bump(&stats.commands_processed);
                     match self.dispatch().await {
                         Outcome::Forward(addr) => {
-                            proxy::submit(self.instance, &self.session, &self.args, addr)
+                            proxy::submit(self.instance, &self.session, &self.args, addr).await
                         }
                         outcome => outcome,
                     }
@@ -179,7 +178,7 @@ impl Handler<'_> {
                 Ok(false) => return Next::Continue,
                 Err(error) => {
                     Stats::bump(&stats.protocol_errors);
-                    self.run.write(self.instance).await;
+                    self.run.write(self.instance, &self.session).await;
                     self.run
                         .queue_written(&mut self.connection, self.session.protocol);
                     self.held
@@ -223,6 +222,11 @@ impl Handler<'_> {
     async fn dispatch(&mut self) -> Outcome {
         let (instance, args) = (self.instance, &self.args[..]);
         let session = &mut self.session;
+        if session.multi.is_some() && !crate::cmd::multi::controls_transaction(args) {
+            // Queued, not run: the writes deferred before it still answer first.
+            self.run.write(instance, session).await;
+            return Outcome::Reply(crate::cmd::multi::queue(args, session, instance));
+        }
         let parsed = match Command::parse_routed(args, session, instance) {
             Err(Redirect::Wait) => {
                 crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
@@ -235,7 +239,7 @@ impl Handler<'_> {
             Ok((command, None)) if instance.cluster.is_none() => match command.into_plain_write() {
                 Ok(pair) => {
                     if self.run.is_full() {
-                        self.run.write(instance).await;
+                        self.run.write(instance, session).await;
                     }
                     session.uncommitted = true;
                     self.run.push(pair);
@@ -245,11 +249,13 @@ impl Handler<'_> {
             },
             other => other,
         };
-        self.run.write(instance).await;
+        self.run.write(instance, session).await;
         match parsed {
             Ok((command, guard)) => {
                 self.revealing |= command.spec().reveals_data;
+                let (row, started) = (command.row(), std::time::Instant::now());
                 let reply = command.apply(instance, session).await;
+                instance.ran(row, started, args, session);
                 drop(guard);
                 Outcome::Reply(reply)
             }

@@ -2,6 +2,7 @@
 //! the same pipeline held back behind them so the client gets its replies in request order.
 
 use super::Outcome;
+use crate::cluster::proxy::Answered;
 use crate::cluster::Redirect;
 use crate::cmd::Command;
 use crate::connection::Connection;
@@ -11,6 +12,7 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+use store::upstream::wire::ReplyLimits;
 
 /// Answers held back, in request order, behind a request of the same pipeline that is still
 /// at its owner (proxy mode): the pipeline goes on to the owner as a pipeline and the client
@@ -44,20 +46,20 @@ impl Held {
     ) {
         while let Some((outcome, protocol)) = self.0.pop_front() {
             let outcome = match outcome {
-                Outcome::Sent { sent, args } => {
+                Outcome::Sent(sent) => {
                     let node = instance
                         .cluster
                         .as_deref()
                         .expect("forwarding in a cluster");
                     let first = node.proxy.answer(sent).await;
-                    relay(instance, session, &args, first).await
+                    relay(instance, session, first).await
                 }
                 outcome => outcome,
             };
             match outcome {
                 Outcome::Reply(reply) => connection.queue(&reply, protocol),
                 Outcome::Relayed(raw) => connection.queue_raw(&raw),
-                Outcome::Deferred | Outcome::Forward(_) | Outcome::Sent { .. } => {
+                Outcome::Deferred | Outcome::Forward(_) | Outcome::Sent(_) => {
                     unreachable!("a relayed answer is final")
                 }
             }
@@ -66,8 +68,9 @@ impl Held {
 }
 
 /// Sends the request to the slot's owner; its reply is read when the pipeline's replies are
-/// written (see [`Held`]).
-pub(super) fn submit(
+/// written (see [`Held`]). Waits while the owner's link is full: the client is not read
+/// meanwhile.
+pub(super) async fn submit(
     instance: &Instance,
     session: &Session,
     args: &[Bytes],
@@ -77,23 +80,27 @@ pub(super) fn submit(
         .cluster
         .as_deref()
         .expect("forwarding only in a cluster");
-    match node.proxy.submit(&addr, args, session.id) {
-        Ok(sent) => Outcome::Sent {
-            sent,
-            args: args.to_vec(),
-        },
-        Err(e) => Outcome::Reply(Frame::err(e)),
+    match node
+        .proxy
+        .submit(&addr, args.to_vec(), session.id, limits(instance))
+        .await
+    {
+        Ok(sent) => Outcome::Sent(sent),
+        Err(failed) => Outcome::Reply(Frame::err(failed.reply.err().unwrap_or_default())),
+    }
+}
+
+/// The bounds on an owner's reply: those on this node's own replies.
+fn limits(instance: &Instance) -> ReplyLimits {
+    ReplyLimits {
+        max_bulk_len: instance.max_bulk_len(),
+        max_reply_len: instance.output_limit,
     }
 }
 
 /// Turns the owner's reply into the client's. An owner that answers `-MOVED` (this node's
 /// map was behind, e.g. during a migration) is asked again once the map here moved on.
-async fn relay(
-    instance: &Instance,
-    session: &mut Session,
-    args: &[Bytes],
-    mut reply: Result<Bytes, String>,
-) -> Outcome {
+async fn relay(instance: &Instance, session: &mut Session, mut answered: Answered) -> Outcome {
     let node = instance
         .cluster
         .as_deref()
@@ -102,7 +109,7 @@ async fn relay(
     // Backing off to ~1.4 s in all: long enough for two nodes' maps to agree again after a
     // hand-over, when a forwarded request came back as `-MOVED` (it is never forwarded twice).
     for attempt in 0..16u32 {
-        let raw = match reply {
+        let raw = match answered.reply {
             Ok(raw) => raw,
             Err(e) => return Outcome::Reply(Frame::err(e)),
         };
@@ -110,8 +117,9 @@ async fn relay(
         if moved.is_none() && !crate::cluster::proxy::is_tryagain(&raw) {
             return Outcome::Relayed(raw);
         }
+        let args = answered.args;
         tokio::time::sleep(Duration::from_millis(2u64 << attempt.min(6))).await;
-        match crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
+        match crate::cluster::migrate::settle(|| Command::parse_routed(&args, session, instance))
             .await
         {
             Ok((command, guard)) => {
@@ -126,7 +134,10 @@ async fn relay(
             Err(Redirect::Reply(reply)) => return Outcome::Reply(reply),
             Err(Redirect::Wait) => return Outcome::Relayed(raw),
         }
-        reply = node.proxy.forward(&addr, args, session.id).await;
+        answered = node
+            .proxy
+            .forward(&addr, args, session.id, limits(instance))
+            .await;
     }
     Outcome::Reply(Frame::Error(
         "TRYAGAIN the key's owner kept changing; retry".into(),

@@ -3,7 +3,7 @@
 
 use crate::connection::Connection;
 use crate::frame::{Frame, Protocol};
-use crate::instance::Instance;
+use crate::instance::{Instance, Session};
 use bytes::Bytes;
 
 /// Most plain SETs one connection defers before writing them (and the most value bytes).
@@ -36,19 +36,21 @@ impl WriteRun {
 
     /// Writes the deferred SETs (one batch for all, or the ordinary path for one); their
     /// replies wait in `written` for [`WriteRun::queue_written`].
-    pub(super) async fn write(&mut self, instance: &Instance) {
+    pub(super) async fn write(&mut self, instance: &Instance, session: &Session) {
         let n = self.pairs.len();
         if n == 0 {
             return;
         }
+        let started = std::time::Instant::now();
         let result = match &self.pairs[..] {
             [(key, value)] => instance
                 .db
-                .set(key, value, 0, crate::store::Condition::Always, None)
+                .set(key, value, 0, store::Condition::Always, None)
                 .await
                 .map(|_| ()),
             pairs => instance.db.set_many(pairs).await,
         };
+        instance.ran_writes(crate::cmd::SET_ROW, started, &self.pairs, session);
         let reply = match result {
             Ok(()) => Frame::ok(),
             Err(e) => crate::frame::store_error(e),

@@ -8,6 +8,7 @@ use super::sampler::{History, PolicyView, Sample};
 use crate::instance::Instance;
 use serde::Serialize;
 use serde_json::{json, Value};
+use store::Storage;
 
 /// Per-class figures, one row per class when the cache has classes.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -125,15 +126,39 @@ pub fn cluster_view(me: &cluster::NodeId, view: &cluster::ClusterView) -> Value 
     })
 }
 
+/// `/api/commands`: each command that ran, with its calls and latency percentiles (µs), the
+/// most called first; what the page's command latency panel shows.
+pub fn commands(instance: &Instance) -> Value {
+    let latencies = &instance.db.metrics().commands;
+    let mut rows: Vec<(u64, Value)> = crate::cmd::COMMANDS
+        .iter()
+        .enumerate()
+        .filter_map(|(row, spec)| {
+            let f = latencies.read(row);
+            (f.calls > 0).then(|| {
+                let row = json!({
+                    "name": spec.name,
+                    "calls": f.calls,
+                    "usec_per_call": f.total_us / f.calls as f64,
+                    "p50_us": f.percentile_us(0.5),
+                    "p99_us": f.percentile_us(0.99),
+                    "p999_us": f.percentile_us(0.999),
+                    "max_us": f.max_us,
+                });
+                (f.calls, row)
+            })
+        })
+        .collect();
+    rows.sort_by_key(|row| std::cmp::Reverse(row.0));
+    json!({ "commands": rows.into_iter().map(|(_, row)| row).collect::<Vec<_>>() })
+}
+
 /// The whole `/api/state` answer; `after` is the last sample the page has.
 pub fn state(instance: &Instance, history: &History, after: u64, admin: bool) -> Value {
     let snapshot = instance.db.cache_snapshot();
     let samples: Vec<Sample> = history.after(after);
     let PolicyView { status, log, error } = history.policy();
-    let backend = match instance.db.store() {
-        crate::store::Store::Rocks(_) => "rocksdb",
-        crate::store::Store::Upstream(_) => "upstream",
-    };
+    let backend = instance.db.store().kind();
     json!({
         "server": {
             "version": env!("CARGO_PKG_VERSION"),
@@ -189,7 +214,8 @@ mod tests {
 
     #[test]
     fn cluster_view_lists_members_slots_and_migrations() {
-        use cluster::{Member, NodeId, SlotMap, SlotRange, Versioned};
+        use cluster::{Member, NodeId, SlotMap, Versioned};
+        use slots::SlotRange;
         let a = NodeId::new("a").unwrap();
         let b = NodeId::new("b").unwrap();
         let gone = NodeId::new("gone").unwrap();

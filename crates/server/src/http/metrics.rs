@@ -3,28 +3,26 @@
 
 use crate::instance::Instance;
 use crate::metrics::{Readings, Stats, UpstreamFigures};
-use crate::store::Store;
 use std::sync::Arc;
+use store::Storage;
 
 pub use crate::metrics::CONTENT_TYPE;
 
 /// The exposition text.
 pub fn render(instance: &Arc<Instance>) -> String {
-    let upstream = match instance.db.store() {
-        Store::Upstream(upstream) => {
-            let counters = upstream.counters();
-            Some(UpstreamFigures {
-                up: upstream.state() == "ok",
-                failures: Stats::read(&counters.failures),
-                timeouts: Stats::read(&counters.timeouts),
-                fast_failures: Stats::read(&counters.fast_failures),
-            })
+    let upstream = instance.db.store().upstream().map(|upstream| {
+        let counters = upstream.counters();
+        UpstreamFigures {
+            up: upstream.state() == "ok",
+            failures: Stats::read(&counters.failures),
+            timeouts: Stats::read(&counters.timeouts),
+            fast_failures: Stats::read(&counters.fast_failures),
         }
-        _ => None,
-    };
+    });
     let readings = Readings {
         cache: instance.db.cache_snapshot(),
         upstream,
+        command_names: crate::cmd::COMMANDS.iter().map(|spec| spec.name).collect(),
     };
     crate::metrics::render(instance.db.metrics(), readings)
 }

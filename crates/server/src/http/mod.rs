@@ -1,7 +1,8 @@
 //! `--http ADDR` (also `--metrics-listen ADDR`): the server's HTTP side. `GET /metrics` for
 //! Prometheus ([`metrics`]), and a live dashboard at `/`: a static page compiled into the
 //! binary ([`assets`]) that polls `GET /api/state` ([`api`]) for the [`sampler`]'s history,
-//! the policy engine's status and log, the classes and the cluster. With `--http-admin`, the
+//! the policy engine's status and log, the classes and the cluster, and `GET /api/commands`
+//! for the per-command latency panel. With `--http-admin`, the
 //! page can also push a policy version, roll back and set parameters ([`admin`]), through
 //! the same engine requests as the `POLICY` commands.
 //!
@@ -72,6 +73,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/style.css", get(assets::style))
         .route("/metrics", get(metrics_handler))
         .route("/api/state", get(state_handler))
+        .route("/api/commands", get(commands_handler))
         .route("/api/admin/push", post(admin::push))
         .route("/api/admin/use", post(admin::use_version))
         .route("/api/admin/rollback", post(admin::rollback))
@@ -90,6 +92,13 @@ async fn metrics_handler(State(state): State<Arc<AppState>>) -> impl IntoRespons
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         metrics::render(&state.instance),
+    )
+}
+
+async fn commands_handler(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(api::commands(&state.instance)),
     )
 }
 

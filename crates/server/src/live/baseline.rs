@@ -7,10 +7,10 @@
 
 use super::registry::Shared;
 use super::space::Space;
-use crate::store::StoreError;
 use cache::Capacity;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
+use store::StoreError;
 
 /// Key of the record in the node's space.
 const KEY: &[u8] = b"config/capacity";
@@ -87,13 +87,13 @@ impl Baseline {
             Ok(Some(raw)) => match serde_json::from_slice::<Record>(&raw) {
                 Ok(record) => Some(record),
                 Err(e) => {
-                    crate::log::log_line!("mantle: ignoring the recorded CONFIG SET capacity: {e}");
+                    store::log_line!("mantle: ignoring the recorded CONFIG SET capacity: {e}");
                     None
                 }
             },
             Ok(None) => None,
             Err(e) => {
-                crate::log::log_line!("mantle: cannot read the recorded CONFIG SET capacity: {e}");
+                store::log_line!("mantle: cannot read the recorded CONFIG SET capacity: {e}");
                 None
             }
         };

@@ -171,7 +171,7 @@ impl Control {
             Op::List => self.list(),
             Op::Show { name, version } => match self.registry.version(&name, version) {
                 Ok(Some(record)) => Ok(Reply::Source(record.source)),
-                Ok(None) => Err(runner::no_such(&name, version)),
+                Ok(None) => Err(super::activation::no_such(&name, version)),
                 Err(e) => Err(e.to_string()),
             },
             Op::Param { key, value } => self.param(&key, &value),

@@ -7,9 +7,9 @@
 
 use super::registry::Shared;
 use super::space::{Change, Space};
-use crate::store::StoreError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use store::StoreError;
 
 /// Events kept; older ones are deleted as new ones arrive.
 pub const JOURNAL_CAPACITY: u64 = 1_000;

@@ -13,6 +13,7 @@
 //! the cache lock in short batches (see `Db::evict`).
 
 pub mod actions;
+mod activation;
 pub mod baseline;
 mod control;
 pub mod journal;
@@ -23,6 +24,8 @@ mod runner;
 pub mod sample;
 pub mod shadows;
 pub mod space;
+mod states;
+mod ticker;
 pub mod watchdog;
 
 use crate::config::Config;
@@ -46,7 +49,7 @@ const MAX_RESTARTS: u32 = 10;
 /// Writes one line to stderr, the server's log, ignoring failures: a log reader that went
 /// away (EPIPE) must not take down the thread that was logging (`eprintln!` panics then).
 pub fn stderr_line(line: &str) {
-    crate::log::line(format_args!("{line}"));
+    store::log::line(format_args!("{line}"));
 }
 
 /// What a `POLICY` command asks of the engine's thread.

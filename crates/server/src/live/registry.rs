@@ -23,12 +23,12 @@
 
 use super::space::{Change, Space};
 use super::Event;
-use crate::store::StoreError;
 use policy::{Params, Scalar, StateValue};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use store::StoreError;
 
 /// Activations remembered for rollback; older ones are forgotten.
 pub const MAX_HISTORY: usize = 32;

@@ -4,11 +4,11 @@
 //! RocksDB in `--state-dir` that holds no keys; without one, memory (lost at exit; the server
 //! says so).
 
-use crate::store::rocks::{OpenOptions, Pair, PolicySpace, RocksStore};
-use crate::store::{Fsync, Store, StoreError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use store::rocks::{OpenOptions, Pair, PolicySpace, RocksStore};
+use store::{Fsync, Storage, Store, StoreError};
 
 /// A sorted key-value space with atomic multi-key writes.
 #[derive(Clone)]
@@ -32,16 +32,18 @@ impl Space {
         state_dir: Option<&Path>,
         open: OpenOptions,
     ) -> Result<Space, StoreError> {
-        Ok(match (store, state_dir) {
-            (Store::Rocks(rocks), _) => Space::Rocks(rocks.policy_space()),
-            (Store::Upstream(_), Some(dir)) => {
+        if let Some(space) = store.policy_space() {
+            return Ok(Space::Rocks(space));
+        }
+        Ok(match state_dir {
+            Some(dir) => {
                 // The store itself is dropped: the space's handle keeps the database open, and
                 // its writes flush the log themselves (no `--fsync` syncer is needed).
                 let state = RocksStore::open(dir, Fsync::No, open)
                     .map_err(|e| StoreError(format!("--state-dir: {e}")))?;
                 Space::Rocks(state.policy_space())
             }
-            (Store::Upstream(_), None) => Space::memory(),
+            None => Space::memory(),
         })
     }
 

@@ -23,6 +23,8 @@ pub struct Readings {
     pub cache: CacheSnapshot,
     /// With an upstream store.
     pub upstream: Option<UpstreamFigures>,
+    /// The command table's names, by row (what [`super::CommandLatencies`] is indexed by).
+    pub command_names: Vec<&'static str>,
 }
 
 /// The upstream store's health.
@@ -255,6 +257,12 @@ impl Collector for ServerCollector {
 
         encode_shadows(&mut encoder, &self.metrics.shadows.read())?;
 
+        encode_commands(
+            &mut encoder,
+            &self.metrics.commands,
+            &self.readings.command_names,
+        )?;
+
         let (buckets, sum, count) = self.metrics.store_read.buckets();
         let mut metric = encoder.encode_descriptor(
             "mantle_store_read_seconds",
@@ -264,6 +272,44 @@ impl Collector for ServerCollector {
         )?;
         metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
+}
+
+/// One histogram series per command that ran, labelled by its name, with power-of-two
+/// microsecond buckets (see [`super::CommandFigures::power_of_two_buckets`]).
+fn encode_commands(
+    encoder: &mut DescriptorEncoder,
+    latencies: &super::CommandLatencies,
+    names: &[&'static str],
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(
+        "mantle_command_duration_seconds",
+        "Time to run each command, from parsed request to reply (a deferred SET counts its share of its batch).",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (row, name) in names.iter().enumerate() {
+        let figures = latencies.read(row);
+        if figures.calls == 0 {
+            continue;
+        }
+        let mut buckets: Vec<(f64, u64)> = Vec::new();
+        let mut previous = 0;
+        for (us, cumulative) in figures.power_of_two_buckets() {
+            buckets.push((us as f64 / 1e6, cumulative - previous));
+            previous = cumulative;
+        }
+        buckets.push((f64::INFINITY, figures.calls - previous));
+        let labels = [("command", *name)];
+        metric
+            .encode_family(&labels)?
+            .encode_histogram::<NoLabelSet>(
+                figures.total_us / 1e6,
+                figures.calls,
+                &buckets,
+                None,
+            )?;
+    }
+    Ok(())
 }
 
 /// Every candidate's window figures, one series per candidate labelled by its name and role
@@ -434,8 +480,30 @@ mod tests {
                 object_overhead: 0,
             },
             upstream: None,
+            command_names: vec!["get", "set"],
         };
+        metrics.commands.record(1, Duration::from_micros(3), 1);
+        metrics.commands.record(1, Duration::from_micros(300), 1);
         let out = render(&metrics, readings);
+        assert!(
+            out.contains("# TYPE mantle_command_duration_seconds histogram"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "mantle_command_duration_seconds_bucket{le=\"0.000004\",command=\"set\"} 1\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("mantle_command_duration_seconds_bucket{le=\"+Inf\",command=\"set\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("mantle_command_duration_seconds_count{command=\"set\"} 2\n"),
+            "{out}"
+        );
+        assert!(!out.contains("command=\"get\""), "{out}");
         assert!(out.contains("mantle_cache_hits_total 1\n"), "{out}");
         assert!(out.contains("mantle_cache_objects 3\n"), "{out}");
         assert!(

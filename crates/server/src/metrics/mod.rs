@@ -1,6 +1,7 @@
 //! Every number the server counts, in one place: the request path's counters ([`Stats`]), the
 //! per-client bounds ([`Guards`]), the live policy's gauges ([`PolicyGauges`]), warm-up's
-//! progress ([`WarmupProgress`]) and the store read latency ([`LatencyHistogram`]), owned by
+//! progress ([`WarmupProgress`]), the store read latency ([`LatencyHistogram`]) and each
+//! command's latency ([`CommandLatencies`]), owned by
 //! one [`Metrics`] that `Db` holds. `INFO`, `CACHE STATS`, `POLICY TICK` and `GET /metrics`
 //! all read it; [`exposition`] registers it in a `prometheus-client` registry for
 //! `/metrics`.
@@ -8,11 +9,13 @@
 //! The request path only adds to relaxed atomics: nothing here allocates or locks per request.
 //! This module depends on no other module of the server, so anything may count into it.
 
+mod commands;
 mod counters;
 pub mod exposition;
 mod histogram;
 mod shadows;
 
+pub use commands::{CommandFigures, CommandLatencies, MAX_COMMANDS};
 pub use counters::{Guards, PolicyGauges, Stats, WarmupProgress};
 pub use exposition::{render, Readings, UpstreamFigures, CONTENT_TYPE};
 pub use histogram::{LatencyHistogram, READ_LATENCY_BOUNDS_US};
@@ -32,6 +35,8 @@ pub struct Metrics {
     pub store_read: LatencyHistogram,
     /// Shadows' and the active version's window figures (see `shadow`).
     pub shadows: ShadowBoard,
+    /// How long each command takes, by its row in the command table.
+    pub commands: CommandLatencies,
 }
 
 /// A snapshot of the cache for INFO, CACHE STATS and `/metrics` (the cache's own figures,

@@ -35,7 +35,7 @@ pub fn open(db: &Db, config: &Config, space: Space) -> anyhow::Result<Option<Spa
     }
     match persist::load(&space) {
         Ok(units) => monitor.restore(units, |key| db.key_hash(key)),
-        Err(e) => crate::log::log_line!("mantle: ignoring the warm-up record: {e}"),
+        Err(e) => store::log_line!("mantle: ignoring the warm-up record: {e}"),
     }
     Ok(Some(space))
 }
@@ -106,7 +106,7 @@ pub async fn persist_periodically(
         let (job_db, job_space) = (db.clone(), space.clone());
         let saved = tokio::task::spawn_blocking(move || save(&job_db, &job_space, false)).await;
         if let Ok(Err(e)) = saved {
-            crate::log::log_line!("mantle: persisting the warm-up record failed: {e}");
+            store::log_line!("mantle: persisting the warm-up record failed: {e}");
         }
         saved_seq = seq;
         saved_at = Instant::now();
@@ -114,7 +114,7 @@ pub async fn persist_periodically(
 }
 
 /// Persists the record now; `sync` forces it to disk (shutdown).
-pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), crate::store::StoreError> {
+pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), store::StoreError> {
     let seq = db.monitor().last_seq();
     let keys = persist::save(space, db.monitor(), sync)?;
     let order = std::sync::atomic::Ordering::Relaxed;

@@ -19,8 +19,8 @@
 
 use super::monitor::{AccessMonitor, Unit, MAX_TRACKED_KEY_LEN};
 use crate::live::space::{Change, Space};
-use crate::store::StoreError;
 use cache::warmup::Record;
+use store::StoreError;
 
 /// The single-value record of earlier releases.
 pub const LEGACY_KEY: &[u8] = b"warmup/units";

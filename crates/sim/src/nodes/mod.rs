@@ -17,9 +17,12 @@
 //!   slots until the copy is done, then ownership flips, the source drops its cached copies
 //!   and the target starts cold for them.
 //! - Ticks fall where `replay`'s do (`TickSchedule`: a time tick runs up to 1,000 empty
-//!   ticks of an idle gap one by one); a request-count tick `k` is at time `k` and counts
-//!   as one second of trace time (a trace without timestamps has no other clock).
-//! - Each node serves a request as `replay` does (`Cache::serve`), the store behind them
+//!   ticks of an idle gap one by one; a request-count tick at the time of its last request).
+//!   On a trace without timestamps a request-count tick `k` is at time `k` and counts as one
+//!   second (there is no other clock, and a balancer needs loads).
+//! - Each node serves a request as `replay` does (`Cache::serve_as`; with `--classes` every
+//!   node's cache is classed by the same rules and reports its per-class counters), the store
+//!   behind them
 //!   is `replay`'s back-end model (one store every node shares), a node's policy sees
 //!   `replay`'s metrics of its cache and its own `timeseries()`, and its cache decision
 //!   (`{capacity=N}`, evictions) applies to its cache: one node replays as `replay` does.
@@ -40,11 +43,13 @@ pub use report::{
 use crate::backend::{Backend, BackendSpec};
 use crate::cache_metrics::{cache_metrics, CacheSample};
 use crate::replay::ReplayError;
-use crate::replay_cache::rule_op;
+use crate::replay_cache::{class_reports, classify, rule_op};
 use crate::tick_schedule::Tick;
-use cache::{AccessLog, Algorithm, Cache, Capacity, RequestCounts, Served};
-use cluster::{exports, key_slot, NodeId, SlotMap, SLOTS};
+use cache::classes::ClassSet;
+use cache::{AccessLog, Algorithm, Cache, Capacity, ClassLayer, RequestCounts, Served};
+use cluster::{exports, NodeId, SlotMap};
 use policy::{Action, Limits, LoadError, Metrics, Params, PolicyEngine, SlotLoad, TickInput};
+use slots::{key_slot, SLOTS};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -148,6 +153,11 @@ pub struct NodesConfig {
     pub backend: BackendSpec,
     /// Bound of each node's access log (`timeseries()`, `--timeseries`).
     pub timeseries_limit: usize,
+    /// `--classes`: every node's cache is classed by these rules.
+    pub classes: Option<ClassSet>,
+    /// The trace has timestamps: request-count ticks fall at their last request's time, as
+    /// in `replay`. Without, tick `k` is at time `k` and counts as one second.
+    pub trace_clock: bool,
 }
 
 impl Default for NodesConfig {
@@ -163,6 +173,8 @@ impl Default for NodesConfig {
             record_ticks: false,
             backend: BackendSpec::default(),
             timeseries_limit: 1_000_000,
+            classes: None,
+            trace_clock: true,
         }
     }
 }
@@ -204,8 +216,8 @@ impl Balancer {
     }
 }
 
-struct Node {
-    cache: Cache,
+struct Node<L: ClassLayer> {
+    cache: Cache<L>,
     c: RequestCounts,
     at_tick: RequestCounts,
     /// What the node's policy sees as `timeseries()`: its lookups and writes.
@@ -228,10 +240,10 @@ struct InFlight {
 }
 
 /// The state of a multi-node replay between requests.
-struct Cluster<'b> {
+struct Cluster<'b, L: ClassLayer> {
     config: &'b NodesConfig,
     balancer: Option<&'b mut Balancer>,
-    nodes: Vec<Node>,
+    nodes: Vec<Node<L>>,
     owner: Vec<u16>,
     /// The store every node shares (a miss reads it, a put or delete writes it).
     backend: Backend,
@@ -255,7 +267,23 @@ struct Cluster<'b> {
 pub fn replay_nodes<E>(
     config: &NodesConfig,
     balancer: Option<&mut Balancer>,
+    next: impl FnMut() -> Result<Option<Request>, E>,
+) -> Result<ClusterReport, ReplayError<E>> {
+    let (algorithm, capacity) = (config.algorithm, config.capacity);
+    // The loop is compiled for each class layer, as replay's is: no class code without.
+    match &config.classes {
+        None => run(config, balancer, next, || Cache::new(algorithm, capacity)),
+        Some(set) => run(config, balancer, next, || {
+            Cache::with_classes(algorithm, capacity, set.clone())
+        }),
+    }
+}
+
+fn run<E, L: ClassLayer>(
+    config: &NodesConfig,
+    balancer: Option<&mut Balancer>,
     mut next: impl FnMut() -> Result<Option<Request>, E>,
+    new_cache: impl Fn() -> Cache<L>,
 ) -> Result<ClusterReport, ReplayError<E>> {
     assert!(
         (1..=MAX_NODES).contains(&config.nodes),
@@ -282,9 +310,9 @@ pub fn replay_nodes<E>(
     } else {
         1
     };
-    let nodes: Vec<Node> = (0..config.nodes)
+    let nodes: Vec<Node<L>> = (0..config.nodes)
         .map(|_| Node {
-            cache: Cache::new(config.algorithm, config.capacity),
+            cache: new_cache(),
             c: RequestCounts::default(),
             at_tick: RequestCounts::default(),
             log: AccessLog::new(log_limit),
@@ -315,7 +343,7 @@ pub fn replay_nodes<E>(
         policy_actions: 0,
     };
 
-    let mut clock = NodeClock::new(config.tick);
+    let mut clock = NodeClock::new(config.tick, config.trace_clock);
     let mut first_time: Option<f64> = None;
     let mut last_time: f64 = 0.0;
     let mut requests: u64 = 0;
@@ -353,6 +381,7 @@ pub fn replay_nodes<E>(
                 cached_objects: n.cache.len(),
                 exported_slots: n.exported_slots,
                 imported_slots: n.imported_slots,
+                classes: class_reports(&n.cache),
             })
             .collect::<Vec<_>>(),
         owner: &sim.owner,
@@ -377,7 +406,7 @@ pub fn replay_nodes<E>(
     }))
 }
 
-impl Cluster<'_> {
+impl<L: ClassLayer> Cluster<'_, L> {
     /// One request, on the node owning its key's slot, through the one request path.
     fn serve(&mut self, r: &Request, record_log: bool) {
         let slot = self.slotter.slot(r.key);
@@ -393,9 +422,10 @@ impl Cluster<'_> {
             self.slot_bytes[s] -= u64::from(old);
         }
         let node = &mut self.nodes[usize::from(self.owner[s])];
-        let op = rule_op(r.op);
-        let served = node.cache.serve(op, r.key, r.size);
-        node.c.count(op, r.size, served);
+        let class = classify(&node.cache, r);
+        let served = node
+            .cache
+            .serve_as(rule_op(r.op), r.key, r.size, class, &mut node.c);
         match served {
             Served::Miss => self.backend.read(r.time),
             Served::Written | Served::Deleted => self.backend.write(r.time),
@@ -453,7 +483,7 @@ impl Cluster<'_> {
             let mut available: Vec<Vec<(u16, f64)>> = vec![Vec::new(); config.nodes];
             for s in 0..SLOTS {
                 if !moving[usize::from(s)] {
-                    let load = f64::from(self.slot_requests[usize::from(s)]) / seconds;
+                    let load = due.per_second(u64::from(self.slot_requests[usize::from(s)]));
                     available[usize::from(self.owner[usize::from(s)])].push((s, load));
                 }
             }
@@ -563,12 +593,12 @@ impl Cluster<'_> {
 
 /// Flips the migrations whose copy is done by `now`: the target owns their slots, the source
 /// drops its cached copies of their keys.
-fn finish_migrations(
+fn finish_migrations<L: ClassLayer>(
     in_flight: &mut Vec<InFlight>,
     now: f64,
     tick_no: u64,
     owner: &mut [u16],
-    nodes: &mut [Node],
+    nodes: &mut [Node<L>],
     migrations: &mut Vec<MigrationRecord>,
     slotter: &mut Slotter,
 ) {
@@ -583,8 +613,8 @@ fn finish_migrations(
         let source = &mut nodes[m.record.from];
         let stale: Vec<u64> = source
             .cache
-            .iter()
-            .map(|(k, _)| k)
+            .objects()
+            .map(|(k, _, _)| k)
             .filter(|&k| moved.contains(&slotter.slot(k)))
             .collect();
         for k in stale {
@@ -601,7 +631,7 @@ fn finish_migrations(
 
 /// One node's metrics for the tick that just ended (replay's definitions, with the shared
 /// store's queue), and its counters moved on.
-fn node_metrics(node: &mut Node, seconds: f64, backend_queue: f64) -> Metrics {
+fn node_metrics<L: ClassLayer>(node: &mut Node<L>, seconds: f64, backend_queue: f64) -> Metrics {
     let (c, p) = (node.c, node.at_tick);
     node.at_tick = c;
     let metrics = cache_metrics(&CacheSample {

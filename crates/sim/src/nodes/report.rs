@@ -3,8 +3,9 @@
 
 use super::{NodesConfig, Placement};
 use crate::backend::BackendSummary;
-use cluster::SlotRange;
+use crate::replay_cache::ClassReport;
 use serde::Serialize;
+use slots::SlotRange;
 
 /// One export: slots sent from one node to another.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,6 +44,10 @@ pub struct NodeReport {
     pub cached_objects: u64,
     pub exported_slots: u64,
     pub imported_slots: u64,
+    /// Per-class figures of the node's cache with `--classes` (as `replay --json`'s
+    /// `classes`); absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<Vec<ClassReport>>,
 }
 
 /// How uneven the load was: max over mean node load, per tick.
@@ -136,6 +141,7 @@ pub struct NodeParts {
     pub cached_objects: u64,
     pub exported_slots: u64,
     pub imported_slots: u64,
+    pub classes: Option<Vec<ClassReport>>,
 }
 
 /// Everything [`build`] sums up; a live replay (`replay --server --nodes`) fills it too.
@@ -186,6 +192,7 @@ pub fn build(p: Parts<'_>) -> ClusterReport {
             cached_objects: n.cached_objects,
             exported_slots: n.exported_slots,
             imported_slots: n.imported_slots,
+            classes: n.classes.clone(),
         })
         .collect();
     let hits: u64 = p.nodes.iter().map(|n| n.hits).sum();

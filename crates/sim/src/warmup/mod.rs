@@ -13,7 +13,7 @@ use cache::warmup::LoadBudget;
 pub use monitor::{Granularity, Monitor};
 
 use crate::replay_cache::{classify, rule_op};
-use cache::{Cache, ClassLayer};
+use cache::{Cache, ClassLayer, RequestCounts};
 use std::str::FromStr;
 use trace::{Op, Request};
 
@@ -369,11 +369,16 @@ impl<L: ClassLayer> WarmupRun<L> {
             }
         }
         let op = rule_op(req.op);
-        let warm_hit = self.warm.serve_as(op, req.key, req.size, class).lookup();
-        let ondemand_hit = self
-            .ondemand
-            .as_mut()
-            .map(|c| c.serve_as(op, req.key, req.size, class).lookup());
+        // The windows below count lookups themselves, over the restart's span only.
+        let mut uncounted = RequestCounts::default();
+        let warm_hit = self
+            .warm
+            .serve_as(op, req.key, req.size, class, &mut uncounted)
+            .lookup();
+        let ondemand_hit = self.ondemand.as_mut().map(|c| {
+            c.serve_as(op, req.key, req.size, class, &mut uncounted)
+                .lookup()
+        });
         if !self.restarted {
             return;
         }

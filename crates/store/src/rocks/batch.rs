@@ -68,7 +68,7 @@ impl Batch {
     /// Adds a put of `record` under `key`'s stored form (slot prefix, then the key: see
     /// `stored_key`), encoding both straight into the batch. Call [`Batch::fits`] first.
     pub(crate) fn put_record(&mut self, key: &[u8], record: &Record) {
-        let slot = cluster::key_slot(key).to_be_bytes();
+        let slot = ::slots::key_slot(key).to_be_bytes();
         self.rep
             .reserve(1 + 5 + SLOT_PREFIX + key.len() + 5 + record.encoded_len());
         self.rep.push(TYPE_VALUE);
@@ -120,7 +120,7 @@ mod tests {
             let key = b"user:1000";
             Batch::fits(key, &record).unwrap();
             ours.put_record(key, &record);
-            let mut stored = cluster::key_slot(key).to_be_bytes().to_vec();
+            let mut stored = ::slots::key_slot(key).to_be_bytes().to_vec();
             stored.extend_from_slice(key);
             theirs.put(&stored, record.encode());
         }

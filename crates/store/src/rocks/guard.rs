@@ -69,9 +69,7 @@ impl WalGuard {
     pub(super) fn fail(&self, cause: &str) {
         let mut failure = lock(&self.failure);
         if failure.is_none() {
-            crate::log::log_line!(
-                "mantle: store failed, refusing writes until it recovers: {cause}"
-            );
+            crate::log_line!("mantle: store failed, refusing writes until it recovers: {cause}");
             let now = Instant::now();
             *failure = Some(Failure {
                 cause: cause.to_string(),
@@ -171,7 +169,7 @@ impl WalGuard {
         }
         self.flushed.fetch_max(target + 1, Ordering::AcqRel);
         if let Some(failure) = lock(&self.failure).take() {
-            crate::log::log_line!(
+            crate::log_line!(
                 "mantle: store writable again after {}s (it had failed: {})",
                 failure.since.elapsed().as_secs(),
                 failure.cause

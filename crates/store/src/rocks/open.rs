@@ -2,13 +2,14 @@
 //! write-through tier behind a cache, and the checks of the data dir's layout.
 
 use super::guard::WalGuard;
+use super::memory::MemoryBudget;
 use super::sync::Syncer;
 use super::{
     rocks_error, GroupCommit, RocksStore, Tracker, LAYOUT, LAYOUT_KEY, POLICY_FAMILY, SLOT_PREFIX,
 };
 use crate::{wal_scan, Fsync, StoreError, WalRecovery};
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode, LogLevel,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode, LogLevel,
     MemtableFactory, Options, ReadOptions, SliceTransform, DB,
 };
 use std::path::Path;
@@ -16,10 +17,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Hash buckets of each memtable (8 bytes each): one per slot, the memtable's hash prefix.
-const MEMTABLE_BUCKETS: usize = cluster::SLOTS as usize;
+const MEMTABLE_BUCKETS: usize = ::slots::SLOTS as usize;
 
-/// Bytes of one memtable of the data (RocksDB keeps up to two: the one filling, one flushing).
-const WRITE_BUFFER_BYTES: usize = 8 << 20;
+/// Memtable bytes of the policy registry's family (it holds versions of small sources).
+const POLICY_WRITE_BUFFER_BYTES: usize = 1 << 20;
 
 /// Free space below which the store does not open. Opening writes RocksDB's log header, a
 /// manifest, an options file and a new WAL; if the disk fills while RocksDB writes its own log,
@@ -32,6 +33,8 @@ pub struct OpenOptions {
     /// Most table files RocksDB keeps open: its share of the descriptor budget (`server.rs`).
     pub max_open_files: i32,
     pub wal_recovery: WalRecovery,
+    /// RocksDB's memtables and block cache (its share of `--maxmemory`).
+    pub memory: MemoryBudget,
 }
 
 impl Default for OpenOptions {
@@ -39,6 +42,7 @@ impl Default for OpenOptions {
         OpenOptions {
             max_open_files: 256,
             wal_recovery: WalRecovery::Strict,
+            memory: MemoryBudget::default(),
         }
     }
 }
@@ -107,7 +111,11 @@ impl RocksStore {
         // A write-through tier behind a cache: the cache holds the hot values, so a memtable
         // that holds a second copy of every recent write (64 MiB by default, all resident)
         // buys little; smaller ones bound the server's memory at the cost of more flushes.
-        options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+        // All memtables together stay within the budget (`db_write_buffer_size` flushes the
+        // largest when their sum reaches it).
+        options.set_db_write_buffer_size(open.memory.memtables);
+        options.set_write_buffer_size(open.memory.write_buffer());
+        options.set_max_write_buffer_number(2);
         // The first levels are rewritten by compaction soon: compressing them would spend
         // CPU the request path competes for on small machines.
         options.set_compression_per_level(&[
@@ -119,15 +127,25 @@ impl RocksStore {
             DBCompressionType::Snappy,
             DBCompressionType::Snappy,
         ]);
+        // One block cache for both families, holding the tables' index and filter blocks
+        // too: without that they sit outside any bound, one set per open table file.
+        let block_cache = Cache::new_lru_cache(open.memory.block_cache)
+            .map_err(|e| StoreError(format!("cannot create RocksDB's block cache: {e}")))?;
         let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(10.0, false);
+        table.set_block_cache(&block_cache);
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
         options.set_block_based_table_factory(&table);
         options.create_missing_column_families(true);
         // The policy registry lives in its own column family with ordinary (sorted) memtables:
         // it is scanned in key order, and never mixes with the cached data's key count.
+        let mut policy = Options::default();
+        policy.set_write_buffer_size(POLICY_WRITE_BUFFER_BYTES);
+        policy.set_block_based_table_factory(&table);
         let families = vec![
             ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, options.clone()),
-            ColumnFamilyDescriptor::new(POLICY_FAMILY, Options::default()),
+            ColumnFamilyDescriptor::new(POLICY_FAMILY, policy),
         ];
         let db = DB::open_cf_descriptors(&options, dir, families)
             .map_err(|e| StoreError(format!("cannot open RocksDB in {}: {e}", dir.display())))?;
@@ -143,7 +161,7 @@ impl RocksStore {
                 scan.describe(),
                 open.wal_recovery.as_str()
             );
-            crate::log::log_line!("mantle: write-ahead log damaged: {report}");
+            crate::log_line!("mantle: write-ahead log damaged: {report}");
             report
         });
         let guard = Arc::new(WalGuard::new(db.latest_sequence_number()));

@@ -5,16 +5,14 @@
 //! range being migrated are written meanwhile, so they are copied again.
 
 use super::{record, rocks_error, RocksStore, StoreError, SLOT_PREFIX};
+use crate::slot_data::{RangeBatch, SlotData};
 use crate::Record;
+use ::slots::SlotRange;
 use bytes::Bytes;
-use cluster::SlotRange;
 use rocksdb::{ReadOptions, WriteBatch, DB};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-
-/// A batch of keys and their records, in key order within a slot.
-pub type Batch = Vec<(Bytes, Record)>;
 
 /// Keys written to the slot ranges being migrated, per range, since tracking began. Every store write calls
 /// [`Tracker::note`] *after* it reached RocksDB, and tracking is switched on *before* the
@@ -41,7 +39,7 @@ impl Tracker {
 
     #[cold]
     fn note_tracked(&self, key: &[u8]) {
-        let slot = cluster::key_slot(key);
+        let slot = ::slots::key_slot(key);
         let mut state = self.lock();
         if let Some(tracking) = state.iter_mut().find(|t| t.range.contains(slot)) {
             if !tracking.dirty.contains(key) {
@@ -91,9 +89,13 @@ fn scan(
     Ok(())
 }
 
-impl RocksStore {
+impl SlotData for RocksStore {
+    fn stored(&self, key: &[u8]) -> Result<Option<Record>, StoreError> {
+        self.get(key)
+    }
+
     /// Keys stored in `slot` (expired ones not yet purged included, as DBSIZE counts).
-    pub fn count_in_slot(&self, slot: u16) -> Result<u64, StoreError> {
+    fn count_in_slot(&self, slot: u16) -> Result<u64, StoreError> {
         let mut n = 0;
         scan(
             &self.db,
@@ -110,7 +112,7 @@ impl RocksStore {
     }
 
     /// Up to `max` keys stored in `slot`, in key order.
-    pub fn keys_in_slot(&self, slot: u16, max: usize) -> Result<Vec<Bytes>, StoreError> {
+    fn keys_in_slot(&self, slot: u16, max: usize) -> Result<Vec<Bytes>, StoreError> {
         let mut keys = Vec::new();
         if max == 0 {
             return Ok(keys);
@@ -131,7 +133,7 @@ impl RocksStore {
 
     /// Starts noting writes to `range` (ranges tracked at once never overlap: the slot map
     /// refuses overlapping migrations); starting again forgets what was noted.
-    pub fn track(&self, range: SlotRange) {
+    fn track(&self, range: SlotRange) {
         let mut state = self.tracker.lock();
         state.retain(|t| t.range != range);
         state.push(Tracking {
@@ -142,14 +144,14 @@ impl RocksStore {
     }
 
     /// The keys of `range` noted since the last call.
-    pub fn take_dirty(&self, range: SlotRange) -> Vec<Bytes> {
+    fn take_dirty(&self, range: SlotRange) -> Vec<Bytes> {
         match self.tracker.lock().iter_mut().find(|t| t.range == range) {
             Some(tracking) => tracking.dirty.drain().collect(),
             None => Vec::new(),
         }
     }
 
-    pub fn untrack(&self, range: SlotRange) {
+    fn untrack(&self, range: SlotRange) {
         let mut state = self.tracker.lock();
         state.retain(|t| t.range != range);
         self.tracker
@@ -160,11 +162,11 @@ impl RocksStore {
     /// Streams every record of `range` as it is at the moment of the call, in batches of
     /// about `batch_bytes`, from a thread of its own (the iterator pins one point in time and
     /// stays on that thread). Returns once the point in time is fixed.
-    pub fn stream_range(
+    fn stream_range(
         &self,
         range: SlotRange,
         batch_bytes: usize,
-    ) -> tokio::sync::mpsc::Receiver<Result<Batch, StoreError>> {
+    ) -> tokio::sync::mpsc::Receiver<Result<RangeBatch, StoreError>> {
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let db = self.db.clone();
@@ -224,7 +226,7 @@ impl RocksStore {
 
     /// Deletes every key of `range` with one range deletion; returns the keys it removed
     /// (the caller drops them from the cache).
-    pub fn delete_range(&self, range: SlotRange) -> Result<Vec<Bytes>, StoreError> {
+    fn delete_range(&self, range: SlotRange) -> Result<Vec<Bytes>, StoreError> {
         let mut keys = Vec::new();
         scan(&self.db, range, |key, _| {
             keys.push(Bytes::copy_from_slice(key));
@@ -255,6 +257,7 @@ mod tests {
     use super::*;
     use crate::Condition;
     use crate::Fsync;
+    use crate::SlotData;
 
     fn record(value: &str) -> Record {
         Record {

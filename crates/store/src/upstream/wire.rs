@@ -319,6 +319,122 @@ pub fn parse(buf: &mut BytesMut, max_bulk_len: u64) -> Result<Option<Reply>, Fai
     Ok(Some(reply))
 }
 
+/// Bounds on a reply that is read whole before it is passed on (a proxy relays its owner's
+/// replies byte for byte): nothing the peer announces is allocated, only what arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplyLimits {
+    /// Longest bulk string (`proto-max-bulk-len`).
+    pub max_bulk_len: u64,
+    /// Longest whole reply, nested elements included (`--client-output-limit`).
+    pub max_reply_len: u64,
+}
+
+/// Deepest nesting of aggregates accepted in a relayed reply (no command nests deeper than a
+/// few levels; the bound keeps a hostile peer from making the scan track unbounded state).
+pub const MAX_DEPTH: usize = 32;
+
+/// Length of the complete reply (any RESP2 or RESP3 type) at the start of `buf`; `Ok(None)`
+/// when more bytes are needed. Errors name the bound crossed: a bulk above
+/// `limits.max_bulk_len`, a reply above `limits.max_reply_len` (announced or buffered), a
+/// line above 64 KiB, nesting beyond [`MAX_DEPTH`], or bytes that are not RESP.
+pub fn reply_len(buf: &[u8], limits: ReplyLimits) -> Result<Option<usize>, Failure> {
+    let too_long = || {
+        Failure::Protocol(format!(
+            "reply longer than the output limit ({} bytes)",
+            limits.max_reply_len
+        ))
+    };
+    let mut pos = 0usize;
+    // Elements still to read at each open nesting level; `remaining[0]` is the reply itself.
+    let mut remaining = [0u64; MAX_DEPTH + 1];
+    remaining[0] = 1;
+    let mut depth = 0usize;
+    loop {
+        while remaining[depth] == 0 {
+            if depth == 0 {
+                return Ok(Some(pos));
+            }
+            depth -= 1;
+        }
+        remaining[depth] -= 1;
+        let rest = &buf[pos..];
+        let Some(line_end) = find_crlf(rest) else {
+            if rest.len() > MAX_LINE {
+                return Err(Failure::Protocol(format!(
+                    "reply line longer than {MAX_LINE} bytes"
+                )));
+            }
+            if buf.len() as u64 > limits.max_reply_len {
+                return Err(too_long());
+            }
+            return Ok(None);
+        };
+        if line_end > MAX_LINE {
+            return Err(Failure::Protocol(format!(
+                "reply line longer than {MAX_LINE} bytes"
+            )));
+        }
+        let kind = rest[0];
+        let line = &rest[1..line_end];
+        pos += line_end + 2;
+        let children = match kind {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => 0,
+            b'$' | b'=' | b'!' => {
+                let n = number(line)?;
+                if n >= 0 {
+                    if n as u64 > limits.max_bulk_len {
+                        return Err(Failure::Protocol(format!(
+                            "a bulk of {n} bytes, above proto-max-bulk-len ({})",
+                            limits.max_bulk_len
+                        )));
+                    }
+                    let end = pos as u64 + n as u64 + 2;
+                    if end > limits.max_reply_len {
+                        return Err(too_long());
+                    }
+                    let end = end as usize;
+                    if buf.len() < end {
+                        return Ok(None);
+                    }
+                    if &buf[end - 2..end] != b"\r\n" {
+                        return Err(Failure::Protocol("bulk not ended by CRLF".into()));
+                    }
+                    pos = end;
+                }
+                0
+            }
+            b'*' | b'~' | b'>' | b'%' | b'|' => {
+                let n = number(line)?.max(0) as u64;
+                let n = if matches!(kind, b'%' | b'|') {
+                    n.saturating_mul(2)
+                } else {
+                    n
+                };
+                // Each element takes at least three bytes ("_\r\n").
+                if (pos as u64).saturating_add(n.saturating_mul(3)) > limits.max_reply_len {
+                    return Err(too_long());
+                }
+                n
+            }
+            other => {
+                return Err(Failure::Protocol(format!(
+                    "unexpected reply type '{}'",
+                    (other as char).escape_default()
+                )))
+            }
+        };
+        if children > 0 {
+            if depth == MAX_DEPTH {
+                return Err(Failure::Protocol(format!(
+                    "reply nested deeper than {MAX_DEPTH} levels"
+                )));
+            }
+            depth += 1;
+            remaining[depth] = children;
+        }
+    }
+}
+
 fn find_crlf(buf: &[u8]) -> Option<usize> {
     let scan = &buf[..buf.len().min(MAX_LINE + 2)];
     scan.windows(2).position(|w| w == b"\r\n")
@@ -375,6 +491,70 @@ mod tests {
         assert!(parse_all(b"*2000000000\r\n", 10).is_err(), "no arrays");
         assert!(parse_all(b"$3\r\nabcXY", 10).is_err());
         assert!(parse_all(b":twelve\r\n", 10).is_err());
+    }
+
+    const ROOMY: ReplyLimits = ReplyLimits {
+        max_bulk_len: 1 << 20,
+        max_reply_len: 1 << 20,
+    };
+
+    #[test]
+    fn whole_replies_are_measured_and_partial_ones_wait() {
+        let cases: &[&[u8]] = &[
+            b"+OK\r\n",
+            b"-ERR x\r\n",
+            b":12\r\n",
+            b"$3\r\nabc\r\n",
+            b"$-1\r\n",
+            b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n",
+            b"*-1\r\n",
+            b"*0\r\n",
+            b"%1\r\n+k\r\n$2\r\nvv\r\n",
+            b"$4\r\na\r\nb\r\n",
+            b"*1\r\n*1\r\n*0\r\n",
+        ];
+        for case in cases {
+            let mut buf = case.to_vec();
+            buf.extend_from_slice(b"+NEXT\r\n");
+            let shown = String::from_utf8_lossy(case);
+            assert_eq!(reply_len(&buf, ROOMY).unwrap(), Some(case.len()), "{shown}");
+            for cut in 0..case.len() {
+                assert_eq!(
+                    reply_len(&case[..cut], ROOMY).unwrap(),
+                    None,
+                    "{cut} of {shown}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn relayed_replies_stay_within_their_bounds() {
+        let small = ReplyLimits {
+            max_bulk_len: 10,
+            max_reply_len: 100,
+        };
+        // Refused from the header alone, before any of the announced bytes arrive.
+        let err = reply_len(b"$11\r\n", small).unwrap_err().to_string();
+        assert!(err.contains("proto-max-bulk-len (10)"), "{err}");
+        let err = reply_len(b"*1000\r\n", small).unwrap_err().to_string();
+        assert!(err.contains("output limit (100 bytes)"), "{err}");
+        let mut many = b"*9\r\n".to_vec();
+        many.extend_from_slice(&b"$10\r\n0123456789\r\n".repeat(6));
+        let err = reply_len(&many, small).unwrap_err().to_string();
+        assert!(err.contains("output limit"), "{err}");
+        let deep = "*1\r\n".repeat(MAX_DEPTH + 1);
+        let err = reply_len(deep.as_bytes(), ROOMY).unwrap_err().to_string();
+        assert!(err.contains("nested deeper"), "{err}");
+        let nested = format!("{}:1\r\n", "*1\r\n".repeat(MAX_DEPTH));
+        assert_eq!(
+            reply_len(nested.as_bytes(), ROOMY).unwrap(),
+            Some(nested.len())
+        );
+        assert!(reply_len(&vec![b'+'; MAX_LINE + 10], ROOMY).is_err());
+        assert!(reply_len(b"$3\r\nabcXY", ROOMY).is_err());
+        assert!(reply_len(b"*x\r\n", ROOMY).is_err());
+        assert!(reply_len(b"hello\r\n", ROOMY).is_err());
     }
 
     #[test]

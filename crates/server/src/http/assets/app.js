@@ -347,3 +347,35 @@ poll();
     showLog();
   });
 }
+// The command latency panel: its own endpoint, polled less often than the charts (the
+// figures are cumulative). `data-rows` on the table counts the commands shown.
+const COMMANDS_POLL_MS = 2000;
+
+async function pollCommands() {
+  try {
+    const response = await fetch("api/commands", { cache: "no-store" });
+    if (!response.ok) throw new Error(response.status);
+    const answer = await response.json();
+    const table = $("commands");
+    const body = table.tBodies[0];
+    if (answer.commands.length) {
+      body.replaceChildren(...answer.commands.map((c) => {
+        const tr = document.createElement("tr");
+        const cells = [c.name, human(c.calls), c.usec_per_call.toFixed(2), c.p50_us, c.p99_us, c.p999_us, c.max_us];
+        cells.forEach((v, i) => {
+          const td = document.createElement("td");
+          td.textContent = i === 0 ? v : String(v);
+          if (i > 0) td.className = "num";
+          tr.appendChild(td);
+        });
+        return tr;
+      }));
+    }
+    table.dataset.rows = String(answer.commands.length);
+  } catch (e) {
+    // The next poll tries again; the charts' dot shows a server that stopped answering.
+  }
+  setTimeout(pollCommands, COMMANDS_POLL_MS);
+}
+
+pollCommands();
