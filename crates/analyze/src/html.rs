@@ -13,6 +13,7 @@ pub fn render(analysis: &Analysis, source: &str) -> Result<String, ReportError> 
     let a = analysis;
     let s = &a.series;
     let mut doc = Document::new(format!("Workload analysis: {source}"));
+    sizing(&mut doc, a);
     doc.heading("Summary");
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let rows = vec![
@@ -108,14 +109,29 @@ pub fn render(analysis: &Analysis, source: &str) -> Result<String, ReportError> 
         .iter()
         .map(|p| (p.cache_size as f64, p.miss_ratio))
         .collect();
+    // Log on both axes: the sizing decision is made where the miss ratio is under 1%, which
+    // a linear axis squeezes into its bottom pixels. Reuse misses (above the cold floor) reach
+    // zero at the no-miss size; a log axis cannot show zero, so that point is left out.
+    let floor = a.mrc.points.last().map_or(0.0, |p| p.miss_ratio);
+    let reuse: Vec<(f64, f64)> = a
+        .mrc
+        .points
+        .iter()
+        .map(|p| (p.cache_size as f64, p.miss_ratio - floor))
+        .filter(|&(_, r)| r > 0.0)
+        .collect();
     doc.svg(&line_chart(
         &Chart::new(
-            "Miss ratio vs LRU cache size",
+            "Miss ratio vs LRU cache size (log-log)",
             "cache size (objects)",
             "miss ratio",
         )
-        .log_x(),
-        &[Series::new("LRU", curve)],
+        .log_x()
+        .log_y(),
+        &[
+            Series::new("all misses", curve),
+            Series::new("reuse misses only", reuse),
+        ],
     )?);
 
     doc.heading("Fans");
@@ -200,11 +216,67 @@ pub fn render(analysis: &Analysis, source: &str) -> Result<String, ReportError> 
         ],
         &regime_rows,
     );
+    Ok(doc.render())
+}
+
+/// The page's lead: what size of cache the workload needs. The smallest LRU cache that misses
+/// only on first accesses, the sizes that keep reuse misses within 0.01%, 0.1% and 1% of
+/// lookups, how old reuses get (what a cache must remember), and only then the regime switch,
+/// which answers a different question (when to change policy).
+fn sizing(doc: &mut Document, a: &Analysis) {
+    doc.heading("Sizing recommendation");
+    let mrc = &a.mrc;
+    let method = if mrc.method == "exact" {
+        "exact".to_string()
+    } else {
+        format!(
+            "estimated by {} sampling at rate {}",
+            mrc.method, mrc.sample_rate
+        )
+    };
+    match mrc.no_miss_size {
+        Some(size) => doc.paragraph(&format!(
+            "Smallest LRU cache with no reuse misses: {size} objects ({method}). A cache of \
+             this size misses only on first accesses."
+        )),
+        None => doc.paragraph("No key is read twice: no cache size avoids a miss."),
+    };
+    let rows: Vec<Vec<String>> = mrc
+        .sizing
+        .iter()
+        .map(|s| {
+            vec![
+                crate::mrc::percent(s.reuse_miss_ratio),
+                s.cache_size.to_string(),
+                format!("{:.4}%", 100.0 * s.miss_ratio),
+            ]
+        })
+        .collect();
+    doc.table(
+        &[
+            "reuse misses at most (of lookups)",
+            "LRU cache size (objects)",
+            "miss ratio there, first accesses included",
+        ],
+        &rows,
+    );
+    let u = &a.reuse;
+    doc.table(
+        &["reuse age", "p50", "p99", "p99.9", "p99.99", "max"],
+        &[vec![
+            "seconds since the key's previous access".into(),
+            format!("{:.1}", u.p50_s),
+            format!("{:.0}", u.p99_s),
+            format!("{:.0}", u.p999_s),
+            format!("{:.0}", u.p9999_s),
+            format!("{:.0}", u.max_s),
+        ]],
+    );
     if let (Some(t), Some(size)) = (a.regimes.switch_time, a.regimes.suggested_cache_size) {
         doc.paragraph(&format!(
-            "Suggested policy switch: at {t:.0} s (start of regime {}), to a cache of {size} objects (the key space by then), as seed 002 §6 does.",
+            "Regime switch: at {t:.0} s (start of regime {}), a policy could switch to a cache \
+             of {size} objects (the key space by then), as seed 002 §6 does; see Regimes below.",
             a.regimes.switch_regime.map_or(0, |r| r + 1)
         ));
     }
-    Ok(doc.render())
 }

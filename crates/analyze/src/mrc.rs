@@ -94,6 +94,27 @@ pub struct MrcPoint {
     pub miss_ratio: f64,
 }
 
+/// Reuse miss ratios the sizing recommendation gives a cache size for: 0.01%, 0.1%, 1% of
+/// lookups missing on a key seen before (first accesses miss in any cache).
+pub const SIZING_TARGETS: [f64; 3] = [0.0001, 0.001, 0.01];
+
+/// `ratio` as a percentage without trailing zeros: 0.0001 is `0.01%`, 0.01 is `1%`.
+pub fn percent(ratio: f64) -> String {
+    let text = format!("{:.4}", 100.0 * ratio);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}%")
+}
+
+/// The smallest LRU cache whose reuse misses stay within a target.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SizeFor {
+    /// Misses on keys seen before, as a fraction of lookups.
+    pub reuse_miss_ratio: f64,
+    pub cache_size: u64,
+    /// The miss ratio at that size, first accesses included.
+    pub miss_ratio: f64,
+}
+
 /// The curve and how it was obtained.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MrcResult {
@@ -105,6 +126,9 @@ pub struct MrcResult {
     /// Smallest LRU cache (objects) that misses only on first accesses: the largest stack
     /// distance plus one (an estimate when sampled). Null without reuses.
     pub no_miss_size: Option<u64>,
+    /// For each of [`SIZING_TARGETS`], the smallest size that meets it (exact below 1024
+    /// objects, at 1/16-doubling bin edges above; estimates when sampled).
+    pub sizing: Vec<SizeFor>,
 }
 
 impl MissRatioCurve {
@@ -271,7 +295,32 @@ impl MissRatioCurve {
             sample_rate: self.rate(),
             points,
             no_miss_size: self.max_distance.map(|d| d.round() as u64 + 1),
+            sizing: self.sizing(),
         }
+    }
+
+    /// The smallest size meeting each of [`SIZING_TARGETS`]: the lowest bin whose reuse
+    /// misses (the distances in it and above) are within the target.
+    fn sizing(&self) -> Vec<SizeFor> {
+        if self.lookups <= 0.0 {
+            return Vec::new();
+        }
+        SIZING_TARGETS
+            .iter()
+            .map(|&target| {
+                let mut above = 0.0;
+                let mut bin = self.histogram.len();
+                while bin > 0 && (above + self.histogram[bin - 1]) / self.lookups <= target {
+                    above += self.histogram[bin - 1];
+                    bin -= 1;
+                }
+                SizeFor {
+                    reuse_miss_ratio: target,
+                    cache_size: bin_floor(bin) as u64,
+                    miss_ratio: self.misses_at_bin(bin) / self.lookups,
+                }
+            })
+            .collect()
     }
 }
 
@@ -336,6 +385,33 @@ mod tests {
         assert_eq!(brute_force(&trace, size).0, cold);
         assert!(brute_force(&trace, size - 1).0 > cold);
         assert_eq!(MissRatioCurve::new(16).result().no_miss_size, None);
+    }
+
+    #[test]
+    fn sizing_gives_the_smallest_lru_within_each_reuse_miss_ratio() {
+        let trace = small_trace();
+        let mut mrc = MissRatioCurve::new(1 << 20);
+        for &(is_lookup, key) in &trace {
+            if is_lookup {
+                mrc.lookup(key);
+            } else {
+                mrc.insert(key);
+            }
+        }
+        let cold = brute_force(&trace, usize::MAX).0;
+        let sizing = mrc.result().sizing;
+        assert_eq!(sizing.len(), SIZING_TARGETS.len());
+        for s in sizing {
+            let reuse = |size: usize| {
+                let (misses, lookups) = brute_force(&trace, size);
+                (misses - cold) as f64 / lookups as f64
+            };
+            let size = s.cache_size as usize;
+            assert!(reuse(size) <= s.reuse_miss_ratio, "{s:?}");
+            assert!(size == 0 || reuse(size - 1) > s.reuse_miss_ratio, "{s:?}");
+            let (misses, lookups) = brute_force(&trace, size);
+            assert!((s.miss_ratio - misses as f64 / lookups as f64).abs() < 1e-12);
+        }
     }
 
     #[test]

@@ -42,7 +42,14 @@ enum Command {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let args = match cmd::config_file::expand(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(err) => {
+            eprintln!("mantle: {err}");
+            std::process::exit(2);
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) => usage_error(err),
     };

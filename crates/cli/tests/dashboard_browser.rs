@@ -234,10 +234,21 @@ fn dashboard_in_headless_chromium_under_load() {
     }
     let _stop = Stop(finish);
 
+    // First a sizing version, whose capacity change is a marker of its own kind.
+    let auth = format!("Content-Type: application/json\r\nX-Mantle-Password: {PASSWORD}\r\n");
+    let sizing = "function howmuch() return {capacity = 5000} end";
+    let body = serde_json::json!({"name": "browser_size", "source": sizing}).to_string();
+    assert_eq!(
+        http(http_port, "POST", "/api/admin/push", &auth, &body).0,
+        200
+    );
+    eventually("a capacity event", Duration::from_secs(30), || {
+        let (_, state) = http(http_port, "GET", "/api/state", "", "");
+        state.contains("\"kind\":\"capacity\"")
+    });
     // A push through the page's admin API, during the load: fixed.lua keeps 500 objects.
     let source = std::fs::read_to_string(common_repo().join("policies/fixed.lua")).unwrap();
     let body = serde_json::json!({"name": "browser_push", "source": source}).to_string();
-    let auth = format!("Content-Type: application/json\r\nX-Mantle-Password: {PASSWORD}\r\n");
     let (status, answer) = http(http_port, "POST", "/api/admin/push", &auth, &body);
     assert_eq!(status, 200, "{answer}");
     let param = serde_json::json!({"key": "n", "value": "500"}).to_string();
@@ -306,6 +317,36 @@ fn dashboard_in_headless_chromium_under_load() {
         dom.contains("<span id=\"policy-active\" class=\"tag\">browser_push@1</span>"),
         "{dom}"
     );
+    check_markers(&dom);
+    assert_eq!(counter(&dom, "<table id=\"policy-log\"", "data-hidden"), 0);
+    assert!(log_rows(&dom).iter().any(|class| class == "info"), "{dom}");
+
+    // The log's level filter: after a tick that fails, `?log=error` shows only the error.
+    let failing = "local calls = 0\nfunction howmuch()\n  calls = calls + 1\n  \
+                   if calls == 1 then error('browser test: one failing tick') end\n  \
+                   return {}\nend\n";
+    let body = serde_json::json!({"name": "browser_fail", "source": failing}).to_string();
+    let (status, answer) = http(http_port, "POST", "/api/admin/push", &auth, &body);
+    assert_eq!(status, 200, "{answer}");
+    eventually(
+        "an error in the policy log",
+        Duration::from_secs(30),
+        || {
+            let (_, state) = http(http_port, "GET", "/api/state", "", "");
+            state.contains("\"level\":\"error\"")
+        },
+    );
+    let errors_only = run_chromium(
+        &browser,
+        &profile,
+        &["--virtual-time-budget=5000", "--dump-dom"],
+        &format!("{page}?log=error"),
+    );
+    let rows = log_rows(&errors_only);
+    assert!(!rows.is_empty(), "no error row:\n{errors_only}");
+    assert!(rows.iter().all(|class| class == "error"), "{rows:?}");
+    assert!(counter(&errors_only, "<table id=\"policy-log\"", "data-hidden") > 0);
+    assert!(errors_only.contains("<select id=\"log-level\""));
     if clustered {
         let cluster_at = dom.find("id=\"cluster-card\"").unwrap();
         let tag_start = dom[..cluster_at].rfind('<').unwrap();
@@ -348,6 +389,47 @@ fn dashboard_in_headless_chromium_under_load() {
     }
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
+}
+
+/// The classes of the policy log's rows, in the order shown.
+fn log_rows(dom: &str) -> Vec<String> {
+    let at = dom.find("id=\"policy-log\"").expect("the policy log table");
+    let table = &dom[at..at + dom[at..].find("</table>").unwrap()];
+    let body = &table[table.find("<tbody>").unwrap()..];
+    body.match_indices("<tr")
+        .map(|(i, _)| {
+            let tag = &body[i..i + body[i..].find('>').unwrap()];
+            tag.split("class=\"").nth(1).map_or(String::new(), |rest| {
+                rest[..rest.find('"').unwrap()].to_string()
+            })
+        })
+        .collect()
+}
+
+/// Capacity events and version changes are drawn as different kinds of marker, in different
+/// colours, and every kind drawn has its entry in the legend.
+fn check_markers(dom: &str) {
+    let at = dom.find("<canvas id=\"chart-size\"").unwrap();
+    let tag = &dom[at..at + dom[at..].find('>').unwrap()];
+    let drawn = tag
+        .split("data-markers=\"")
+        .nth(1)
+        .map(|rest| &rest[..rest.find('"').unwrap()])
+        .unwrap_or_else(|| panic!("no markers drawn: {tag}"));
+    let colours: std::collections::BTreeMap<&str, &str> = drawn
+        .split(';')
+        .filter_map(|pair| pair.split_once('='))
+        .collect();
+    let (Some(capacity), Some(change)) = (colours.get("capacity"), colours.get("change")) else {
+        panic!("expected capacity and change markers: {drawn}");
+    };
+    assert_ne!(capacity, change, "{drawn}");
+    for kind in colours.keys() {
+        assert!(
+            dom.contains(&format!("<li data-kind=\"{kind}\">")),
+            "no legend entry for {kind} markers"
+        );
+    }
 }
 
 fn common_repo() -> PathBuf {

@@ -564,6 +564,34 @@ impl PolicyStore {
             .collect())
     }
 
+    /// A node's own setting `name` (outside the watched `policy/` prefix: no other node
+    /// reacts to it).
+    pub async fn node_setting(
+        &self,
+        node: &str,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, ClusterError> {
+        let key = self.plane.key(&format!("config/{node}/{name}"));
+        let resp = self
+            .plane
+            .bounded(self.plane.client().get(key, None))
+            .await?;
+        Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
+    }
+
+    pub async fn set_node_setting(
+        &self,
+        node: &str,
+        name: &str,
+        value: Vec<u8>,
+    ) -> Result<(), ClusterError> {
+        let key = self.plane.key(&format!("config/{node}/{name}"));
+        self.plane
+            .bounded(self.plane.client().put(key, value, None))
+            .await
+            .map(|_| ())
+    }
+
     pub async fn set_param(&self, key: &str, value: Vec<u8>) -> Result<(), ClusterError> {
         let key = self.plane.key(&format!("policy/param/{key}"));
         self.plane

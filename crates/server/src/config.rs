@@ -51,6 +51,9 @@ pub const DEFAULT_KEEP_VERSIONS: usize = 50;
 pub struct Config {
     pub listen: SocketAddr,
     pub backend: Backend,
+    /// `--state-dir`: in front of an upstream, where the policy registry, the policy log and
+    /// the warm-up record are kept (a small RocksDB holding no keys); `None`: in memory.
+    pub state_dir: Option<PathBuf>,
     /// Cache capacity in objects (`--max-keys`).
     pub max_keys: Option<u64>,
     /// Cache capacity in bytes (`--maxmemory`); see `ENTRY_OVERHEAD` in `db.rs` for what counts.
@@ -113,6 +116,7 @@ impl Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 6380)),
             backend,
+            state_dir: None,
             max_keys: None,
             maxmemory: None,
             eviction: cache::Algorithm::Lru,
@@ -146,6 +150,11 @@ impl Config {
 
     /// Refuses settings the server cannot run with, naming the flag.
     pub fn validate(&self) -> Result<(), String> {
+        if self.state_dir.is_some() && matches!(self.backend, Backend::RocksDb { .. }) {
+            return Err(
+                "--state-dir is for --upstream; with --data-dir the state is kept there".into(),
+            );
+        }
         if self.threads > MAX_THREADS {
             return Err(format!(
                 "--threads {} is above the most supported, {MAX_THREADS} (0: one per core)",

@@ -116,7 +116,7 @@ pub struct Server {
     listener: TcpListener,
     instance: Arc<Instance>,
     metrics: Option<TcpListener>,
-    /// Where the warm-up record is kept (none in front of an upstream).
+    /// Where the warm-up record is kept (none in front of an upstream without `--state-dir`).
     warmup_space: Option<Space>,
 }
 
@@ -147,7 +147,8 @@ impl Server {
         if matches!(config.backend, crate::config::Backend::RocksDb { .. }) {
             db.reserve_for_store(options.memory.total());
         }
-        let warmup_space = crate::warmup::load::open(&db, &config)?;
+        let space = Space::for_server(db.store(), config.state_dir.as_deref(), options)?;
+        let warmup_space = crate::warmup::load::open(&db, &config, space.clone())?;
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -185,13 +186,14 @@ impl Server {
             }
             None => (None, None),
         };
-        let live = LivePolicy::start_shared(db.clone(), &config, shared)
+        let functions_space = space.clone();
+        let live = LivePolicy::start_shared(db.clone(), &config, space, shared)
             .await
             .context("starting the policy engine")?;
         let mut instance = Instance::new(db, live, config, local_addr);
         instance.cluster = cluster;
         let instance = Arc::new(instance);
-        start_functions(&instance)
+        start_functions(&instance, functions_space)
             .await
             .context("starting the functions engine")?;
         if let Some(watch) = policy_watch {
@@ -317,18 +319,13 @@ impl Server {
 }
 
 /// Starts the functions thread over the instance's keyspace, with the libraries of the
-/// node's registry (its store, or etcd in a cluster) installed.
-async fn start_functions(instance: &Arc<Instance>) -> anyhow::Result<()> {
+/// node's registry (`space`: its store or `--state-dir`; etcd in a cluster) installed.
+async fn start_functions(instance: &Arc<Instance>, space: Space) -> anyhow::Result<()> {
     let registry = match &instance.cluster {
         Some(node) => crate::functions::registry::Registry::Cluster(Box::new(
             ::cluster::FunctionStore::new(node.plane().clone()),
         )),
-        None => {
-            crate::functions::registry::Registry::local(match instance.db.store().policy_space() {
-                Some(space) => Space::Rocks(space),
-                None => Space::memory(),
-            })
-        }
+        None => crate::functions::registry::Registry::local(space),
     };
     let keyspace = Arc::new(crate::cmd::function_exec::InstanceKeyspace::new(
         Arc::downgrade(instance),

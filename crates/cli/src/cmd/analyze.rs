@@ -107,6 +107,14 @@ fn print_summary(a: &Analysis) {
     if let Some(size) = mrc.no_miss_size {
         println!("LRU without reuse misses  {size} objects ({})", mrc.method);
     }
+    for s in &mrc.sizing {
+        println!(
+            "LRU for reuse misses <= {}  {} objects (miss ratio {:.4}%)",
+            analyze::mrc::percent(s.reuse_miss_ratio),
+            s.cache_size,
+            100.0 * s.miss_ratio
+        );
+    }
     println!(
         "fans              {} (raw {}), keys mean {:.0} median {} max {}, mean {:.0} s",
         a.fans.count,

@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod cluster;
 pub mod compare;
+pub mod config_file;
 pub mod gen;
 pub mod nodes;
 pub mod policy;

@@ -1,11 +1,19 @@
 //! `mantle serve`: runs the cache tier (crates/server) until SIGTERM or SIGINT. Only turns
-//! flags into a `server::Config`; see docs/server.md.
+//! flags (and a configuration file's directives, expanded into flags by `config_file`) into a
+//! `server::Config`; see docs/server.md.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// A configuration file: one `flag-name value` per line (`max-keys 5000`), `#` comments;
+    /// flags on the command line override it (see docs/server.md).
+    #[arg(value_name = "CONFIG_FILE")]
+    pub config_file: Option<PathBuf>,
+    /// The configuration file, as a flag.
+    #[arg(long = "config", value_name = "FILE", conflicts_with = "config_file")]
+    pub config: Option<PathBuf>,
     /// Directory of the embedded RocksDB store, the source of truth (created if missing).
     #[arg(
         long,
@@ -16,9 +24,16 @@ pub struct Args {
     /// Another tier to sit in front of instead of RocksDB: redis://HOST:PORT (Mantle or Redis).
     #[arg(long)]
     pub upstream: Option<String>,
+    /// With --upstream: a directory (created if missing) for the policy registry, the policy
+    /// log and the warm-up record, so they survive restarts; it holds no keys.
+    #[arg(long, value_name = "DIR", requires = "upstream")]
+    pub state_dir: Option<PathBuf>,
     /// Address to listen on; loopback unless told otherwise.
     #[arg(long, default_value = "127.0.0.1:6380")]
     pub listen: SocketAddr,
+    /// Port to listen on, at --listen's address (Redis's `port`).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
     /// Cache capacity in objects (0: unlimited).
     #[arg(long)]
     pub max_keys: Option<u64>,
@@ -99,7 +114,7 @@ pub struct Args {
     #[arg(long)]
     pub enable_flush: bool,
     /// At start, bulk-load in the background what the last run accessed: lastk:K, topk:K,
-    /// randomk:K or firstk:K[:PERIOD] (needs --data-dir).
+    /// randomk:K or firstk:K[:PERIOD] (needs --data-dir, or --state-dir with --upstream).
     #[arg(long, value_parser = parse_warmup)]
     pub warmup: Option<server::warmup::WarmupSpec>,
     /// Most keys the access monitor remembers for warm-up (about 100 bytes plus the key
@@ -155,7 +170,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give --data-dir DIR or --upstream redis://HOST:PORT"),
     };
     let mut config = server::Config::new(backend);
+    config.state_dir = args.state_dir;
     config.listen = args.listen;
+    if let Some(port) = args.port {
+        config.listen.set_port(port);
+    }
     config.max_keys = args.max_keys;
     config.maxmemory = args.maxmemory;
     config.eviction = args.eviction;

@@ -40,6 +40,8 @@ pub struct EtcdRegistry {
     /// `set_history` compares against.
     seen: Mutex<(Vec<VersionRef>, i64)>,
     balance: crate::cluster::balance::Balance,
+    /// This node's id: its own settings (`node_capacity`) are kept under it.
+    node: String,
 }
 
 fn refused(e: ClusterError) -> StoreError {
@@ -95,6 +97,7 @@ impl EtcdRegistry {
             runtime: tokio::runtime::Handle::current(),
             seen: Mutex::new((Vec::new(), 0)),
             balance: crate::cluster::balance::Balance::open(node),
+            node: node.id.to_string(),
         };
         Ok((registry, watch))
     }
@@ -410,6 +413,16 @@ impl Shared for EtcdRegistry {
     fn set_param(&self, key: &str, value: &Scalar) -> Result<(), StoreError> {
         let raw = serde_json::to_vec(value).unwrap_or_default();
         self.block(self.store.set_param(key, raw)).map_err(refused)
+    }
+
+    fn node_capacity(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        self.block(self.store.node_setting(&self.node, "capacity"))
+            .map_err(refused)
+    }
+
+    fn set_node_capacity(&self, raw: Vec<u8>) -> Result<(), StoreError> {
+        self.block(self.store.set_node_setting(&self.node, "capacity", raw))
+            .map_err(refused)
     }
 
     fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {

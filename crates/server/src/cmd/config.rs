@@ -106,7 +106,7 @@ impl Declared<'_> for ConfigCmd {
                 }
                 Frame::Map(pairs)
             }
-            ConfigCmd::Set(pairs) => match set_all(instance, &pairs) {
+            ConfigCmd::Set(pairs) => match set_all(instance, &pairs).await {
                 Ok(()) => Frame::ok(),
                 Err(message) => Frame::err(message),
             },
@@ -182,9 +182,14 @@ fn parse_policy(value: &str) -> Result<cache::Algorithm, String> {
     })
 }
 
-/// Validates every pair first, then applies them all: all or nothing, as in Redis 7.
-fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> {
-    let mut capacity = instance.db.cache_snapshot().capacity;
+/// Validates every pair first, then applies them all: all or nothing, as in Redis 7. A
+/// capacity is recorded first (`live::baseline`: it outlives restarts and is what a rollback
+/// to no management restores), so one that cannot be recorded is not applied either.
+async fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> {
+    let mut capacity = instance.live.baseline.get();
+    // Only a pair that names a capacity touches it: a policy may be running the cache at a
+    // size of its own, which `CONFIG SET slowlog-max-len 10` must leave alone.
+    let mut capacity_named = false;
     let mut bulk_len = None;
     let mut clients_limit = None;
     let mut algorithm = None;
@@ -241,10 +246,12 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
         let number = units::parse_bytes(&value).map_err(|e| fail(&e))?;
         match name.as_str() {
             "maxmemory" => {
-                capacity.bytes = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?
+                capacity.bytes = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?;
+                capacity_named = true;
             }
             "max-keys" => {
-                capacity.objects = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?
+                capacity.objects = cache::capacity::limit(number, &name).map_err(|e| fail(&e))?;
+                capacity_named = true;
             }
             "maxmemory-clients" => clients_limit = Some(number),
             _ => {
@@ -256,7 +263,22 @@ fn set_all(instance: &Instance, pairs: &[(Bytes, Bytes)]) -> Result<(), String> 
         }
         seen.push(name);
     }
-    if capacity != instance.db.cache_snapshot().capacity {
+    let baseline = instance.live.baseline.clone();
+    if capacity_named && capacity != baseline.get() {
+        let recorded = tokio::task::spawn_blocking(move || baseline.set(capacity)).await;
+        match recorded {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "CONFIG SET failed - cannot record the capacity: {e}"
+                ))
+            }
+            Err(_) => {
+                return Err("CONFIG SET failed - recording the capacity was interrupted".into())
+            }
+        }
+    }
+    if capacity_named && capacity != instance.db.cache_snapshot().capacity {
         instance.db.set_capacity(capacity);
     }
     if let Some(n) = bulk_len {

@@ -14,6 +14,7 @@
 
 pub mod actions;
 mod activation;
+pub mod baseline;
 mod control;
 pub mod journal;
 mod link;
@@ -37,7 +38,6 @@ use space::Space;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use store::Storage;
 
 /// How long shutting down waits for the engine's thread to finish its tick. The thread is
 /// interrupted first, so it normally exits at once; past this the server exits without it.
@@ -124,6 +124,9 @@ pub use crate::metrics::PolicyGauges as Gauges;
 
 /// The handle connections and the server hold on the policy threads.
 pub struct LivePolicy {
+    /// The configured capacity (`CONFIG SET` changes it; a rollback to no management
+    /// restores it).
+    pub baseline: Arc<baseline::Baseline>,
     sender: Mutex<mpsc::Sender<Message>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Signalled when the control thread has finished.
@@ -136,25 +139,31 @@ impl LivePolicy {
     /// ticking. Fails when `--policy` cannot be loaded. A panic on the engine's thread is
     /// logged and the engine rebuilt from the registry, quarantining a version whose tick
     /// panicked; so is an engine thread abandoned in a wedged tick.
-    pub async fn start(db: Db, config: &Config) -> anyhow::Result<LivePolicy> {
-        LivePolicy::start_shared(db, config, None).await
+    pub async fn start(db: Db, config: &Config, space: Space) -> anyhow::Result<LivePolicy> {
+        LivePolicy::start_shared(db, config, space, None).await
     }
 
-    /// [`LivePolicy::start`] with the registry and log of a cluster (`--cluster`).
+    /// [`LivePolicy::start`] with the registry and log of a cluster (`--cluster`). `space`
+    /// is where the node's own records live (`Space::for_server`).
     pub async fn start_shared(
         db: Db,
         config: &Config,
+        space: Space,
         shared: Option<Arc<dyn registry::Shared>>,
     ) -> anyhow::Result<LivePolicy> {
         let (sender, receiver) = mpsc::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (exited_tx, exited_rx) = mpsc::channel();
         let gauges = db.metrics().policy.clone();
-        let space = match db.store().policy_space() {
-            Some(space) => Space::Rocks(space),
-            None => Space::memory(),
-        };
         db.series().set_limit(config.timeseries);
+        let baseline = Arc::new(baseline::Baseline::open(
+            space.clone(),
+            shared.clone(),
+            config.capacity(),
+        ));
+        if baseline.get() != db.cache_snapshot().capacity {
+            db.set_capacity(baseline.get());
+        }
         let settings = runner::Settings {
             tick: config.tick,
             manual: config.manual_tick,
@@ -164,6 +173,7 @@ impl LivePolicy {
             no_policy: config.no_policy,
             shared,
             keep_versions: config.policy_keep_versions,
+            baseline: baseline.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("mantle-policy-control".into())
@@ -181,6 +191,7 @@ impl LivePolicy {
             })?;
         match ready_rx.await {
             Ok(Ok(())) => Ok(LivePolicy {
+                baseline,
                 sender: Mutex::new(sender),
                 thread: Mutex::new(Some(thread)),
                 exited: Mutex::new(Some(exited_rx)),

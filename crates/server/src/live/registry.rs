@@ -166,6 +166,15 @@ pub trait Shared: Send + Sync {
     fn snapshot(&self) -> Result<(Vec<VersionRef>, Params), StoreError> {
         Ok((self.history()?, self.params()?))
     }
+    /// This node's recorded `CONFIG SET` capacity (`live::baseline`), kept per node.
+    fn node_capacity(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+    fn set_node_capacity(&self, _raw: Vec<u8>) -> Result<(), StoreError> {
+        Err(StoreError(
+            "this registry cannot record the capacity".into(),
+        ))
+    }
     /// Adds an event to the central log without waiting for it to be written.
     fn record(&self, event: &Event);
     /// The central log's last `n` events (this node's recorded ones included), oldest first.

@@ -1,11 +1,14 @@
-//! Where the policy registry keeps its records: the RocksDB column family of the server's own
-//! store (durable, as Malacology keeps policies in the storage system itself), or, in front of
-//! an upstream tier that has no local store, memory (lost at exit; the server says so).
+//! Where the policy registry, the policy log and the warm-up record are kept: the RocksDB
+//! column family of the server's own store (durable, as Malacology keeps policies in the
+//! storage system itself); in front of an upstream tier, the same column family of a small
+//! RocksDB in `--state-dir` that holds no keys; without one, memory (lost at exit; the server
+//! says so).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use store::rocks::{Pair, PolicySpace};
-use store::StoreError;
+use store::rocks::{OpenOptions, Pair, PolicySpace, RocksStore};
+use store::{Fsync, Storage, Store, StoreError};
 
 /// A sorted key-value space with atomic multi-key writes.
 #[derive(Clone)]
@@ -20,6 +23,28 @@ pub type Change = (Vec<u8>, Option<Vec<u8>>);
 impl Space {
     pub fn memory() -> Space {
         Space::Memory(Arc::default())
+    }
+
+    /// The server's space: in its own store, else in `state_dir` (opened here, created if
+    /// missing), else memory.
+    pub fn for_server(
+        store: &Store,
+        state_dir: Option<&Path>,
+        open: OpenOptions,
+    ) -> Result<Space, StoreError> {
+        if let Some(space) = store.policy_space() {
+            return Ok(Space::Rocks(space));
+        }
+        Ok(match state_dir {
+            Some(dir) => {
+                // The store itself is dropped: the space's handle keeps the database open, and
+                // its writes flush the log themselves (no `--fsync` syncer is needed).
+                let state = RocksStore::open(dir, Fsync::No, open)
+                    .map_err(|e| StoreError(format!("--state-dir: {e}")))?;
+                Space::Rocks(state.policy_space())
+            }
+            None => Space::memory(),
+        })
     }
 
     pub fn is_durable(&self) -> bool {

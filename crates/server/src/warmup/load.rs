@@ -8,34 +8,31 @@ use crate::db::Db;
 use crate::db::Room;
 use crate::live::space::Space;
 use std::time::{Duration, Instant};
-use store::Storage;
 use tokio::sync::watch;
 
 /// Keys filled between yields to the scheduler (RocksDB reads are synchronous).
 const YIELD_EVERY: usize = 64;
 
-/// Configures the monitor from `config` and restores what the last run persisted. Returns
-/// where the record lives, or `None` in front of an upstream (no local store: the monitor is
-/// off). A damaged record is reported and ignored: it is advice, never data.
-pub fn open(db: &Db, config: &Config) -> anyhow::Result<Option<Space>> {
+/// Configures the monitor from `config` and restores what the last run persisted in `space`.
+/// Returns `space`, or `None` when it is memory (in front of an upstream without
+/// `--state-dir`: nowhere to keep the record, so the monitor is off). A damaged record is
+/// reported and ignored: it is advice, never data.
+pub fn open(db: &Db, config: &Config, space: Space) -> anyhow::Result<Option<Space>> {
     let monitor = db.monitor();
     monitor.set_track(config.warmup_track);
     if let Some(period) = config.warmup.and_then(|s| s.period) {
         monitor.set_period(period.as_secs().max(1));
     }
-    let space = match db.store().policy_space() {
-        Some(space) => Space::Rocks(space),
-        None => {
-            if config.warmup.is_some() {
-                anyhow::bail!(
-                    "--warmup needs the embedded store (--data-dir): in front of an upstream \
-                     there is nowhere to keep the warm-up record"
-                );
-            }
-            monitor.set_track(0);
-            return Ok(None);
+    if !space.is_durable() {
+        if config.warmup.is_some() {
+            anyhow::bail!(
+                "--warmup in front of an upstream needs --state-dir DIR: the warm-up record is \
+                 kept there (with the policy registry; no keys)"
+            );
         }
-    };
+        monitor.set_track(0);
+        return Ok(None);
+    }
     match persist::load(&space) {
         Ok(units) => monitor.restore(units, |key| db.key_hash(key)),
         Err(e) => store::log_line!("mantle: ignoring the warm-up record: {e}"),

@@ -5,8 +5,14 @@
 
 const POLL_MS = 500;
 const WINDOW = 240; // samples shown: two minutes at the server's 500 ms period
-const CHANGE_EVENTS = new Set(["loaded", "activated", "rolled_back", "param", "capacity"]);
+const CHANGE_EVENTS = new Set(["loaded", "activated", "rolled_back", "param", "switched"]);
+// Capacity events have their own colour and a light stroke: a sizing policy changes the
+// capacity at many ticks, and drawn as version changes they covered the charts in bands.
+const CAPACITY_EVENTS = new Set(["capacity"]);
 const ERROR_EVENTS = new Set(["error", "rejected", "quarantined", "suspended"]);
+// The log panel shows entries at this level and above (`?log=warn` in the URL sets it).
+const LEVELS = { info: 0, warn: 1, error: 2 };
+let minLevel = LEVELS[new URLSearchParams(location.search).get("log")] ?? 0;
 
 const $ = (id) => document.getElementById(id);
 let samples = [];
@@ -88,17 +94,22 @@ function draw(canvas, times, series, opts) {
     const label = time(t1);
     g.fillText(label, left + pw - g.measureText(label).width, h - 4);
   }
+  const drawnKinds = {};
   for (const m of opts.markers || []) {
     if (m.t_ms < t0 || m.t_ms > t1) continue;
-    g.strokeStyle = css(m.kind === "decision" ? "--decision" : m.kind === "error" ? "--error" : "--change");
-    g.setLineDash(m.kind === "decision" ? [2, 3] : []);
-    g.globalAlpha = m.kind === "decision" ? 0.45 : 1;
-    g.lineWidth = m.kind === "decision" ? 1 : 1.5;
+    const style = MARKER_STYLE[m.kind];
+    g.strokeStyle = markerColor(m.kind);
+    g.setLineDash(style.dash);
+    g.globalAlpha = style.alpha;
+    g.lineWidth = style.width;
     g.beginPath();
     g.moveTo(x(m.t_ms), top);
     g.lineTo(x(m.t_ms), top + ph);
     g.stroke();
+    drawnKinds[m.kind] = g.strokeStyle;
   }
+  // What was drawn, kind=colour, for tests (the legend's swatches carry the same colours).
+  canvas.dataset.markers = Object.entries(drawnKinds).map(([k, c]) => k + "=" + c).sort().join(";");
   g.setLineDash([]);
   g.globalAlpha = 1;
   let drawn = 0;
@@ -120,11 +131,25 @@ function draw(canvas, times, series, opts) {
   canvas.dataset.points = String(drawn);
 }
 
+const MARKER_STYLE = {
+  decision: { dash: [2, 3], alpha: 0.45, width: 1 },
+  capacity: { dash: [1, 2], alpha: 0.6, width: 1 },
+  change: { dash: [], alpha: 1, width: 1.5 },
+  error: { dash: [], alpha: 1, width: 1.5 },
+};
+
+// A marker's colour is its legend swatch's, so the legend cannot disagree with the charts.
+function markerColor(kind) {
+  const swatch = document.querySelector(`.markers-key li[data-kind="${kind}"] i`);
+  return swatch ? getComputedStyle(swatch).backgroundColor : css("--" + kind);
+}
+
 function markers() {
   const out = [];
   for (const s of samples) if (s.policy_actions > 0) out.push({ t_ms: s.t_ms, kind: "decision" });
   for (const e of log) {
     if (ERROR_EVENTS.has(e.kind)) out.push({ t_ms: e.at_ms, kind: "error" });
+    else if (CAPACITY_EVENTS.has(e.kind)) out.push({ t_ms: e.at_ms, kind: "capacity" });
     else if (CHANGE_EVENTS.has(e.kind)) out.push({ t_ms: e.at_ms, kind: "change" });
   }
   return out;
@@ -199,9 +224,18 @@ function showPolicy(policy) {
   defs($("policy-status"), pairs);
   defs($("policy-params"), Object.entries(policy.params || {}));
   log = policy.log || [];
-  fill($("policy-log").tBodies[0], log.slice().reverse().map((e) => [[
+  showLog();
+}
+
+// The policy log at the chosen level and above; the table says how many rows it shows.
+function showLog() {
+  const shown = log.filter((e) => (LEVELS[e.level] ?? 0) >= minLevel);
+  const table = $("policy-log");
+  table.dataset.shown = String(shown.length);
+  table.dataset.hidden = String(log.length - shown.length);
+  fill(table.tBodies[0], shown.slice().reverse().map((e) => [[
     [time(e.at_ms)], [e.kind], [e.policy || "–"], [e.message],
-  ], e.level === "error" ? "error" : e.level === "warn" ? "warn" : ""]));
+  ], e.level === "error" ? "error" : e.level === "warn" ? "warn" : "info"]));
 }
 
 function showClasses(classes) {
@@ -305,6 +339,14 @@ $("form-param").addEventListener("submit", (e) => {
 window.addEventListener("resize", drawCharts);
 poll();
 
+{
+  const select = $("log-level");
+  select.value = Object.keys(LEVELS).find((k) => LEVELS[k] === minLevel);
+  select.addEventListener("change", () => {
+    minLevel = LEVELS[select.value];
+    showLog();
+  });
+}
 // The command latency panel: its own endpoint, polled less often than the charts (the
 // figures are cumulative). `data-rows` on the table counts the commands shown.
 const COMMANDS_POLL_MS = 2000;

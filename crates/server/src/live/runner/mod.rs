@@ -61,6 +61,8 @@ pub struct Settings {
     pub shared: Option<Arc<dyn registry::Shared>>,
     /// `--policy-keep-versions`: versions kept per name in the node's own registry.
     pub keep_versions: usize,
+    /// The configured capacity, restored when no policy manages the cache.
+    pub baseline: Arc<super::baseline::Baseline>,
 }
 
 /// The engine thread's body: opens the runner (telling `opened`, for the first thread, how
@@ -164,7 +166,7 @@ impl Runner {
         };
         if !runner.registry.is_durable() {
             stderr_line(
-                "mantle: policies are kept in memory only (no local store in front of an upstream)",
+                "mantle: policies are kept in memory only (in front of an upstream without --state-dir)",
             );
         }
         runner.report_unreadable();
@@ -481,11 +483,39 @@ impl Runner {
             );
         }
         self.relay_logs();
+        if self.activation.stack().is_empty() {
+            self.restore_baseline();
+        }
         self.db.series().set_recording(loaded.reads_series);
         if !loaded.reads_series {
             // No running policy reads the series: give its memory back.
             self.log = AccessLog::with_bounded_ids(self.db.series().limit());
         }
+    }
+
+    /// With no policy managing the cache, gives it back the configured capacity (a policy
+    /// may have left its own).
+    fn restore_baseline(&mut self) {
+        let baseline = self.settings.baseline.get();
+        let before = self.db.cache_snapshot().capacity;
+        if before == baseline {
+            return;
+        }
+        let evicted = self.db.set_capacity(baseline);
+        let show = |c: cache::Capacity| {
+            format!(
+                "max-keys {} maxmemory {}",
+                c.objects.unwrap_or(0),
+                c.bytes.unwrap_or(0)
+            )
+        };
+        let message = format!(
+            "no policy manages the cache: restored the configured capacity ({}; was {}), \
+             evicted {evicted}",
+            show(baseline),
+            show(before)
+        );
+        self.note(Level::Info, LogKind::Capacity, "", &message);
     }
 
     fn relay_logs(&mut self) {
