@@ -219,7 +219,7 @@ fn curves_section(doc: &mut Document, curves: &crate::Curves) -> Result<(), Repo
     doc.heading("Miss-ratio curves");
     let method = if curves.sample_rate < 1.0 {
         format!(
-            "sampled at rate {} (SHARDS for LRU in objects, miniature caches otherwise)",
+            "sampled at rate {:.4} (SHARDS for LRU in objects, miniature caches otherwise)",
             curves.sample_rate
         )
     } else {
