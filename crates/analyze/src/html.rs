@@ -134,6 +134,10 @@ pub fn render(analysis: &Analysis, source: &str) -> Result<String, ReportError> 
         ],
     )?);
 
+    if let Some(curves) = &a.curves {
+        curves_section(&mut doc, curves)?;
+    }
+
     doc.heading("Fans");
     doc.paragraph(&format!(
         "{} fans ({} before merging fans under {} accesses; method: {}{}). Keys per fan: mean {:.0}, median {}, max {}; mean duration {:.0} s.",
@@ -279,4 +283,66 @@ fn sizing(doc: &mut Document, a: &Analysis) {
             a.regimes.switch_regime.map_or(0, |r| r + 1)
         ));
     }
+}
+
+/// `--mrc`: one line per algorithm on a log size axis (where sizing decisions are read: a
+/// cache of 0.1% and one of 100% of the working set on one chart), and the points as a table.
+fn curves_section(doc: &mut Document, curves: &crate::Curves) -> Result<(), ReportError> {
+    doc.heading("Miss-ratio curves");
+    let method = if curves.sample_rate < 1.0 {
+        format!(
+            "sampled at rate {:.4} (SHARDS for LRU in objects, miniature caches otherwise)",
+            curves.sample_rate
+        )
+    } else {
+        "exact (one simulated cache per size)".to_string()
+    };
+    doc.paragraph(&format!(
+        "{} curves in {}, {method}, computed in {:.2} s.",
+        curves.curves.len(),
+        curves.unit,
+        curves.wall_seconds
+    ));
+    let series: Vec<Series> = curves
+        .curves
+        .iter()
+        .map(|c| {
+            Series::new(
+                c.algorithm.clone(),
+                c.points
+                    .iter()
+                    .map(|p| (p.cache_size as f64, p.miss_ratio))
+                    .collect(),
+            )
+        })
+        .collect();
+    doc.svg(&line_chart(
+        &Chart::new(
+            "Miss ratio vs cache size",
+            &format!("cache size ({}, log scale)", curves.unit),
+            "miss ratio",
+        )
+        .log_x(),
+        &series,
+    )?);
+    let mut header = vec![format!("cache size ({})", curves.unit)];
+    header.extend(curves.curves.iter().map(|c| c.algorithm.clone()));
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let sizes = curves.curves.first().map_or(&[][..], |c| &c.points[..]);
+    let rows: Vec<Vec<String>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut row = vec![p.cache_size.to_string()];
+            row.extend(
+                curves
+                    .curves
+                    .iter()
+                    .map(|c| format!("{:.4}", c.points[i].miss_ratio)),
+            );
+            row
+        })
+        .collect();
+    doc.table(&header, &rows);
+    Ok(())
 }

@@ -11,6 +11,7 @@
 //! per-key last-access times grow with the distinct keys (about 40 bytes per key); the sliding
 //! window holds one heap entry per key active in one window.
 
+pub mod curves;
 pub mod dense;
 pub mod fans;
 pub mod html;
@@ -26,6 +27,7 @@ pub mod window;
 use serde::Serialize;
 use trace::{Op, Request};
 
+pub use curves::{Curve, CurveOptions, Curves};
 pub use fans::{FanOut, FanReport};
 pub use mrc::{MrcPoint, MrcResult};
 pub use popularity::Popularity;
@@ -89,6 +91,9 @@ pub struct Analysis {
     pub peak_sliding_window_keys: u64,
     pub popularity: Popularity,
     pub mrc: MrcResult,
+    /// `--mrc ALG,...`: the curves of those algorithms (absent without the flag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curves: Option<Curves>,
     pub fans: FanReport,
     /// Reuse ages, returns to older basins and new keys per second (what dscache2 sizes from).
     pub reuse: ReuseReport,
@@ -251,6 +256,7 @@ impl Analyzer {
             peak_sliding_window_keys: self.peak_window_keys,
             popularity: popularity::popularity(&self.reads_per_key),
             mrc: self.mrc.result(),
+            curves: None,
             fans,
             reuse,
             regimes: regimes::detect(&series, self.options.regimes),

@@ -21,6 +21,21 @@ const EXACT_BINS: usize = 1024;
 const BINS_PER_DOUBLING: f64 = 16.0;
 const HASH_SPACE: u64 = 1 << 24;
 
+/// Where `key` falls in the sampling hash space; a key is in a sample of threshold `t` iff
+/// this is below `t`. SHARDS here and the miniature caches of [`crate::curves`] share it, so
+/// at one rate they see the same keys.
+#[inline]
+pub(crate) fn key_hash(key: u64) -> u64 {
+    xxh3_64(&key.to_le_bytes()) % HASH_SPACE
+}
+
+/// The threshold of sampling rate `rate` (at least one hash value, at most all), and the rate
+/// it really samples at.
+pub(crate) fn threshold_of(rate: f64) -> (u64, f64) {
+    let t = ((rate * HASH_SPACE as f64).round() as u64).clamp(1, HASH_SPACE);
+    (t, t as f64 / HASH_SPACE as f64)
+}
+
 /// Fenwick (binary indexed) tree of slot marks.
 struct Fenwick {
     tree: Vec<i32>,
@@ -85,6 +100,9 @@ pub struct MissRatioCurve {
     lookups: f64,
     /// Largest stack distance of a lookup (scaled when sampled).
     max_distance: Option<f64>,
+    /// Fixed-rate SHARDS only: lookups by unscaled distance in the sample, so the curve can
+    /// be read at any size exactly (see [`MissRatioCurve::miss_ratio_at`]).
+    sampled_distances: Option<Vec<u64>>,
 }
 
 /// One point of the curve.
@@ -147,7 +165,33 @@ impl MissRatioCurve {
             cold: 0.0,
             lookups: 0.0,
             max_distance: None,
+            sampled_distances: None,
         }
+    }
+
+    /// Fixed-rate SHARDS: keys whose hash falls under `rate` of the hash space are tracked,
+    /// however many there are (memory grows with the sampled keys).
+    pub fn fixed_rate(rate: f64) -> Self {
+        let mut mrc = MissRatioCurve::new(usize::MAX);
+        mrc.threshold = threshold_of(rate).0;
+        mrc.sampled_distances = Some(Vec::new());
+        mrc
+    }
+
+    /// The rate keys are sampled at (1.0 when every key is tracked).
+    pub fn sample_rate(&self) -> f64 {
+        self.rate()
+    }
+
+    /// A fixed-rate curve's misses and lookups (of the sample) for an LRU cache of `size`
+    /// objects: an access hits iff its distance in the sample is below `size × rate` (rounded
+    /// up), which is exactly the hit condition of an LRU cache of that many objects fed the
+    /// sampled keys only. `None` for a curve not made by [`MissRatioCurve::fixed_rate`].
+    pub fn sampled_misses_at(&self, size: u64) -> Option<(f64, f64)> {
+        let distances = self.sampled_distances.as_ref()?;
+        let below = ((size as f64 * self.rate()).ceil() as usize).max(1);
+        let hits: u64 = distances.iter().take(below).sum();
+        Some((self.lookups - hits as f64, self.lookups))
     }
 
     fn rate(&self) -> f64 {
@@ -155,7 +199,7 @@ impl MissRatioCurve {
     }
 
     fn sampled(&self, key: u64) -> bool {
-        self.threshold == HASH_SPACE || xxh3_64(&key.to_le_bytes()) % HASH_SPACE < self.threshold
+        self.threshold == HASH_SPACE || key_hash(key) < self.threshold
     }
 
     /// A lookup (get or access): counted, and the key becomes most recent.
@@ -166,6 +210,13 @@ impl MissRatioCurve {
         self.lookups += 1.0;
         match self.touch(key) {
             Some(distance) => {
+                if let Some(raw) = &mut self.sampled_distances {
+                    let d = distance as usize;
+                    if d >= raw.len() {
+                        raw.resize(d + 1, 0);
+                    }
+                    raw[d] += 1;
+                }
                 let scaled = distance as f64 / self.rate();
                 self.max_distance = Some(self.max_distance.map_or(scaled, |m| m.max(scaled)));
                 let bin = bin_of(scaled);
@@ -237,7 +288,7 @@ impl MissRatioCurve {
             let dropped: Vec<(u64, u32)> = self
                 .slot_of
                 .iter()
-                .filter(|(&k, _)| xxh3_64(&k.to_le_bytes()) % HASH_SPACE >= threshold)
+                .filter(|(&k, _)| key_hash(k) >= threshold)
                 .map(|(&k, &s)| (k, s))
                 .collect();
             for (key, slot) in dropped {

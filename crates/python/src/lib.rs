@@ -16,6 +16,7 @@ mod analysis;
 mod cache_obj;
 mod gen;
 mod input;
+mod mrc;
 mod plugin_admission;
 mod plugin_cache;
 mod plugin_hook;
@@ -123,6 +124,7 @@ fn _mantle(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::replay_json, m)?)?;
     m.add_function(wrap_pyfunction!(run::compare_json, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_json, m)?)?;
+    m.add_function(wrap_pyfunction!(mrc::mrc_json, m)?)?;
     m.add_function(wrap_pyfunction!(policy_check::check_policy, m)?)?;
     m.add_function(wrap_pyfunction!(gen::gen_parsplice, m)?)?;
     Ok(())

@@ -49,6 +49,7 @@ pub struct Setup {
     label: Option<String>,
     cache_size: CacheSize,
     cache_size_text: String,
+    max_cache_size: Option<CacheSize>,
     algorithm: Algorithm,
     backend: BackendSpec,
     tick: Option<Tick>,
@@ -127,7 +128,7 @@ impl Setup {
         cache_size, *, eviction="lru", policy=None, params=None, tick=None, classes=None,
         restart_at=None, warmup=None, backend="lsm", label=None, policy_instructions=None,
         policy_memory=None, timeseries=1_000_000, region=None, warmup_window=None,
-        monitor_limit=1 << 20, warmup_seed=1,
+        monitor_limit=1 << 20, warmup_seed=1, max_cache_size=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -148,8 +149,16 @@ impl Setup {
         warmup_window: Option<u64>,
         monitor_limit: usize,
         warmup_seed: u64,
+        max_cache_size: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Setup> {
         let (cache_size, cache_size_text) = parse_cache_size(cache_size)?;
+        let max_cache_size = max_cache_size
+            .map(|m| {
+                text_of(m, "max_cache_size")?
+                    .parse::<CacheSize>()
+                    .map_err(|e| error(format!("max_cache_size: {e}")))
+            })
+            .transpose()?;
         let algorithm = parse_algorithm(eviction)?;
         let backend = backend
             .parse::<BackendSpec>()
@@ -209,6 +218,7 @@ impl Setup {
             label,
             cache_size,
             cache_size_text,
+            max_cache_size,
             algorithm,
             backend,
             tick,
@@ -287,6 +297,16 @@ fn run_setup(
     let open = || input.open();
     let (capacity, working_set) =
         sim::resolve_capacity(setup.cache_size, open, &input.path).map_err(lib)?;
+    let max_capacity = match setup.max_cache_size {
+        Some(max) => {
+            sim::resolve_capacity(max, open, &input.path)
+                .map_err(|e| {
+                    Stop::Input(format!("{e:#}").replace("--cache-size", "max_cache_size"))
+                })?
+                .0
+        }
+        None => Capacity::default(),
+    };
     let warmup = WarmupConfig::for_trace(
         &setup.warmup_flags(),
         &input.path,
@@ -318,6 +338,7 @@ fn run_setup(
         timeseries_limit: setup.timeseries,
         classes: setup.classes.clone(),
         warmup,
+        max_capacity,
     };
     let mut signals = match cancelled {
         Some(flag) => Signals::watching(flag),
@@ -353,7 +374,7 @@ fn run_setup(
         format: input.format_name(),
         algorithm: format!("{:?}", setup.algorithm).to_lowercase(),
         cache_size: setup.cache_size.to_string(),
-        capacity,
+        capacity: sim::ceiling::clamp(capacity, max_capacity).0,
         working_set,
     };
     Ok(Outcome {

@@ -42,11 +42,14 @@ pub fn memory_vs_performance_chart(runs: &[PolicyRun]) -> Result<Vec<String>, Re
         .iter()
         .map(|r| Series::new(r.name.clone(), vec![(r.mean_cache_objects, r.miss_ratio)]))
         .collect();
+    // Sizes of a sweep span orders of magnitude (0.1% to 100% of the working set): on a
+    // linear axis every point but the largest would sit on the y axis.
     let mut trade_off = Chart::new(
         "Memory vs performance (lower left is better)",
-        "mean cache size (objects, request-weighted)",
+        "mean cache size (objects, request-weighted, log scale)",
         "miss ratio",
-    );
+    )
+    .log_x();
     trade_off.height = 420;
     let mut svg = scatter_chart(&trade_off, &points)?;
     // Scatter dots are tiny; enlarge policy points so each stands out.

@@ -1,65 +1,185 @@
 //! `mantle compare`: one trace replayed under several cache-management setups (no
-//! management, fixed-size caches, Lua policies) in parallel across cores, and the comparison
-//! table, JSON and charts of the results.
+//! management, fixed-size caches of any algorithm, Lua policies, each optionally under a
+//! ceiling) in parallel across cores, and the comparison table, JSON and charts of the results.
 
 use crate::policy_driver::PolicyController;
-use crate::{ReplayConfig, ReplayError, ReplayReport};
+use crate::{ReplayConfig, ReplayError, ReplayReport, WorkingSet};
 use anyhow::{anyhow, bail, Context, Result};
 use cache::{Algorithm, Capacity};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use units::CacheSize;
 
 /// One setup to replay.
 pub struct Setup {
     pub label: String,
+    pub algorithm: Algorithm,
     pub capacity: Capacity,
+    /// The ceiling a policy cannot lift (`:max=` or `--max-cache-size`); unlimited = none.
+    pub max_capacity: Capacity,
     pub policy: Option<(PathBuf, policy::Params)>,
 }
 
-/// The setups `--no-baseline`, `--fixed N` and `--policy FILE.lua[:k=v,...]` ask for, in that
-/// order.
+/// What the command line asks to compare, before percentages are resolved.
+pub struct Plan<'a> {
+    /// The unmanaged, unlimited cache first (not `--no-baseline`).
+    pub baseline: bool,
+    /// `--fixed SIZE`: the `eviction` algorithm at each size, without a policy.
+    pub fixed: &'a [CacheSize],
+    /// `--setup ALG:SIZE[:max=SIZE][:policy=FILE.lua[:K=V,...]]`.
+    pub setups: &'a [String],
+    /// `--policy FILE.lua[:K=V,...]`: the policy on an unlimited `eviction` cache.
+    pub policies: &'a [String],
+    pub eviction: Algorithm,
+    /// `--max-cache-size`: the ceiling of every setup but the baseline.
+    pub max_cache_size: Option<CacheSize>,
+}
+
+/// One `--setup`, parsed.
+struct SetupSpec {
+    algorithm: Algorithm,
+    size: CacheSize,
+    max: Option<CacheSize>,
+    policy: Option<(PathBuf, policy::Params)>,
+}
+
+/// `ALG:SIZE[:max=SIZE][:policy=FILE.lua[:K=V,...]]`; the error names the bad part.
+fn parse_setup(spec: &str) -> Result<SetupSpec, String> {
+    let (algorithm, rest) = spec
+        .split_once(':')
+        .ok_or("expected ALG:SIZE[:max=SIZE][:policy=FILE.lua[:K=V,...]], e.g. arc:10%")?;
+    let algorithm = algorithm.parse::<Algorithm>()?;
+    let (size, mut rest) = match rest.split_once(':') {
+        Some((size, rest)) => (size, Some(rest)),
+        None => (rest, None),
+    };
+    let size = size.parse::<CacheSize>()?;
+    let mut max = None;
+    if let Some(r) = rest.and_then(|r| r.strip_prefix("max=")) {
+        let (text, after) = match r.split_once(':') {
+            Some((text, after)) => (text, Some(after)),
+            None => (r, None),
+        };
+        max = Some(
+            text.parse::<CacheSize>()
+                .map_err(|e| format!("max={text}: {e}"))?,
+        );
+        rest = after;
+    }
+    let policy = match rest {
+        None => None,
+        Some(r) => match r.strip_prefix("policy=") {
+            Some(p) if !p.is_empty() => {
+                Some(parse_policy_spec(p).map_err(|e| format!("policy={p}: {e}"))?)
+            }
+            _ => {
+                return Err(format!(
+                    "unexpected '{r}' after the size: expected max=SIZE or policy=FILE.lua"
+                ))
+            }
+        },
+    };
+    Ok(SetupSpec {
+        algorithm,
+        size,
+        max,
+        policy,
+    })
+}
+
+/// A policy's label: the file name with its parameters.
+fn policy_label(path: &Path, params: &policy::Params) -> String {
+    let stem = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    if params.is_empty() {
+        stem
+    } else {
+        let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{stem} {}", kv.join(","))
+    }
+}
+
+/// The setups `plan` asks for: the baseline, `--fixed`, `--setup` and `--policy`, in that
+/// order. Every spec is parsed before `working_set` is asked for (once, and only when a
+/// percentage needs it), so a typo fails before a pass over the trace.
 pub fn plan(
-    baseline: bool,
-    fixed: &[u64],
-    policies: &[String],
-    eviction: Algorithm,
+    plan: &Plan<'_>,
+    working_set: impl FnOnce() -> Result<WorkingSet>,
 ) -> Result<Vec<Setup>> {
+    let mut specs = Vec::new();
+    for &size in plan.fixed {
+        if size == CacheSize::Unlimited {
+            bail!(
+                "--fixed unlimited: a fixed cache needs a size (the baseline is the unlimited one)"
+            );
+        }
+        specs.push((
+            format!("{} {size}", plan.eviction),
+            SetupSpec {
+                algorithm: plan.eviction,
+                size,
+                max: None,
+                policy: None,
+            },
+        ));
+    }
+    for text in plan.setups {
+        let spec = parse_setup(text).map_err(|e| anyhow!("--setup {text}: {e}"))?;
+        let mut label = format!("{} {}", spec.algorithm, spec.size);
+        if let Some(max) = spec.max {
+            label.push_str(&format!(" max {max}"));
+        }
+        if let Some((path, params)) = &spec.policy {
+            label.push_str(&format!(" {}", policy_label(path, params)));
+        }
+        specs.push((label, spec));
+    }
+    for text in plan.policies {
+        let (path, params) =
+            parse_policy_spec(text).map_err(|e| anyhow!("--policy {text}: {e}"))?;
+        specs.push((
+            policy_label(&path, &params),
+            SetupSpec {
+                algorithm: plan.eviction,
+                size: CacheSize::Unlimited,
+                max: None,
+                policy: Some((path, params)),
+            },
+        ));
+    }
+    let needs_ws = specs
+        .iter()
+        .flat_map(|(_, s)| [Some(s.size), s.max])
+        .chain([plan.max_cache_size])
+        .any(|s| matches!(s, Some(CacheSize::Percent(_))));
+    let ws = if needs_ws {
+        working_set()?
+    } else {
+        WorkingSet::default()
+    };
+    let global_max = plan
+        .max_cache_size
+        .map_or(Capacity::default(), |m| ws.capacity_of(m));
     let mut runs = Vec::new();
-    if baseline {
+    if plan.baseline {
         runs.push(Setup {
             label: "no management".to_string(),
+            algorithm: plan.eviction,
             capacity: Capacity::default(),
+            max_capacity: Capacity::default(),
             policy: None,
         });
     }
-    for &n in fixed {
-        if n == 0 {
-            bail!("--fixed must be > 0");
-        }
-        runs.push(Setup {
-            label: format!("{eviction} {n}"),
-            capacity: Capacity::objects(n),
-            policy: None,
-        });
-    }
-    for spec in policies {
-        let (path, params) =
-            parse_policy_spec(spec).map_err(|e| anyhow!("--policy {spec}: {e}"))?;
-        let stem = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| spec.clone());
-        let label = if params.is_empty() {
-            stem
-        } else {
-            let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{stem} {}", kv.join(","))
-        };
+    for (label, spec) in specs {
         runs.push(Setup {
             label,
-            capacity: Capacity::default(),
-            policy: Some((path, params)),
+            algorithm: spec.algorithm,
+            capacity: ws.capacity_of(spec.size),
+            max_capacity: spec.max.map_or(global_max, |m| ws.capacity_of(m)),
+            policy: spec.policy,
         });
     }
     Ok(runs)
@@ -139,7 +259,9 @@ fn replay_one(
     open: &dyn Fn() -> Result<Box<dyn trace::TraceReader>, trace::TraceError>,
 ) -> Result<ReplayReport> {
     let config = ReplayConfig {
+        algorithm: setup.algorithm,
         capacity: setup.capacity,
+        max_capacity: setup.max_capacity,
         ..config.clone()
     };
     let mut controller = match &setup.policy {
@@ -204,5 +326,123 @@ pub fn print_table(reports: &[(String, ReplayReport)]) {
                 .overload_seconds
                 .map_or("-".to_string(), |v| v.to_string()),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> Result<WorkingSet> {
+        Ok(WorkingSet {
+            objects: 1000,
+            bytes: 64_000,
+            has_sizes: false,
+        })
+    }
+
+    fn planned(setups: &[&str], fixed: &[CacheSize]) -> Result<Vec<Setup>> {
+        let setups: Vec<String> = setups.iter().map(|s| s.to_string()).collect();
+        plan(
+            &Plan {
+                baseline: false,
+                fixed,
+                setups: &setups,
+                policies: &[],
+                eviction: Algorithm::Lru,
+                max_cache_size: None,
+            },
+            ws,
+        )
+    }
+
+    #[test]
+    fn setups_take_any_algorithm_and_any_size_form() {
+        let runs = planned(
+            &[
+                "s3fifo:10%",
+                "fifo:64KiB",
+                "clock:500:max=20%",
+                "sieve:50:policy=p.lua:n=3",
+            ],
+            &[CacheSize::Percent(5.0)],
+        )
+        .unwrap();
+        let got: Vec<(&str, Algorithm, Capacity, Capacity)> = runs
+            .iter()
+            .map(|r| (r.label.as_str(), r.algorithm, r.capacity, r.max_capacity))
+            .collect();
+        let none = Capacity::default();
+        assert_eq!(
+            got,
+            [
+                ("lru 5%", Algorithm::Lru, Capacity::objects(50), none),
+                (
+                    "s3fifo 10%",
+                    Algorithm::S3Fifo,
+                    Capacity::objects(100),
+                    none
+                ),
+                (
+                    "fifo 65536B",
+                    Algorithm::Fifo,
+                    Capacity::bytes(65_536),
+                    none
+                ),
+                (
+                    "clock 500 max 20%",
+                    Algorithm::Clock,
+                    Capacity::objects(500),
+                    Capacity::objects(200)
+                ),
+                (
+                    "sieve 50 p.lua n=3",
+                    Algorithm::Sieve,
+                    Capacity::objects(50),
+                    none
+                ),
+            ]
+        );
+        assert_eq!(runs[4].policy.as_ref().unwrap().0, PathBuf::from("p.lua"));
+    }
+
+    #[test]
+    fn errors_name_the_flag_and_the_bad_part() {
+        for (spec, part) in [
+            ("arc", "expected ALG:SIZE"),
+            ("nosuch:10%", "'nosuch'"),
+            ("lru:10x", "'10x'"),
+            ("lru:10:max=abc", "max=abc"),
+            ("lru:10:polcy=p.lua", "'polcy=p.lua'"),
+            ("lru:10:policy=", "'policy='"),
+        ] {
+            let err = planned(&[spec], &[]).err().expect(spec).to_string();
+            assert!(err.starts_with(&format!("--setup {spec}: ")), "{err}");
+            assert!(err.contains(part), "{spec}: {err}");
+        }
+        let err = planned(&[], &[CacheSize::Unlimited])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.starts_with("--fixed unlimited"), "{err}");
+    }
+
+    #[test]
+    fn the_working_set_is_read_only_for_a_percentage() {
+        let setups = vec!["lru:100".to_string()];
+        let p = Plan {
+            baseline: true,
+            fixed: &[CacheSize::Objects(10)],
+            setups: &setups,
+            policies: &[],
+            eviction: Algorithm::Fifo,
+            max_cache_size: Some(CacheSize::Bytes(4096)),
+        };
+        let runs = plan(&p, || panic!("no percentage, no pass over the trace")).unwrap();
+        assert_eq!(runs.len(), 3);
+        // The baseline stays unlimited; the others are under the ceiling.
+        assert_eq!(runs[0].max_capacity, Capacity::default());
+        assert_eq!(runs[1].max_capacity, Capacity::bytes(4096));
+        assert_eq!(runs[1].algorithm, Algorithm::Fifo);
     }
 }

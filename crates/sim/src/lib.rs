@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod cache_metrics;
+pub mod ceiling;
 pub mod compare;
 pub mod metrics_csv;
 pub mod nodes;

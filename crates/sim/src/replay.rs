@@ -82,6 +82,9 @@ pub struct ReplayConfig {
     pub classes: Option<ClassSet>,
     /// Restart (and optionally warm up) the cache part-way (`--restart-at`, `--warmup`).
     pub warmup: Option<WarmupConfig>,
+    /// `--max-cache-size`: the most the cache may hold whatever `capacity` or a policy asks
+    /// (each limit cut to it, see [`crate::ceiling`]); unlimited = no ceiling.
+    pub max_capacity: Capacity,
 }
 
 impl Default for ReplayConfig {
@@ -95,6 +98,7 @@ impl Default for ReplayConfig {
             timeseries_limit: 1_000_000,
             classes: None,
             warmup: None,
+            max_capacity: Capacity::default(),
         }
     }
 }
@@ -165,6 +169,9 @@ pub struct ReplayReport {
     pub classes: Option<Vec<ClassReport>>,
     /// Restart and warm-up figures with `--restart-at` (null without).
     pub warmup: Option<WarmupReport>,
+    /// With `--max-cache-size`: how many policy capacity requests were cut to it (null
+    /// without a ceiling).
+    pub capacity_clamps: Option<u64>,
     #[serde(skip)]
     pub ticks: Vec<TickRow>,
 }
@@ -236,6 +243,8 @@ struct Loop<'c, L: ClassLayer> {
     last_time: f64,
     policy_actions: u64,
     policy_errors: u64,
+    max_capacity: Capacity,
+    capacity_clamps: u64,
 }
 
 /// Requests the loop takes from its source at a time.
@@ -271,7 +280,8 @@ pub fn replay_batches<E>(
     fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     // The one run-time choice of layer; each runs a loop compiled for it.
-    match AnyCache::new(config.algorithm, config.capacity, config.classes.clone()) {
+    let (capacity, _) = crate::ceiling::clamp(config.capacity, config.max_capacity);
+    match AnyCache::new(config.algorithm, capacity, config.classes.clone()) {
         AnyCache::Plain(cache) => run(config, controller, fill, cache),
         AnyCache::Classed(cache) => run(config, controller, fill, cache),
     }
@@ -316,6 +326,8 @@ fn run<E, L: ClassLayer>(
         last_time: 0.0,
         policy_actions: 0,
         policy_errors: 0,
+        max_capacity: config.max_capacity,
+        capacity_clamps: 0,
     };
     let mut schedule = TickSchedule::new(config.tick);
     // Nothing looks at the run between requests (no policy, no metrics rows, no warm-up):
@@ -546,12 +558,17 @@ impl<L: ClassLayer> Loop<'_, L> {
                         self.policy_actions += 1;
                         let mut cap = self.cache.capacity();
                         cap.objects = Some(n);
+                        let (cap, clamped) = crate::ceiling::clamp(cap, self.max_capacity);
+                        self.capacity_clamps += u64::from(clamped);
                         self.cache.set_capacity(cap);
                         if let Some(w) = &mut self.warmup {
                             w.set_capacity(cap);
                         }
                         if self.record_ticks {
-                            actions_text = format!("capacity:{n}");
+                            actions_text = match (clamped, cap.objects) {
+                                (true, Some(max)) => format!("capacity:{n} clamped:{max}"),
+                                _ => format!("capacity:{n}"),
+                            };
                         }
                     }
                 }
@@ -638,6 +655,8 @@ impl<L: ClassLayer> Loop<'_, L> {
             },
             classes: class_reports(&self.cache),
             warmup: self.warmup.take().map(WarmupRun::finish),
+            capacity_clamps: (self.max_capacity != Capacity::default())
+                .then_some(self.capacity_clamps),
             ticks: std::mem::take(&mut self.ticks),
         }
     }

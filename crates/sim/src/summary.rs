@@ -114,6 +114,9 @@ pub fn print_summary(r: &ReplayReport, input: &ReplayInput) {
             p.name, p.ticks, p.actions, p.errors
         );
     }
+    if let Some(clamps) = r.capacity_clamps {
+        println!("ceiling      {clamps} policy capacity requests cut to --max-cache-size");
+    }
     println!(
         "speed        {:.2} M requests/s ({:.2} s)",
         r.requests_per_second / 1e6,

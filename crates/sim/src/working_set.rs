@@ -54,15 +54,31 @@ pub fn resolve_capacity(
                     trace.display()
                 );
             }
-            let of = |total: u64| ((total as f64 * percent / 100.0) as u64).max(1);
-            let capacity = if ws.has_sizes {
-                Capacity::bytes(of(ws.bytes))
-            } else {
-                Capacity::objects(of(ws.objects))
-            };
-            (capacity, Some(ws))
+            (ws.capacity_of(size), Some(ws))
         }
     })
+}
+
+impl WorkingSet {
+    /// The capacity `size` asks for on a trace with this working set: a percentage is of the
+    /// bytes when the trace carries object sizes, else of the objects (at least 1).
+    pub fn capacity_of(&self, size: units::CacheSize) -> cache::Capacity {
+        use cache::Capacity;
+        use units::CacheSize;
+        match size {
+            CacheSize::Objects(n) => Capacity::objects(n),
+            CacheSize::Bytes(n) => Capacity::bytes(n),
+            CacheSize::Unlimited => Capacity::default(),
+            CacheSize::Percent(percent) => {
+                let of = |total: u64| ((total as f64 * percent / 100.0) as u64).max(1);
+                if self.has_sizes {
+                    Capacity::bytes(of(self.bytes))
+                } else {
+                    Capacity::objects(of(self.objects))
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,14 @@
-//! `mantle analyze`: key-space activity, fans, regimes and the LRU miss-ratio curve of a
-//! trace, as a summary, JSON or an HTML report.
+//! `mantle analyze`: key-space activity, fans, regimes and miss-ratio curves (LRU always,
+//! any algorithm with --mrc) of a trace, as a summary, JSON or an HTML report.
 
 use std::path::PathBuf;
 
 use super::trace_args::TraceArgs;
+use analyze::curves::{self, CurveOptions, Method, Unit};
 use analyze::{Analysis, AnalyzeOptions, Analyzer};
 use anyhow::{Context, Result};
+use cache::Algorithm;
+use units::CacheSize;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -20,6 +23,40 @@ pub struct Args {
     /// Keys the miss-ratio curve tracks exactly; beyond, it samples keys (SHARDS).
     #[arg(long, default_value_t = 1 << 22, value_name = "N")]
     pub mrc_max_keys: usize,
+    /// Miss-ratio curves of these eviction algorithms (comma-separated, or all), by
+    /// simulation: exact, or sampled with --mrc-method sampled.
+    #[arg(long, value_name = "ALG[,ALG...]|all", value_parser = parse_algorithms)]
+    pub mrc: Option<Algorithms>,
+    /// Sizes of the --mrc curves, comma-separated: objects (1000) or bytes (64MiB) as
+    /// --mrc-unit says, or percentages of the working set (10%). Default: --mrc-points sizes.
+    #[arg(
+        long,
+        value_name = "SIZE[,SIZE...]",
+        value_delimiter = ',',
+        requires = "mrc"
+    )]
+    pub mrc_sizes: Vec<CacheSize>,
+    /// Without --mrc-sizes: this many sizes, log-spaced from 0.1% to 100% of the working set.
+    #[arg(long, value_name = "N", default_value_t = curves::DEFAULT_POINTS, requires = "mrc")]
+    pub mrc_points: usize,
+    /// What the --mrc sizes count.
+    #[arg(
+        long,
+        value_name = "objects|bytes",
+        default_value = "objects",
+        requires = "mrc"
+    )]
+    pub mrc_unit: Unit,
+    /// exact: a full cache per size; sampled: keys sampled at --mrc-sample-rate (SHARDS for
+    /// LRU in objects, miniature caches otherwise).
+    #[arg(long, value_name = "exact|sampled", default_value = "exact", value_parser = ["exact", "sampled"], requires = "mrc")]
+    pub mrc_method: String,
+    /// Share of the keys a sampled curve serves, in (0, 1].
+    #[arg(long, value_name = "R", default_value_t = curves::DEFAULT_SAMPLE_RATE, requires = "mrc")]
+    pub mrc_sample_rate: f64,
+    /// Threads for the --mrc caches (default: the number of cores); each reads the trace.
+    #[arg(long, value_name = "N", requires = "mrc")]
+    pub jobs: Option<usize>,
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
@@ -34,12 +71,28 @@ pub fn parse_seconds(text: &str) -> Result<f64, String> {
     units::parse_duration(text).map(|d| d.as_secs_f64())
 }
 
+/// The algorithms of `--mrc` (one value, so clap does not take it for a repeated flag).
+#[derive(Clone, Debug)]
+pub struct Algorithms(pub Vec<Algorithm>);
+
+/// `lru,s3fifo` or `all`.
+fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
+    if text == "all" {
+        return Ok(Algorithms(Algorithm::ALL.to_vec()));
+    }
+    text.split(',')
+        .map(|name| name.trim().parse::<Algorithm>())
+        .collect::<Result<_, _>>()
+        .map(Algorithms)
+}
+
 pub fn run(args: Args) -> Result<()> {
-    let mut reader = trace::open(
+    let (path, format, options) = (
         &args.input.trace,
         args.input.format()?,
-        &args.input.options()?,
-    )?;
+        args.input.options()?,
+    );
+    let mut reader = trace::open(path, format, &options)?;
     let mut analyzer = Analyzer::new(AnalyzeOptions {
         window_s: args.window,
         regimes: args.regimes,
@@ -49,7 +102,34 @@ pub fn run(args: Args) -> Result<()> {
     while let Some(request) = reader.next_request()? {
         analyzer.feed(&request);
     }
-    let analysis = analyzer.finish();
+    let mut analysis = analyzer.finish();
+    if let Some(Algorithms(algorithms)) = &args.mrc {
+        let curve_options = CurveOptions {
+            algorithms: algorithms.clone(),
+            sizes: args.mrc_sizes.clone(),
+            points: args.mrc_points,
+            unit: args.mrc_unit,
+            method: match args.mrc_method.as_str() {
+                "sampled" => Method::Sampled(args.mrc_sample_rate),
+                _ => Method::Exact,
+            },
+            jobs: args
+                .jobs
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        };
+        let open = || trace::open(path, format, &options);
+        let computed = curves::miss_ratio_curves(&open, &curve_options).map_err(|e| {
+            anyhow::anyhow!(
+                "{}",
+                e.replacen("sizes:", "--mrc-sizes:", 1).replacen(
+                    "sample rate:",
+                    "--mrc-sample-rate:",
+                    1
+                )
+            )
+        })?;
+        analysis.curves = Some(computed);
+    }
     if let Some(path) = &args.report {
         let html = analyze::html::render(&analysis, &args.input.trace.display().to_string())?;
         std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
@@ -114,6 +194,26 @@ fn print_summary(a: &Analysis) {
             s.cache_size,
             100.0 * s.miss_ratio
         );
+    }
+    if let Some(c) = &a.curves {
+        for curve in &c.curves {
+            let points: Vec<String> = curve
+                .points
+                .iter()
+                .map(|p| format!("{}:{:.4}", p.cache_size, p.miss_ratio))
+                .collect();
+            let how = if c.sample_rate < 1.0 {
+                format!("{} at rate {:.4}", curve.method, c.sample_rate)
+            } else {
+                curve.method.clone()
+            };
+            println!(
+                "MRC {} ({how}, {})  {}",
+                curve.algorithm,
+                c.unit,
+                points.join(" ")
+            );
+        }
     }
     println!(
         "fans              {} (raw {}), keys mean {:.0} median {} max {}, mean {:.0} s",

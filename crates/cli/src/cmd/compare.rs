@@ -1,5 +1,6 @@
 //! `mantle compare`: replays one trace under several cache-management setups (no management,
-//! fixed LRU sizes, Lua policies) in parallel across cores and writes one comparison report.
+//! fixed sizes of any algorithm, Lua policies) in parallel across cores and writes one
+//! comparison report.
 
 use super::ticks;
 use super::trace_args::TraceArgs;
@@ -8,7 +9,7 @@ use cache::Algorithm;
 use serde_json::json;
 use sim::compare;
 use sim::page::policy_run;
-use sim::{BackendSpec, ReplayConfig, Tick};
+use sim::{BackendSpec, CacheSize, ReplayConfig, Tick};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -19,13 +20,26 @@ pub struct Args {
     /// Policies run on an unlimited cache that they size themselves. Repeatable.
     #[arg(long = "policy", value_name = "FILE.lua[:K=V,...]")]
     pub policies: Vec<String>,
-    /// A fixed-size LRU cache of this many objects, without a policy. Repeatable.
-    #[arg(long = "fixed", value_name = "OBJECTS")]
-    pub fixed: Vec<u64>,
+    /// A fixed-size cache of the --eviction algorithm, without a policy: objects (1000),
+    /// bytes (64MiB) or a percentage of the working set (10%). Repeatable.
+    #[arg(long = "fixed", value_name = "SIZE")]
+    pub fixed: Vec<CacheSize>,
+    /// A setup of its own: any algorithm at any size (objects, bytes, % of the working set),
+    /// optionally under a ceiling (max=SIZE) and managed by a policy (policy=FILE.lua, its
+    /// parameters after it). Repeatable.
+    #[arg(
+        long = "setup",
+        value_name = "ALG:SIZE[:max=SIZE][:policy=FILE.lua[:K=V,...]]"
+    )]
+    pub setups: Vec<String>,
+    /// A ceiling on every setup's cache but the baseline (see mantle replay
+    /// --max-cache-size); a setup's own max= wins.
+    #[arg(long, value_name = "SIZE")]
+    pub max_cache_size: Option<CacheSize>,
     /// Leave out the unmanaged (unlimited) cache that is otherwise the first run.
     #[arg(long)]
     pub no_baseline: bool,
-    /// Eviction algorithm of every cache.
+    /// Eviction algorithm of the baseline, --fixed and --policy caches (--setup names its own).
     #[arg(long, default_value = "lru")]
     pub eviction: Algorithm,
     /// Back-end model (see mantle replay).
@@ -65,17 +79,35 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let alone: Vec<String> = args.policies.iter().chain(&args.shadows).cloned().collect();
-    let setups = compare::plan(!args.no_baseline, &args.fixed, &alone, args.eviction)?;
-    let mut adaptive = adaptive_run(&args)?;
-    if setups.is_empty() {
-        bail!("nothing to compare: give --policy or --fixed (or drop --no-baseline)");
-    }
     let (path, format, options) = (
         &args.input.trace,
         args.input.format()?,
         args.input.options()?,
     );
     let open = || trace::open(path, format, &options);
+    let plan = compare::Plan {
+        baseline: !args.no_baseline,
+        fixed: &args.fixed,
+        setups: &args.setups,
+        policies: &alone,
+        eviction: args.eviction,
+        max_cache_size: args.max_cache_size,
+    };
+    let setups = compare::plan(&plan, || {
+        let mut reader = open()?;
+        let ws = sim::WorkingSet::scan(|| reader.next_request())?;
+        if ws.objects == 0 {
+            bail!(
+                "{} has no requests, so a percentage of its working set means nothing",
+                path.display()
+            );
+        }
+        Ok(ws)
+    })?;
+    let mut adaptive = adaptive_run(&args)?;
+    if setups.is_empty() {
+        bail!("nothing to compare: give --setup, --fixed or --policy (or drop --no-baseline)");
+    }
     // Fail on an unreadable trace once, before starting every run.
     let (tick, notice) = sim::ticks::resolve(
         args.tick,

@@ -14,6 +14,11 @@ pub fn run(args: &Args, nodes: usize) -> Result<()> {
     if let Some(server) = &args.live.server {
         return run_live(args, server, nodes);
     }
+    if args.max_cache_size.is_some() {
+        anyhow::bail!(
+            "--max-cache-size is not supported with --nodes (each node's cache is --cache-size)"
+        );
+    }
     let Some(cache_size) = args.cache_size else {
         bail!("--cache-size is required: each node's cache size");
     };

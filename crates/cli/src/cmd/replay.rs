@@ -37,6 +37,15 @@ pub fn run(args: Args) -> Result<()> {
     );
     let open = || trace::open(path, format, &options);
     let (capacity, working_set) = sim::resolve_capacity(cache_size, open, path)?;
+    let max_capacity =
+        match args.max_cache_size {
+            Some(max) => sim::resolve_capacity(max, open, path)
+                .map_err(|e| {
+                    anyhow::anyhow!(format!("{e:#}").replace("--cache-size", "--max-cache-size"))
+                })?
+                .0,
+            None => cache::Capacity::default(),
+        };
     let classes = (args
         .classes
         .as_deref()
@@ -71,6 +80,7 @@ pub fn run(args: Args) -> Result<()> {
         timeseries_limit: args.policy.timeseries,
         classes,
         warmup,
+        max_capacity,
     };
     let label = format!("replay {}", super::progress::file_label(path));
     let show = Show::from_flags(args.quiet, args.progress);
@@ -113,7 +123,7 @@ pub fn run(args: Args) -> Result<()> {
         format: args.input.format_name(),
         algorithm: format!("{:?}", args.eviction).to_lowercase(),
         cache_size: cache_size.to_string(),
-        capacity,
+        capacity: sim::ceiling::clamp(capacity, max_capacity).0,
         working_set,
     };
     if args.json {

@@ -14,6 +14,10 @@ pub struct Args {
     /// trace's working set (10%: in bytes when the trace has sizes, else objects), or unlimited.
     #[arg(long, value_name = "SIZE", required_unless_present = "server")]
     pub cache_size: Option<CacheSize>,
+    /// A ceiling on the cache whatever --cache-size or a policy asks for (same forms as
+    /// --cache-size): a policy's larger capacity is cut to it, and the cuts are counted.
+    #[arg(long, value_name = "SIZE")]
+    pub max_cache_size: Option<CacheSize>,
     /// --server and the flags that go with it (boxed: they are rarely given).
     #[command(flatten)]
     pub live: Box<super::replay_flags::LiveArgs>,

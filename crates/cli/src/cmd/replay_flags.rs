@@ -17,7 +17,7 @@ pub struct LiveArgs {
         long,
         value_name = "ADDR",
         conflicts_with_all = [
-            "cache_size", "eviction", "backend", "policy", "params",
+            "cache_size", "max_cache_size", "eviction", "backend", "policy", "params",
             "policy_instructions", "policy_memory", "timeseries", "report",
             "classes", "restart_at", "warmup", "region", "warmup_window", "monitor_limit",
             "warmup_seed",

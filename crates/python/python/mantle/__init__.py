@@ -35,6 +35,7 @@ __all__ = [
     "check_policy",
     "compare",
     "gen_parsplice",
+    "mrc",
     "replay",
 ]
 
@@ -122,7 +123,8 @@ def replay(
     ``"1000ops"`` or seconds. ``classes``: a class file. ``restart_at`` (``N`` or ``"P%"``)
     and ``warmup`` (``"lastk:100%"`` ...): a restart and its warm-up. Also accepted:
     ``backend``, ``label``, ``policy_instructions``, ``policy_memory``, ``timeseries``,
-    ``region``, ``warmup_window``, ``monitor_limit``, ``warmup_seed``.
+    ``region``, ``warmup_window``, ``monitor_limit``, ``warmup_seed``, and ``max_cache_size``
+    (a ceiling a policy cannot lift; its cuts are counted in ``capacity_clamps``).
     """
     setup = Setup(
         cache_size, eviction=eviction, policy=policy, params=params, tick=tick,
@@ -215,6 +217,43 @@ def analyze(
 ) -> Analysis:
     """Analyses ``trace`` as ``mantle analyze`` does (``window``: seconds or ``"5m"``)."""
     return Analysis(json.loads(_mantle.analyze_json(trace, format, window, regimes, mrc_max_keys)))
+
+
+def mrc(
+    trace: Trace,
+    algorithms: Union[str, Sequence[str]] = ("lru",),
+    *,
+    sizes: Optional[Sequence[Union[int, str]]] = None,
+    points: int = 20,
+    unit: str = "objects",
+    method: str = "exact",
+    sample_rate: float = 0.01,
+    jobs: Optional[int] = None,
+    format: Optional[str] = None,
+):
+    """Miss-ratio curves of ``algorithms`` (names, or ``"all"``) as ``mantle analyze --mrc``
+    computes them: a DataFrame with ``algorithm``, ``cache_size``, ``miss_ratio`` and
+    ``method`` (exact, shards or miniature). ``sizes``: objects or bytes as ``unit`` says
+    (``"objects"`` or ``"bytes"``), or percentages (``"10%"``); default ``points`` sizes
+    log-spaced from 0.1% to 100% of the working set. ``method="sampled"`` serves only
+    ``sample_rate`` of the keys. The frame's ``attrs`` hold ``unit``, ``sample_rate`` and
+    ``wall_seconds``."""
+    if isinstance(algorithms, str):
+        algorithms = [algorithms]
+    raw = json.loads(_mantle.mrc_json(
+        trace, list(algorithms), None if sizes is None else list(sizes), points, unit,
+        method, sample_rate, jobs, format,
+    ))
+    pd = _pandas()
+    rows = [
+        {"algorithm": c["algorithm"], "cache_size": p["cache_size"],
+         "miss_ratio": p["miss_ratio"], "method": c["method"]}
+        for c in raw["curves"] for p in c["points"]
+    ]
+    frame = pd.DataFrame(rows, columns=["algorithm", "cache_size", "miss_ratio", "method"])
+    for key in ("unit", "sample_rate", "wall_seconds", "working_set_objects", "working_set_bytes"):
+        frame.attrs[key] = raw[key]
+    return frame
 
 
 class PolicyCheck:
