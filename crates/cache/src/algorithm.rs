@@ -14,11 +14,13 @@ pub enum Algorithm {
     Arc,
     TwoQ,
     Slru,
+    Lfu,
+    Lfuda,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 8] = [
+    pub const ALL: [Algorithm; 10] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -27,6 +29,8 @@ impl Algorithm {
         Algorithm::Arc,
         Algorithm::TwoQ,
         Algorithm::Slru,
+        Algorithm::Lfu,
+        Algorithm::Lfuda,
     ];
 
     /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
@@ -40,6 +44,8 @@ impl Algorithm {
             Algorithm::Arc => "arc",
             Algorithm::TwoQ => "twoq",
             Algorithm::Slru => "slru",
+            Algorithm::Lfu => "lfu",
+            Algorithm::Lfuda => "lfuda",
         }
     }
 }
@@ -69,6 +75,8 @@ impl FromStr for Algorithm {
             "arc" => Ok(Algorithm::Arc),
             "twoq" | "2q" => Ok(Algorithm::TwoQ),
             "slru" => Ok(Algorithm::Slru),
+            "lfu" => Ok(Algorithm::Lfu),
+            "lfuda" => Ok(Algorithm::Lfuda),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of {})",
                 Algorithm::names()

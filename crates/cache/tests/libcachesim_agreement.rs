@@ -22,7 +22,7 @@ const TOLERANCE: f64 = 0.002;
 
 /// Names in reference.json that are not built-in algorithms (yet): listed here so that a
 /// reference entry can never be skipped silently.
-const NOT_BUILT_IN: &[&str] = &["lirs", "lfu", "lfuda", "clockpro", "random", "hyperbolic"];
+const NOT_BUILT_IN: &[&str] = &["lirs", "clockpro", "random", "hyperbolic"];
 
 /// The largest miss-ratio difference accepted for `algorithm`.
 fn tolerance(algorithm: Algorithm) -> f64 {

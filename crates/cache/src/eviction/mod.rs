@@ -8,6 +8,8 @@ mod arc;
 mod clock;
 mod fifo;
 mod ghost;
+mod lfu;
+mod lfuda;
 mod lru;
 mod s3fifo;
 mod sieve;
@@ -88,6 +90,8 @@ enum Kind {
     Arc(Box<arc::Arc>),
     TwoQ(Box<twoq::TwoQ>),
     Slru(Box<slru::Slru>),
+    Lfu(Box<lfu::Lfu>),
+    Lfuda(Box<lfuda::Lfuda>),
 }
 
 macro_rules! dispatch {
@@ -107,6 +111,8 @@ macro_rules! dispatch {
             Kind::Arc($p) => $e,
             Kind::TwoQ($p) => $e,
             Kind::Slru($p) => $e,
+            Kind::Lfu($p) => $e,
+            Kind::Lfuda($p) => $e,
         }
     };
 }
@@ -122,6 +128,8 @@ impl Evictor {
             Algorithm::Arc => Kind::Arc(Box::new(arc::Arc::new(capacity))),
             Algorithm::TwoQ => Kind::TwoQ(Box::new(twoq::TwoQ::new(capacity))),
             Algorithm::Slru => Kind::Slru(Box::new(slru::Slru::new(capacity))),
+            Algorithm::Lfu => Kind::Lfu(Box::default()),
+            Algorithm::Lfuda => Kind::Lfuda(Box::default()),
         })
     }
 }
