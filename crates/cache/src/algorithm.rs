@@ -16,11 +16,13 @@ pub enum Algorithm {
     Slru,
     Lfu,
     Lfuda,
+    Random,
+    Hyperbolic,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 10] = [
+    pub const ALL: [Algorithm; 12] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -31,6 +33,8 @@ impl Algorithm {
         Algorithm::Slru,
         Algorithm::Lfu,
         Algorithm::Lfuda,
+        Algorithm::Random,
+        Algorithm::Hyperbolic,
     ];
 
     /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
@@ -46,6 +50,8 @@ impl Algorithm {
             Algorithm::Slru => "slru",
             Algorithm::Lfu => "lfu",
             Algorithm::Lfuda => "lfuda",
+            Algorithm::Random => "random",
+            Algorithm::Hyperbolic => "hyperbolic",
         }
     }
 }
@@ -77,6 +83,8 @@ impl FromStr for Algorithm {
             "slru" => Ok(Algorithm::Slru),
             "lfu" => Ok(Algorithm::Lfu),
             "lfuda" => Ok(Algorithm::Lfuda),
+            "random" => Ok(Algorithm::Random),
+            "hyperbolic" => Ok(Algorithm::Hyperbolic),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of {})",
                 Algorithm::names()

@@ -22,11 +22,17 @@ const TOLERANCE: f64 = 0.002;
 
 /// Names in reference.json that are not built-in algorithms (yet): listed here so that a
 /// reference entry can never be skipped silently.
-const NOT_BUILT_IN: &[&str] = &["lirs", "clockpro", "random", "hyperbolic"];
+const NOT_BUILT_IN: &[&str] = &["lirs", "clockpro"];
 
-/// The largest miss-ratio difference accepted for `algorithm`.
+/// The largest miss-ratio difference accepted for `algorithm`. Random's victims are drawn
+/// by libCacheSim as the newest object of a random non-empty hash bucket with a clock-seeded
+/// generator, here uniformly with a fixed seed: measured, ours differs from libCacheSim's by
+/// at most 0.0042 (twitter_cluster52 at 1%), within the spread of libCacheSim's own runs
+/// (docs/cache.md). Hyperbolic samples 64 objects per eviction, which averages the draws
+/// out: measured at most 0.0001, within the deterministic tolerance.
 fn tolerance(algorithm: Algorithm) -> f64 {
     match algorithm {
+        Algorithm::Random => 0.006,
         _ => TOLERANCE,
     }
 }

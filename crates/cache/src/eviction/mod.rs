@@ -8,10 +8,13 @@ mod arc;
 mod clock;
 mod fifo;
 mod ghost;
+mod hyperbolic;
 mod lfu;
 mod lfuda;
 mod lru;
+mod random;
 mod s3fifo;
+mod sample;
 mod sieve;
 mod slru;
 mod twoq;
@@ -92,6 +95,8 @@ enum Kind {
     Slru(Box<slru::Slru>),
     Lfu(Box<lfu::Lfu>),
     Lfuda(Box<lfuda::Lfuda>),
+    Random(random::Random),
+    Hyperbolic(Box<hyperbolic::Hyperbolic>),
 }
 
 macro_rules! dispatch {
@@ -113,6 +118,8 @@ macro_rules! dispatch {
             Kind::Slru($p) => $e,
             Kind::Lfu($p) => $e,
             Kind::Lfuda($p) => $e,
+            Kind::Random($p) => $e,
+            Kind::Hyperbolic($p) => $e,
         }
     };
 }
@@ -130,6 +137,8 @@ impl Evictor {
             Algorithm::Slru => Kind::Slru(Box::new(slru::Slru::new(capacity))),
             Algorithm::Lfu => Kind::Lfu(Box::default()),
             Algorithm::Lfuda => Kind::Lfuda(Box::default()),
+            Algorithm::Random => Kind::Random(random::Random::default()),
+            Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
         })
     }
 }
