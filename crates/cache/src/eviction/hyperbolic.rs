@@ -5,7 +5,7 @@
 //! libCacheSim draws with its own clock-seeded generator, so the miss ratio agrees only
 //! statistically (see docs/cache.md).
 
-use super::sample::Sampler;
+use super::sample::Members;
 use super::EvictionPolicy;
 use crate::slab::{Node, Slot, NIL};
 
@@ -13,7 +13,7 @@ const N_SAMPLE: usize = 64;
 
 #[derive(Default)]
 pub(crate) struct Hyperbolic {
-    sampler: Sampler,
+    members: Members,
     /// Requests seen (libCacheSim's `n_req`).
     now: u64,
     /// Request count and insertion time of the object in each slot.
@@ -49,14 +49,15 @@ impl EvictionPolicy for Hyperbolic {
         }
         self.freq[i] = 1;
         self.since[i] = self.now;
+        self.members.add(slot);
     }
 
-    fn evict(&mut self, nodes: &mut [Node]) -> Slot {
+    fn evict(&mut self, _nodes: &mut [Node]) -> Slot {
         let mut best = NIL;
         // libCacheSim starts from 1e16 and keeps a strictly lower score.
         let mut best_priority = 1.0e16;
         for _ in 0..N_SAMPLE {
-            let slot = self.sampler.cached(nodes);
+            let slot = self.members.draw();
             if slot == NIL {
                 return NIL;
             }
@@ -68,15 +69,20 @@ impl EvictionPolicy for Hyperbolic {
         }
         if best == NIL {
             // Every draw was inserted this very request (infinite priority).
-            best = self.sampler.cached(nodes);
+            best = self.members.draw();
         }
+        self.members.remove(best);
         best
     }
 
-    fn on_remove(&mut self, _nodes: &mut [Node], _slot: Slot) {}
+    fn on_remove(&mut self, _nodes: &mut [Node], slot: Slot) {
+        self.members.remove(slot);
+    }
 
     fn heap_bytes(&self) -> usize {
-        self.freq.capacity() * size_of::<u32>() + self.since.capacity() * size_of::<u64>()
+        self.freq.capacity() * size_of::<u32>()
+            + self.since.capacity() * size_of::<u64>()
+            + self.members.heap_bytes()
     }
 }
 

@@ -95,7 +95,7 @@ enum Kind {
     Slru(Box<slru::Slru>),
     Lfu(Box<lfu::Lfu>),
     Lfuda(Box<lfuda::Lfuda>),
-    Random(random::Random),
+    Random(Box<random::Random>),
     Hyperbolic(Box<hyperbolic::Hyperbolic>),
 }
 
@@ -137,7 +137,7 @@ impl Evictor {
             Algorithm::Slru => Kind::Slru(Box::new(slru::Slru::new(capacity))),
             Algorithm::Lfu => Kind::Lfu(Box::default()),
             Algorithm::Lfuda => Kind::Lfuda(Box::default()),
-            Algorithm::Random => Kind::Random(random::Random::default()),
+            Algorithm::Random => Kind::Random(Box::default()),
             Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
         })
     }

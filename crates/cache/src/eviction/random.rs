@@ -2,13 +2,13 @@
 //! random; hits change nothing. libCacheSim draws with its own clock-seeded generator, so the
 //! miss ratio agrees only statistically (see docs/cache.md).
 
-use super::sample::Sampler;
+use super::sample::Members;
 use super::EvictionPolicy;
-use crate::slab::{Node, Slot};
+use crate::slab::{Node, Slot, NIL};
 
 #[derive(Default)]
 pub(crate) struct Random {
-    sampler: Sampler,
+    members: Members,
 }
 
 impl EvictionPolicy for Random {
@@ -16,13 +16,25 @@ impl EvictionPolicy for Random {
     fn on_hit(&mut self, _nodes: &mut [Node], _slot: Slot) {}
 
     #[inline]
-    fn on_insert(&mut self, _nodes: &mut [Node], _slot: Slot) {}
-
-    fn evict(&mut self, nodes: &mut [Node]) -> Slot {
-        self.sampler.cached(nodes)
+    fn on_insert(&mut self, _nodes: &mut [Node], slot: Slot) {
+        self.members.add(slot);
     }
 
-    fn on_remove(&mut self, _nodes: &mut [Node], _slot: Slot) {}
+    fn evict(&mut self, _nodes: &mut [Node]) -> Slot {
+        let victim = self.members.draw();
+        if victim != NIL {
+            self.members.remove(victim);
+        }
+        victim
+    }
+
+    fn on_remove(&mut self, _nodes: &mut [Node], slot: Slot) {
+        self.members.remove(slot);
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.members.heap_bytes()
+    }
 }
 
 #[cfg(test)]

@@ -1,79 +1,99 @@
-//! Uniform sampling of cached objects for the sampling algorithms (Random, Hyperbolic), as
-//! libCacheSim's `hashtable_rand_obj` samples its hash table: here a random slot of the slab,
-//! drawn again while it is free. The generator has a fixed seed, so a replay is reproducible
-//! (libCacheSim's is not: it seeds from the clock).
+//! Uniform sampling of an algorithm's own cached objects for the sampling algorithms (Random,
+//! Hyperbolic), as libCacheSim's `hashtable_rand_obj` samples its hash table. The objects are
+//! kept in a dense array (with each slot's position, for O(1) removal), so a draw is one
+//! random index, and under classes an algorithm only ever draws objects of its own class. The
+//! generator has a fixed seed, so a replay is reproducible (libCacheSim's is not: it seeds
+//! from the clock).
 
-use crate::slab::{Node, Slot, NIL};
+use crate::slab::{Slot, NIL};
 
-/// SplitMix64: tiny, fast and good enough to pick victims.
-pub(crate) struct Sampler(u64);
+pub(crate) struct Members {
+    /// Slots of the cached objects, in no particular order.
+    slots: Vec<Slot>,
+    /// Position in `slots` of each slot's object.
+    position: Vec<u32>,
+    /// SplitMix64 state.
+    state: u64,
+}
 
-impl Default for Sampler {
+impl Default for Members {
     fn default() -> Self {
-        Sampler(0x5eed_6d61_6e74_6c65)
+        Members {
+            slots: Vec::new(),
+            position: Vec::new(),
+            state: 0x5eed_6d61_6e74_6c65,
+        }
     }
 }
 
-/// Draws of a free slot after which the sampler scans for a cached object instead (only a
-/// slab left mostly empty by a large shrink gets there).
-const MAX_DRAWS: u32 = 64;
-
-impl Sampler {
+impl Members {
     #[inline]
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
 
-    /// A cached object's slot, uniformly at random; `NIL` if nothing is cached.
+    pub fn add(&mut self, slot: Slot) {
+        let i = slot as usize;
+        if i >= self.position.len() {
+            self.position.resize(i + 1, 0);
+        }
+        self.position[i] = self.slots.len() as u32;
+        self.slots.push(slot);
+    }
+
+    pub fn remove(&mut self, slot: Slot) {
+        let at = self.position[slot as usize] as usize;
+        let last = self.slots.len() - 1;
+        self.slots.swap(at, last);
+        self.position[self.slots[at] as usize] = at as u32;
+        self.slots.pop();
+    }
+
+    /// A member drawn uniformly at random; `NIL` if there is none.
     #[inline]
-    pub fn cached(&mut self, nodes: &[Node]) -> Slot {
-        let n = nodes.len() as u64;
+    pub fn draw(&mut self) -> Slot {
+        let n = self.slots.len() as u64;
         if n == 0 {
             return NIL;
         }
-        for _ in 0..MAX_DRAWS {
-            // Multiply-shift maps 64 random bits onto 0..n without a division.
-            let slot = ((u128::from(self.next()) * u128::from(n)) >> 64) as usize;
-            if !nodes[slot].is_free() {
-                return slot as Slot;
-            }
-        }
-        let start = (self.next() % n) as usize;
-        (start..nodes.len())
-            .chain(0..start)
-            .find(|&s| !nodes[s].is_free())
-            .map_or(NIL, |s| s as Slot)
+        // Multiply-shift maps 64 random bits onto 0..n without a division.
+        let r = self.next();
+        self.slots[((u128::from(r) * u128::from(n)) >> 64) as usize]
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        (self.slots.capacity() + self.position.capacity()) * size_of::<u32>()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::slab::Slab;
 
     #[test]
-    fn samples_only_cached_objects_and_all_of_them() {
-        let mut store = Slab::new();
-        let mut sampler = Sampler::default();
-        assert_eq!(sampler.cached(&store.nodes), NIL);
-        for k in 0..100 {
-            store.insert(k, 1);
+    fn draws_only_members_and_all_of_them() {
+        let mut m = Members::default();
+        assert_eq!(m.draw(), NIL);
+        for s in 0..100 {
+            m.add(s);
         }
-        for k in 0..90 {
-            let slot = store.find(k).unwrap();
-            store.remove(slot);
+        for s in 0..90 {
+            m.remove(s);
         }
         let mut seen = std::collections::HashSet::new();
         for _ in 0..2_000 {
-            let slot = sampler.cached(&store.nodes);
-            let key = store.nodes[slot as usize].key;
-            assert!(key >= 90, "sampled a freed slot");
-            seen.insert(key);
+            let s = m.draw();
+            assert!(s >= 90, "drew a removed slot");
+            seen.insert(s);
         }
         assert_eq!(seen.len(), 10);
+        m.remove(95);
+        m.add(3);
+        assert!((0..500).map(|_| m.draw()).any(|s| s == 3));
+        assert!((0..500).all(|_| m.draw() != 95));
     }
 }
