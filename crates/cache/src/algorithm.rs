@@ -18,11 +18,12 @@ pub enum Algorithm {
     Lfuda,
     Random,
     Hyperbolic,
+    Lirs,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 12] = [
+    pub const ALL: [Algorithm; 13] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -35,6 +36,7 @@ impl Algorithm {
         Algorithm::Lfuda,
         Algorithm::Random,
         Algorithm::Hyperbolic,
+        Algorithm::Lirs,
     ];
 
     /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
@@ -52,6 +54,7 @@ impl Algorithm {
             Algorithm::Lfuda => "lfuda",
             Algorithm::Random => "random",
             Algorithm::Hyperbolic => "hyperbolic",
+            Algorithm::Lirs => "lirs",
         }
     }
 }
@@ -85,6 +88,7 @@ impl FromStr for Algorithm {
             "lfuda" => Ok(Algorithm::Lfuda),
             "random" => Ok(Algorithm::Random),
             "hyperbolic" => Ok(Algorithm::Hyperbolic),
+            "lirs" => Ok(Algorithm::Lirs),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of {})",
                 Algorithm::names()

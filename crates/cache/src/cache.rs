@@ -302,7 +302,11 @@ impl<L: ClassLayer> Cache<L> {
         }
         // Evictions the algorithm decided on before room is made (ARC's REPLACE after a
         // ghost hit, victims SLRU picked during a hit).
-        while self.layer.queue(class).owes_eviction(key, size) {
+        while self
+            .layer
+            .queue(class)
+            .owes_eviction(&mut self.store.nodes, key, size)
+        {
             if self.layer.never_evicts(class) || self.evict_from(class, on_evict) == NIL {
                 break;
             }

@@ -22,7 +22,7 @@ const TOLERANCE: f64 = 0.002;
 
 /// Names in reference.json that are not built-in algorithms (yet): listed here so that a
 /// reference entry can never be skipped silently.
-const NOT_BUILT_IN: &[&str] = &["lirs", "clockpro"];
+const NOT_BUILT_IN: &[&str] = &["clockpro"];
 
 /// The largest miss-ratio difference accepted for `algorithm`. Random draws its victims, in
 /// libCacheSim, as the newest object of a random non-empty hash bucket with a clock-seeded

@@ -151,7 +151,7 @@ impl EvictionPolicy for Arc {
         self.ghost_hit = Some(key);
     }
 
-    fn owes_eviction(&mut self, _key: u64, size: u32) -> bool {
+    fn owes_eviction(&mut self, _nodes: &mut [Node], _key: u64, size: u32) -> bool {
         // Not an eviction: the size of the incoming object, which `evict` compares.
         self.incoming = self.units.of_size(size);
         false

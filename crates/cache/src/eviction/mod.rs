@@ -11,6 +11,7 @@ mod ghost;
 mod hyperbolic;
 mod lfu;
 mod lfuda;
+mod lirs;
 mod lru;
 mod random;
 mod s3fifo;
@@ -46,7 +47,7 @@ pub(crate) trait EvictionPolicy {
     /// Asked (repeatedly) before the cache makes room for `key` of `size` bytes: whether the
     /// algorithm must evict one object now even if `key` would fit (ARC's REPLACE after a
     /// ghost hit). Each `true` is followed by one `evict` call.
-    fn owes_eviction(&mut self, _key: u64, _size: u32) -> bool {
+    fn owes_eviction(&mut self, _nodes: &mut [Node], _key: u64, _size: u32) -> bool {
         false
     }
 
@@ -97,6 +98,7 @@ enum Kind {
     Lfuda(Box<lfuda::Lfuda>),
     Random(Box<random::Random>),
     Hyperbolic(Box<hyperbolic::Hyperbolic>),
+    Lirs(Box<lirs::Lirs>),
 }
 
 macro_rules! dispatch {
@@ -120,6 +122,7 @@ macro_rules! dispatch {
             Kind::Lfuda($p) => $e,
             Kind::Random($p) => $e,
             Kind::Hyperbolic($p) => $e,
+            Kind::Lirs($p) => $e,
         }
     };
 }
@@ -139,6 +142,7 @@ impl Evictor {
             Algorithm::Lfuda => Kind::Lfuda(Box::default()),
             Algorithm::Random => Kind::Random(Box::default()),
             Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
+            Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
         })
     }
 }
@@ -163,8 +167,8 @@ impl EvictionPolicy for Evictor {
         dispatch!(self, p => p.admit_after_evictions(key, size))
     }
     #[inline]
-    fn owes_eviction(&mut self, key: u64, size: u32) -> bool {
-        dispatch!(self, p => p.owes_eviction(key, size))
+    fn owes_eviction(&mut self, nodes: &mut [Node], key: u64, size: u32) -> bool {
+        dispatch!(self, p => p.owes_eviction(nodes, key, size))
     }
     #[inline]
     fn owes_eviction_after_room(&mut self, key: u64, size: u32) -> bool {
@@ -314,7 +318,7 @@ impl<P: EvictionPolicy> Harness<P> {
         if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
             return false;
         }
-        while self.policy.owes_eviction(key, size) && self.evict_one() {}
+        while self.policy.owes_eviction(&mut self.store.nodes, key, size) && self.evict_one() {}
         while self
             .capacity
             .exceeded_by(self.store.len() + 1, self.store.bytes() + u64::from(size))

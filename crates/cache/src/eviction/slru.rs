@@ -133,7 +133,7 @@ impl EvictionPolicy for Slru {
         self.units.of_size(size) <= self.limit
     }
 
-    fn owes_eviction(&mut self, _key: u64, _size: u32) -> bool {
+    fn owes_eviction(&mut self, _nodes: &mut [Node], _key: u64, _size: u32) -> bool {
         !self.leaving.is_empty()
     }
 
