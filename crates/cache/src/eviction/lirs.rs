@@ -311,10 +311,8 @@ impl EvictionPolicy for Lirs {
                     self.make_lir_room(nodes, need);
                     self.nh_remove(key);
                 }
-                Some((k, false)) if k == key => {
-                    if self.both_full(need) {
-                        while self.hirs_count + need > self.hirs_limit && self.evict_hir(nodes) {}
-                    }
+                Some((k, false)) if k == key && self.both_full(need) => {
+                    while self.hirs_count + need > self.hirs_limit && self.evict_hir(nodes) {}
                 }
                 _ => {}
             }
