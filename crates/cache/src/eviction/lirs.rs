@@ -245,8 +245,13 @@ impl EvictionPolicy for Lirs {
         let Node { key, size, .. } = nodes[slot as usize];
         let meta = nodes[slot as usize].meta();
         if meta & LEAVING != 0 {
-            // libCacheSim evicted it already; a hit here, treated as a new object.
+            // libCacheSim evicted it already; a hit here, treated as a new object (its key's
+            // non-resident traces go first, so that S never holds a key twice).
             self.leaving.unlink(nodes, slot);
+            if let Some(e) = self.stack.find(key) {
+                self.s_remove(e);
+            }
+            self.nh_remove(key);
             self.insert_new(nodes, slot);
             self.limit_stack();
             return;
@@ -276,9 +281,20 @@ impl EvictionPolicy for Lirs {
                 self.lirs_count += need;
             }
             None => {
-                // libCacheSim's `hit_RD_HIRinQ`.
+                // libCacheSim's `hit_RD_HIRinQ`. Demoting may evict this very object from Q
+                // (libCacheSim then keeps a resident entry for an object it no longer has);
+                // its entry goes on S as non-resident instead, so S never names a freed slot.
                 self.make_lir_room(nodes, need);
-                self.s_push(key, size, S_RESIDENT, slot);
+                if nodes[slot as usize].meta() & LEAVING != 0 {
+                    self.s_push(key, size, 0, NIL);
+                    if self.nh_store.find(key).is_none() {
+                        if let Some(n) = self.nh_store.insert(key, size) {
+                            self.nh.push_head(&mut self.nh_store.nodes, n);
+                        }
+                    }
+                } else {
+                    self.s_push(key, size, S_RESIDENT, slot);
+                }
             }
         }
         self.limit_stack();
@@ -450,6 +466,57 @@ mod tests {
         assert_eq!(h.evicted, vec![100, 101]);
         assert_eq!((h.meta(100), h.meta(0)), (LIR, IN_Q));
         assert_eq!((h.policy.lirs_count, h.policy.hirs_count), (990, 10));
+    }
+
+    /// Every resident S entry names a live node of its key, every cached object is in exactly
+    /// one of LIR, Q or leaving, and the LIR and HIR totals match what is there.
+    fn check(h: &Harness<Lirs>, step: usize) {
+        let l = &h.policy;
+        let (mut lir, mut hir) = (0, 0);
+        for slot in h.store.slots() {
+            let node = h.store.nodes[slot as usize];
+            match node.meta() {
+                LIR => lir += 1,
+                IN_Q => hir += 1,
+                LEAVING => {}
+                other => panic!("step {step}: key {} has meta {other}", node.key),
+            }
+            if node.meta() == LIR {
+                assert!(l.stack.find(node.key).is_some(), "step {step}: LIR off S");
+            }
+        }
+        assert_eq!((l.lirs_count, l.hirs_count), (lir, hir), "step {step}");
+        for e in l.stack.slots() {
+            let entry = l.stack.nodes[e as usize];
+            if entry.meta() & S_RESIDENT != 0 {
+                let slot = l.object_of[e as usize];
+                let node = h.store.nodes[slot as usize];
+                assert!(!node.is_free() && node.key == entry.key, "step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn bookkeeping_stays_consistent_under_a_random_stream() {
+        // Below 200 objects Q holds one object, so a hit on an object in Q only demotes a LIR
+        // object into Q, which evicts the very object being hit.
+        let capacity = Capacity::objects(150);
+        let mut h = Harness::new(Lirs::new(capacity), capacity);
+        let mut x = 12_345u64;
+        for step in 0..50_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // A hot set and a long tail, so that keys return while still on S.
+            let key = if (x >> 60) < 12 {
+                (x >> 33) % 150
+            } else {
+                (x >> 33) % 2_000
+            };
+            h.access(key, 1);
+            check(&h, step);
+            assert!(h.store.len() <= 150);
+        }
     }
 
     #[test]
