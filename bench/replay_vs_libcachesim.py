@@ -33,11 +33,22 @@ import time
 import libcachesim as lcs
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcachesim"))
 from oracle_general import to_oracle_general  # noqa: E402
+from reference import ALGORITHMS as CLASSES  # noqa: E402  (Mantle's name -> libCacheSim class)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CLASSES = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "sieve": lcs.Sieve, "s3fifo": lcs.S3FIFO}
+
+
+def mantle_algorithms(mantle):
+    """The eviction algorithms this Mantle binary knows, from its own error message."""
+    out = subprocess.run([mantle, "replay", "--trace", os.devnull, "--eviction", "?", "--cache-size", "1"],
+                         capture_output=True, text=True)
+    listed = re.search(r"expected one of ([a-z0-9, ]+)", out.stderr + out.stdout)
+    if not listed:
+        sys.exit(f"bench: cannot tell which algorithms {mantle} has:\n{out.stderr}")
+    return [name.strip() for name in listed.group(1).split(",")]
 
 
 def lcs_reader(path):
@@ -116,7 +127,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mantle", required=True)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--algorithms", default="lru")
+    ap.add_argument("--algorithms", default="lru",
+                    help="comma-separated, or `all`: every algorithm both Mantle and libCacheSim have")
     ap.add_argument("--callgrind", action="store_true",
                     help="also count each loop's instructions per request under callgrind"
                          " (independent of the machine's load)")
@@ -131,6 +143,13 @@ def main():
     with open(os.path.join(HERE, "libcachesim", "reference.json")) as f:
         ref = json.load(f)
     traces = {t["trace"]: t for t in ref["traces"]}
+    if args.algorithms == "all":
+        algorithms = [a for a in mantle_algorithms(args.mantle) if a in CLASSES]
+    else:
+        algorithms = args.algorithms.split(",")
+        unknown = [a for a in algorithms if a not in CLASSES]
+        if unknown:
+            sys.exit(f"bench: libCacheSim has no {', '.join(unknown)} here (known: {', '.join(CLASSES)})")
     twitter_bin = os.path.join(HERE, "work", "twitter_cluster52.oracleGeneral.bin")
     to_oracle_general(os.path.join(args.traces, "libcachesim", "twitter_cluster52.csv"), twitter_bin)
     cases = [
@@ -140,12 +159,12 @@ def main():
     ]
     print(f"libcachesim {lcs.__version__}; {args.rounds} alternating rounds; cache = 10% of working set bytes;"
           " Mreq/s best (median)")
-    print(f"{'trace':34} {'alg':6} {'libCacheSim default':>20} {'libCacheSim sized':>18} {'Mantle':>16}"
+    print(f"{'trace':34} {'alg':10} {'libCacheSim default':>20} {'libCacheSim sized':>18} {'Mantle':>16}"
           f" {'process':>8} {'ratio':>6}  miss ratio (lcs / mantle)")
     for label, path, ref_name in cases:
         meta = traces[ref_name]
         hashpower = max(16, math.ceil(math.log2(meta["working_set_objects"])) + 1)
-        for alg in args.algorithms.split(","):
+        for alg in algorithms:
             cache_bytes = next(r["cache_bytes"] for r in ref["results"]
                                if r["trace"] == ref_name and r["algorithm"] == alg and r["fraction"] == 0.1)
             default, sized, ours, ours_process = [], [], [], []
@@ -162,7 +181,7 @@ def main():
             (d_best, d_med), (s_best, s_med), (m_best, m_med) = rate(default), rate(sized), rate(ours)
             p_best = rate(ours_process)[0]
             peer = max(d_best, s_best)
-            print(f"{label:34} {alg:6} {d_best:9.2f} ({d_med:6.2f}) {s_best:8.2f} ({s_med:6.2f})"
+            print(f"{label:34} {alg:10} {d_best:9.2f} ({d_med:6.2f}) {s_best:8.2f} ({s_med:6.2f})"
                   f" {m_best:7.2f} ({m_med:6.2f}) {p_best:8.2f} {m_best / peer:5.2f}x"
                   f"  {mr_lcs:.6f} / {mr_mantle:.6f}")
             sys.stdout.flush()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
-For LRU, FIFO, CLOCK, SIEVE and S3-FIFO at 1% and 10% of each trace's working set in bytes,
+For every algorithm in ALGORITHMS (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC, LIRS, 2Q, SLRU,
+LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic) at 1% and 10% of each trace's working set in bytes,
 runs libCacheSim's own C simulator (through its Python package) and writes the exact byte
 cache sizes and miss ratios to reference.json next to this script. The cache crate's test
 `libcachesim_agreement` replays the same traces and compares.
@@ -14,6 +15,7 @@ TRACES_DIR defaults to ../shared/traces relative to the repository root.
 """
 
 import json
+import multiprocessing
 import os
 import sys
 
@@ -28,7 +30,20 @@ ALGORITHMS = {
     "clock": lcs.Clock,
     "sieve": lcs.Sieve,
     "s3fifo": lcs.S3FIFO,
+    "arc": lcs.ARC,
+    "lirs": lcs.LIRS,
+    "twoq": lcs.TwoQ,
+    "slru": lcs.SLRU,
+    "lfu": lcs.LFU,
+    "lfuda": lcs.LFUDA,
+    "clockpro": lcs.ClockPro,
+    "random": lcs.Random,
+    "hyperbolic": lcs.Hyperbolic,
 }
+# A replay that runs longer than this is recorded as timed out rather than waited for:
+# libCacheSim's LFUDA scans every frequency between the minimum and the maximum on each
+# eviction, which on twitter_cluster52 does not finish in hours.
+TIMEOUT_S = 300
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -52,6 +67,38 @@ def open_trace(traces_dir, name):
     return path, spec, lcs.TraceReader(path, lcs.TraceType.CSV_TRACE, params)
 
 
+def replay(traces_dir, name, alg, fraction, out):
+    """One libCacheSim replay, run in a child process so that it can be timed out."""
+    _, _, reader = open_trace(traces_dir, name)
+    # A float size is libCacheSim's "fraction of the working set in bytes":
+    # int(fraction * working_set_bytes).
+    cache = ALGORITHMS[alg](fraction, reader=reader)
+    miss_ratio, byte_miss_ratio = cache.process_trace(reader)
+    out.put((cache.cache_size, miss_ratio, byte_miss_ratio))
+
+
+def timed_replay(traces_dir, name, alg, fraction, wss_bytes):
+    out = multiprocessing.Queue()
+    child = multiprocessing.Process(target=replay, args=(traces_dir, name, alg, fraction, out))
+    child.start()
+    child.join(TIMEOUT_S)
+    result = {"trace": name, "algorithm": alg, "fraction": fraction}
+    if child.is_alive():
+        child.kill()
+        child.join()
+        result.update(
+            {"cache_bytes": int(fraction * wss_bytes), "miss_ratio": None, "timed_out_s": TIMEOUT_S}
+        )
+        print(f"{name:36} {alg:10} {fraction:5} timed out after {TIMEOUT_S} s")
+        return result
+    cache_size, miss_ratio, byte_miss_ratio = out.get()
+    result.update(
+        {"cache_bytes": cache_size, "miss_ratio": miss_ratio, "byte_miss_ratio": byte_miss_ratio}
+    )
+    print(f"{name:36} {alg:10} {fraction:5} {cache_size:>10} B  miss {miss_ratio:.6f}")
+    return result
+
+
 def main():
     if lcs.__version__ != VERSION:
         sys.exit(f"libcachesim {lcs.__version__} is installed; the reference is for {VERSION}")
@@ -71,26 +118,13 @@ def main():
             }
         )
         for fraction in FRACTIONS:
-            for alg, cls in ALGORITHMS.items():
-                # A float size is libCacheSim's "fraction of the working set in bytes":
-                # int(fraction * working_set_bytes).
-                cache = cls(fraction, reader=reader)
-                miss_ratio, byte_miss_ratio = cache.process_trace(reader)
-                results.append(
-                    {
-                        "trace": name,
-                        "algorithm": alg,
-                        "fraction": fraction,
-                        "cache_bytes": cache.cache_size,
-                        "miss_ratio": miss_ratio,
-                        "byte_miss_ratio": byte_miss_ratio,
-                    }
-                )
-                print(f"{name:36} {alg:7} {fraction:5} {cache.cache_size:>10} B  miss {miss_ratio:.6f}")
+            for alg in ALGORITHMS:
+                results.append(timed_replay(traces_dir, name, alg, fraction, wss_bytes))
     out = {
         "generator": "bench/libcachesim/reference.py",
         "libcachesim_version": VERSION,
-        "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests",
+        "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests"
+        + f"; miss_ratio null: libCacheSim did not finish within timed_out_s seconds",
         "traces": traces,
         "results": results,
     }

@@ -11,16 +11,32 @@ pub enum Algorithm {
     Clock,
     Sieve,
     S3Fifo,
+    Arc,
+    TwoQ,
+    Slru,
+    Lfu,
+    Lfuda,
+    Random,
+    Hyperbolic,
+    Lirs,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 5] = [
+    pub const ALL: [Algorithm; 13] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
         Algorithm::Sieve,
         Algorithm::S3Fifo,
+        Algorithm::Arc,
+        Algorithm::TwoQ,
+        Algorithm::Slru,
+        Algorithm::Lfu,
+        Algorithm::Lfuda,
+        Algorithm::Random,
+        Algorithm::Hyperbolic,
+        Algorithm::Lirs,
     ];
 
     /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
@@ -31,7 +47,22 @@ impl Algorithm {
             Algorithm::Clock => "clock",
             Algorithm::Sieve => "sieve",
             Algorithm::S3Fifo => "s3fifo",
+            Algorithm::Arc => "arc",
+            Algorithm::TwoQ => "twoq",
+            Algorithm::Slru => "slru",
+            Algorithm::Lfu => "lfu",
+            Algorithm::Lfuda => "lfuda",
+            Algorithm::Random => "random",
+            Algorithm::Hyperbolic => "hyperbolic",
+            Algorithm::Lirs => "lirs",
         }
+    }
+}
+
+impl Algorithm {
+    /// Every name, comma-separated, for error messages.
+    pub fn names() -> String {
+        Algorithm::ALL.map(Algorithm::name).join(", ")
     }
 }
 
@@ -50,8 +81,17 @@ impl FromStr for Algorithm {
             "clock" => Ok(Algorithm::Clock),
             "sieve" => Ok(Algorithm::Sieve),
             "s3fifo" | "s3-fifo" => Ok(Algorithm::S3Fifo),
+            "arc" => Ok(Algorithm::Arc),
+            "twoq" | "2q" => Ok(Algorithm::TwoQ),
+            "slru" => Ok(Algorithm::Slru),
+            "lfu" => Ok(Algorithm::Lfu),
+            "lfuda" => Ok(Algorithm::Lfuda),
+            "random" => Ok(Algorithm::Random),
+            "hyperbolic" => Ok(Algorithm::Hyperbolic),
+            "lirs" => Ok(Algorithm::Lirs),
             other => Err(format!(
-                "unknown eviction algorithm '{other}' (expected lru, fifo, clock, sieve or s3fifo)"
+                "unknown eviction algorithm '{other}' (expected one of {})",
+                Algorithm::names()
             )),
         }
     }
@@ -68,7 +108,10 @@ mod tests {
             assert_eq!(alg.to_string(), alg.name());
         }
         assert_eq!("S3-FIFO".parse::<Algorithm>(), Ok(Algorithm::S3Fifo));
-        let err = "arc".parse::<Algorithm>().unwrap_err();
-        assert!(err.contains("'arc'"), "{err}");
+        let err = "nosuch".parse::<Algorithm>().unwrap_err();
+        assert!(err.contains("'nosuch'"), "{err}");
+        for alg in Algorithm::ALL {
+            assert!(err.contains(alg.name()), "{err} lacks {alg}");
+        }
     }
 }

@@ -300,6 +300,17 @@ impl<L: ClassLayer> Cache<L> {
             self.layer.count_refused(class);
             return None;
         }
+        // Evictions the algorithm decided on before room is made (ARC's REPLACE after a
+        // ghost hit, victims SLRU picked during a hit).
+        while self
+            .layer
+            .queue(class)
+            .owes_eviction(&mut self.store.nodes, key, size)
+        {
+            if self.layer.never_evicts(class) || self.evict_from(class, on_evict) == NIL {
+                break;
+            }
+        }
         // The class's own cap: make room among its own objects (hard pins refuse instead).
         while self.layer.over_own_cap(class, size) {
             if self.layer.never_evicts(class) || self.evict_from(class, on_evict) == NIL {
@@ -322,6 +333,12 @@ impl<L: ClassLayer> Cache<L> {
                     self.layer.count_fenced(class);
                     return None;
                 }
+            }
+        }
+        // Evictions the algorithm makes inside its insert (2Q's Am keeping to its own size).
+        while self.layer.queue(class).owes_eviction_after_room(key, size) {
+            if self.layer.never_evicts(class) || self.evict_from(class, on_evict) == NIL {
+                break;
             }
         }
         if !self.layer.queue(class).admit_after_evictions(key, size) {

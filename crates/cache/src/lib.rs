@@ -1,6 +1,7 @@
 //! The cache Mantle manages: objects with sizes, a capacity in bytes and/or objects that can
-//! change at run time, pluggable eviction algorithms (LRU, FIFO, CLOCK, SIEVE, S3-FIFO) that
-//! behave exactly like libCacheSim 0.3.5's, and an access log for policies.
+//! change at run time, pluggable eviction algorithms (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC,
+//! LIRS, 2Q, SLRU, LFU, LFUDA, Random, Hyperbolic) that behave like libCacheSim 0.3.5's
+//! (docs/cache.md says how exactly, per algorithm), and an access log for policies.
 //!
 //! Replaying a trace the way libCacheSim does is one call per request:
 //!

@@ -5,7 +5,12 @@
 //! `bench/libcachesim/reference.json`.
 //!
 //! The traces are read with Mantle's own readers (`mantle-trace`), with the format and CSV
-//! column spec libCacheSim was given.
+//! column spec libCacheSim was given. They are looked for in `../shared/traces` beside the
+//! repository, or in `$MANTLE_TRACES_DIR` (a git worktree elsewhere).
+//!
+//! Deterministic algorithms must agree within [`TOLERANCE`]; Random and Hyperbolic sample
+//! victims with a random generator, neither libCacheSim's nor reproducible between its own
+//! runs, and get the measured tolerance of [`tolerance`] (see docs/cache.md).
 
 use cache::{Algorithm, Cache, Capacity};
 use serde_json::Value;
@@ -15,11 +20,32 @@ use trace::{CsvSpec, Format, ReadOptions};
 
 const TOLERANCE: f64 = 0.002;
 
+/// Names in reference.json that are not built-in algorithms (yet): listed here so that a
+/// reference entry can never be skipped silently.
+const NOT_BUILT_IN: &[&str] = &["clockpro"];
+
+/// The largest miss-ratio difference accepted for `algorithm`. Random draws its victims, in
+/// libCacheSim, as the newest object of a random non-empty hash bucket with a clock-seeded
+/// generator; here uniformly with a fixed seed. Measured: libCacheSim's own runs spread by up
+/// to 0.0015 (five runs each), ours is up to 0.0043 below libCacheSim's on twitter_cluster52
+/// (0.0003 on cloudPhysicsIO), a bias of libCacheSim's draw not reproduced here. Hyperbolic
+/// evicts the worst of 64 draws, which averages the draws out: within 0.0002, inside the
+/// deterministic tolerance (docs/cache.md).
+fn tolerance(algorithm: Algorithm) -> f64 {
+    match algorithm {
+        Algorithm::Random => 0.006,
+        _ => TOLERANCE,
+    }
+}
+
 fn traces_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces"
-    ))
+    match std::env::var_os("MANTLE_TRACES_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/traces"
+        )),
+    }
 }
 
 fn reference_path() -> PathBuf {
@@ -120,13 +146,32 @@ fn miss_ratios_match_libcachesim() {
 
     let mut failures = Vec::new();
     let results = reference["results"].as_array().expect("results");
-    assert_eq!(results.len(), 20, "2 traces x 2 sizes x 5 algorithms");
+    // Every built-in algorithm is checked on every trace at both sizes.
+    let mut checked: HashMap<(String, Algorithm), usize> = HashMap::new();
     for result in results {
         let name = result["trace"].as_str().unwrap();
-        let algorithm: Algorithm = result["algorithm"].as_str().unwrap().parse().unwrap();
+        let alg_name = result["algorithm"].as_str().unwrap();
+        let Ok(algorithm) = alg_name.parse::<Algorithm>() else {
+            assert!(
+                NOT_BUILT_IN.contains(&alg_name),
+                "{alg_name} is in reference.json but neither built in nor in NOT_BUILT_IN"
+            );
+            continue;
+        };
+        assert!(
+            !NOT_BUILT_IN.contains(&alg_name),
+            "{alg_name} is built in now"
+        );
         let fraction = result["fraction"].as_f64().unwrap();
         let cache_bytes = result["cache_bytes"].as_u64().unwrap();
-        let theirs = result["miss_ratio"].as_f64().unwrap();
+        let Some(theirs) = result["miss_ratio"].as_f64() else {
+            println!(
+                "{name:34} {algorithm:10} {fraction:>5}  libCacheSim did not finish in {} s: nothing to compare",
+                result["timed_out_s"]
+            );
+            *checked.entry((name.to_string(), algorithm)).or_default() += 1;
+            continue;
+        };
         let requests = &loaded[name];
 
         // libCacheSim sizes a cache given as a fraction as int(fraction * working set bytes).
@@ -147,12 +192,22 @@ fn miss_ratios_match_libcachesim() {
             "close"
         };
         println!(
-            "{name:34} {algorithm:7} {fraction:>5} {cache_bytes:>10} B  ours {ours:.6}  libCacheSim {theirs:.6}  {verdict} ({misses} vs {their_misses} misses)"
+            "{name:34} {algorithm:10} {fraction:>5} {cache_bytes:>10} B  ours {ours:.6}  libCacheSim {theirs:.6}  {verdict} ({misses} vs {their_misses} misses)"
         );
-        if diff > TOLERANCE {
+        *checked.entry((name.to_string(), algorithm)).or_default() += 1;
+        if diff > tolerance(algorithm) {
             failures.push(format!(
                 "{name} {algorithm} {fraction}: ours {ours} vs {theirs}"
             ));
+        }
+    }
+    for name in loaded.keys() {
+        for algorithm in Algorithm::ALL {
+            assert_eq!(
+                checked.get(&(name.clone(), algorithm)),
+                Some(&2),
+                "{name} {algorithm}: reference.json must hold both sizes"
+            );
         }
     }
     assert!(

@@ -4,11 +4,21 @@
 //! capacity checks belong to [`crate::Cache`]. [`Evictor`] dispatches statically over the
 //! built-in algorithms so the per-request path has no virtual calls.
 
+mod arc;
 mod clock;
 mod fifo;
+mod ghost;
+mod hyperbolic;
+mod lfu;
+mod lfuda;
+mod lirs;
 mod lru;
+mod random;
 mod s3fifo;
+mod sample;
 mod sieve;
+mod slru;
+mod twoq;
 
 use crate::slab::{Node, Slot};
 use crate::{Algorithm, Capacity};
@@ -32,6 +42,20 @@ pub(crate) trait EvictionPolicy {
     /// Whether the object is still taken once room was made (S3-FIFO refuses some here).
     fn admit_after_evictions(&mut self, _key: u64, _size: u32) -> bool {
         true
+    }
+
+    /// Asked (repeatedly) before the cache makes room for `key` of `size` bytes: whether the
+    /// algorithm must evict one object now even if `key` would fit (ARC's REPLACE after a
+    /// ghost hit). Each `true` is followed by one `evict` call.
+    fn owes_eviction(&mut self, _nodes: &mut [Node], _key: u64, _size: u32) -> bool {
+        false
+    }
+
+    /// Asked (repeatedly) once the cache has made room for `key`: whether the algorithm
+    /// evicts one more object of its own before linking it (2Q keeping Am within its size).
+    /// Each `true` is followed by one `evict` call.
+    fn owes_eviction_after_room(&mut self, _key: u64, _size: u32) -> bool {
+        false
     }
 
     /// Links a freshly stored node.
@@ -67,6 +91,14 @@ enum Kind {
     Clock(clock::Clock),
     Sieve(sieve::Sieve),
     S3Fifo(Box<s3fifo::S3Fifo>),
+    Arc(Box<arc::Arc>),
+    TwoQ(Box<twoq::TwoQ>),
+    Slru(Box<slru::Slru>),
+    Lfu(Box<lfu::Lfu>),
+    Lfuda(Box<lfuda::Lfuda>),
+    Random(Box<random::Random>),
+    Hyperbolic(Box<hyperbolic::Hyperbolic>),
+    Lirs(Box<lirs::Lirs>),
 }
 
 macro_rules! dispatch {
@@ -83,6 +115,14 @@ macro_rules! dispatch {
             Kind::Clock($p) => $e,
             Kind::Sieve($p) => $e,
             Kind::S3Fifo($p) => $e,
+            Kind::Arc($p) => $e,
+            Kind::TwoQ($p) => $e,
+            Kind::Slru($p) => $e,
+            Kind::Lfu($p) => $e,
+            Kind::Lfuda($p) => $e,
+            Kind::Random($p) => $e,
+            Kind::Hyperbolic($p) => $e,
+            Kind::Lirs($p) => $e,
         }
     };
 }
@@ -95,6 +135,14 @@ impl Evictor {
             Algorithm::Clock => Kind::Clock(clock::Clock::default()),
             Algorithm::Sieve => Kind::Sieve(sieve::Sieve::default()),
             Algorithm::S3Fifo => Kind::S3Fifo(Box::new(s3fifo::S3Fifo::new(capacity))),
+            Algorithm::Arc => Kind::Arc(Box::new(arc::Arc::new(capacity))),
+            Algorithm::TwoQ => Kind::TwoQ(Box::new(twoq::TwoQ::new(capacity))),
+            Algorithm::Slru => Kind::Slru(Box::new(slru::Slru::new(capacity))),
+            Algorithm::Lfu => Kind::Lfu(Box::default()),
+            Algorithm::Lfuda => Kind::Lfuda(Box::default()),
+            Algorithm::Random => Kind::Random(Box::default()),
+            Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
+            Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
         })
     }
 }
@@ -119,6 +167,14 @@ impl EvictionPolicy for Evictor {
         dispatch!(self, p => p.admit_after_evictions(key, size))
     }
     #[inline]
+    fn owes_eviction(&mut self, nodes: &mut [Node], key: u64, size: u32) -> bool {
+        dispatch!(self, p => p.owes_eviction(nodes, key, size))
+    }
+    #[inline]
+    fn owes_eviction_after_room(&mut self, key: u64, size: u32) -> bool {
+        dispatch!(self, p => p.owes_eviction_after_room(key, size))
+    }
+    #[inline]
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
         dispatch!(self, p => p.on_insert(nodes, slot))
     }
@@ -139,5 +195,144 @@ impl EvictionPolicy for Evictor {
     }
     fn heap_bytes(&self) -> usize {
         dispatch!(&self, p => p.heap_bytes())
+    }
+}
+
+/// How the newer algorithms measure their queues: libCacheSim sizes every queue in bytes; a
+/// cache limited only in objects counts each object as one unit instead, so the same
+/// fractions and comparisons apply to object counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Units {
+    by_bytes: bool,
+    /// The capacity in units (`u64::MAX / 4` when unlimited, so sums never overflow).
+    pub total: u64,
+}
+
+impl Units {
+    pub fn of(capacity: Capacity) -> Units {
+        match (capacity.bytes, capacity.objects) {
+            (Some(bytes), _) => Units {
+                by_bytes: true,
+                total: bytes,
+            },
+            (None, Some(objects)) => Units {
+                by_bytes: false,
+                total: objects,
+            },
+            (None, None) => Units {
+                by_bytes: true,
+                total: u64::MAX / 4,
+            },
+        }
+    }
+
+    /// Units one object of `size` bytes takes.
+    #[inline]
+    pub fn of_size(self, size: u32) -> u64 {
+        if self.by_bytes {
+            u64::from(size)
+        } else {
+            1
+        }
+    }
+
+    /// The units `usage` takes.
+    #[inline]
+    pub fn of_usage(self, usage: Usage) -> u64 {
+        if self.by_bytes {
+            usage.bytes
+        } else {
+            usage.objects
+        }
+    }
+
+    /// `floor(total * ratio)`, libCacheSim's `(int64_t)(cache_size * ratio)`.
+    pub fn fraction(self, ratio: f64) -> u64 {
+        (self.total as f64 * ratio) as u64
+    }
+}
+
+/// What one queue holds, in both measures, so that a change of [`Units`] needs no recount.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Usage {
+    pub bytes: u64,
+    pub objects: u64,
+}
+
+impl Usage {
+    #[inline]
+    pub fn add(&mut self, size: u32) {
+        self.bytes += u64::from(size);
+        self.objects += 1;
+    }
+    #[inline]
+    pub fn sub(&mut self, size: u32) {
+        self.bytes -= u64::from(size);
+        self.objects -= 1;
+    }
+    /// The same object changed size from `old` to `new` bytes.
+    #[inline]
+    pub fn resize(&mut self, old: u32, new: u32) {
+        self.bytes = self.bytes - u64::from(old) + u64::from(new);
+    }
+}
+
+/// Drives one algorithm over a slab in the cache's order of calls, for unit tests that look
+/// at the algorithm's own state.
+#[cfg(test)]
+pub(crate) struct Harness<P: EvictionPolicy> {
+    pub policy: P,
+    pub store: crate::slab::Slab,
+    pub capacity: Capacity,
+    pub evicted: Vec<u64>,
+}
+
+#[cfg(test)]
+impl<P: EvictionPolicy> Harness<P> {
+    pub fn new(policy: P, capacity: Capacity) -> Self {
+        Harness {
+            policy,
+            store: crate::slab::Slab::new(),
+            capacity,
+            evicted: Vec::new(),
+        }
+    }
+
+    fn evict_one(&mut self) -> bool {
+        let victim = self.policy.evict(&mut self.store.nodes);
+        if victim == crate::slab::NIL {
+            return false;
+        }
+        self.evicted.push(self.store.nodes[victim as usize].key);
+        self.store.remove(victim);
+        true
+    }
+
+    /// One libCacheSim request: returns whether it hit.
+    pub fn access(&mut self, key: u64, size: u32) -> bool {
+        if let Some(slot) = self.store.find(key) {
+            self.policy.on_hit(&mut self.store.nodes, slot);
+            return true;
+        }
+        self.policy.on_miss(key);
+        if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
+            return false;
+        }
+        while self.policy.owes_eviction(&mut self.store.nodes, key, size) && self.evict_one() {}
+        while self
+            .capacity
+            .exceeded_by(self.store.len() + 1, self.store.bytes() + u64::from(size))
+            && self.evict_one()
+        {}
+        while self.policy.owes_eviction_after_room(key, size) && self.evict_one() {}
+        if self.policy.admit_after_evictions(key, size) {
+            let slot = self.store.insert(key, size).unwrap();
+            self.policy.on_insert(&mut self.store.nodes, slot);
+        }
+        false
+    }
+
+    pub fn meta(&self, key: u64) -> u32 {
+        self.store.nodes[self.store.find(key).expect("cached") as usize].meta()
     }
 }

@@ -24,12 +24,9 @@ pub struct Args {
     /// --nodes and the flags of a simulated cluster.
     #[command(flatten)]
     pub cluster: Box<super::replay_flags::NodesArgs>,
-    /// Eviction algorithm.
-    #[arg(
-        long,
-        default_value = "lru",
-        value_name = "lru|fifo|clock|sieve|s3fifo"
-    )]
+    /// Eviction algorithm: lru, fifo, clock, sieve, s3fifo, arc, twoq, slru, lfu, lfuda,
+    /// random, hyperbolic or lirs (docs/cache.md).
+    #[arg(long, default_value = "lru", value_name = "ALGORITHM")]
     pub eviction: Algorithm,
     /// Model of the store behind the cache: lsm (default), lsm:rate=N,compact_every=N,stall=S, or none.
     #[arg(long, default_value = "lsm", value_name = "MODEL|none")]

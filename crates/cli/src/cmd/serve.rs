@@ -41,7 +41,8 @@ pub struct Args {
     /// this nor --max-keys is given.
     #[arg(long, value_parser = units::parse_bytes)]
     pub maxmemory: Option<u64>,
-    /// Eviction algorithm: lru, fifo, clock, sieve or s3fifo.
+    /// Eviction algorithm: lru, fifo, clock, sieve, s3fifo, arc, twoq, slru, lfu, lfuda,
+    /// random, hyperbolic or lirs (docs/cache.md).
     #[arg(long, default_value = "lru")]
     pub eviction: cache::Algorithm,
     /// When RocksDB's write-ahead log is forced to disk: always, everysec or no.

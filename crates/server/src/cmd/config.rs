@@ -165,8 +165,9 @@ pub fn policy_name(algorithm: cache::Algorithm) -> &'static str {
 
 /// The algorithm a `CONFIG SET maxmemory-policy` value names: Redis's `allkeys-lru` or one of
 /// Mantle's algorithm names. Redis's other policies have no equivalent here (the store keeps
-/// every key, so `noeviction` and the `volatile-*` ones do not apply; there is no LFU nor
-/// random eviction) and are refused, naming what is accepted.
+/// every key, so `noeviction` and the `volatile-*` ones do not apply; `allkeys-lfu` and
+/// `allkeys-random` are Redis's approximations, not Mantle's `lfu` and `random`, which are
+/// named directly) and are refused, naming what is accepted.
 fn parse_policy(value: &str) -> Result<cache::Algorithm, String> {
     let value = value.to_ascii_lowercase();
     if value == "allkeys-lru" {

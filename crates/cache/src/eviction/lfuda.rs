@@ -1,0 +1,164 @@
+//! LFU with dynamic aging as libCacheSim 0.3.5's `LFUDA.c` runs it. The cache age `L` is the
+//! priority of the last victim (libCacheSim's `min_freq`, 0 before the first eviction):
+//!
+//! - an inserted object gets priority `L + 1`;
+//! - a hit adds `L` to the object's priority (so before the first eviction a hit only moves
+//!   the object to the newest end of its priority's FIFO);
+//! - the victim is the oldest object of priority `L` (of priority 1 while `L` is 0 or 1);
+//!   `L` becomes its priority, and when that priority has no object left, the lowest
+//!   non-empty priority in `(L, P]` where `P` is the highest priority a hit ever produced.
+//!
+//! libCacheSim moves `L` forward, on a hit that empties priority `L`, before the hit object
+//! joins its new priority, and never past `P` (insertions do not raise `P`); both are kept,
+//! since they decide victims. Where libCacheSim would then find no object at priority `L`
+//! (it would dereference a null victim), the lowest non-empty priority is taken.
+//!
+//! Priorities grow without bound, so the FIFOs are kept in an ordered map of the non-empty
+//! ones: finding the next priority is a range query, not libCacheSim's scan of every integer
+//! between `L` and `P` (which on twitter_cluster52 at 1% runs for hours).
+
+use std::collections::BTreeMap;
+
+use super::EvictionPolicy;
+use crate::queue::Queue;
+use crate::slab::{Node, Slot, NIL};
+
+#[derive(Default)]
+pub(crate) struct Lfuda {
+    /// Priority of the object in each slot.
+    priority: Vec<u64>,
+    /// Non-empty FIFOs by priority, oldest arrival at the tail.
+    lists: BTreeMap<u64, Queue>,
+    /// `L`.
+    min_freq: u64,
+    /// `P`.
+    max_freq: u64,
+}
+
+impl Lfuda {
+    fn push(&mut self, nodes: &mut [Node], slot: Slot, priority: u64) {
+        self.priority[slot as usize] = priority;
+        self.lists
+            .entry(priority)
+            .or_default()
+            .push_head(nodes, slot);
+    }
+
+    /// Unlinks `slot`; returns whether its priority has no object left.
+    fn unlink(&mut self, nodes: &mut [Node], slot: Slot) -> bool {
+        let priority = self.priority[slot as usize];
+        let Some(list) = self.lists.get_mut(&priority) else {
+            return true;
+        };
+        list.unlink(nodes, slot);
+        if list.is_empty() {
+            self.lists.remove(&priority);
+            return true;
+        }
+        false
+    }
+
+    /// libCacheSim's `update_min_freq`: the lowest non-empty priority in `(L, P]`, if any.
+    fn update_min_freq(&mut self) {
+        if self.min_freq >= self.max_freq {
+            return;
+        }
+        if let Some((&p, _)) = self.lists.range(self.min_freq + 1..=self.max_freq).next() {
+            self.min_freq = p;
+        }
+    }
+}
+
+impl EvictionPolicy for Lfuda {
+    #[inline]
+    fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
+        let old = self.priority[slot as usize];
+        let new = old.saturating_add(self.min_freq);
+        self.max_freq = self.max_freq.max(new);
+        if self.unlink(nodes, slot) && self.min_freq == old {
+            self.update_min_freq();
+        }
+        self.push(nodes, slot, new);
+    }
+
+    fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
+        let i = slot as usize;
+        if i >= self.priority.len() {
+            self.priority.resize(i + 1, 0);
+        }
+        let priority = self.min_freq + 1;
+        self.push(nodes, slot, priority);
+    }
+
+    fn evict(&mut self, nodes: &mut [Node]) -> Slot {
+        let wanted = self.min_freq.max(1);
+        let priority = if self.lists.contains_key(&wanted) {
+            wanted
+        } else {
+            match self.lists.keys().next() {
+                Some(&p) => p,
+                None => return NIL,
+            }
+        };
+        self.min_freq = priority;
+        let list = self.lists.get_mut(&priority).expect("non-empty priority");
+        let victim = list.pop_tail(nodes);
+        if list.is_empty() {
+            self.lists.remove(&priority);
+            self.update_min_freq();
+        }
+        victim
+    }
+
+    fn on_remove(&mut self, nodes: &mut [Node], slot: Slot) {
+        let priority = self.priority[slot as usize];
+        if self.unlink(nodes, slot) && priority == self.min_freq {
+            self.update_min_freq();
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        // A B-tree node holds up to 11 entries of 8 + 8 bytes and a few words.
+        self.priority.capacity() * size_of::<u64>() + self.lists.len() * 24
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eviction::Harness;
+    use crate::Capacity;
+
+    #[test]
+    fn before_the_first_eviction_a_hit_only_refreshes() {
+        let mut h = Harness::new(Lfuda::default(), Capacity::objects(3));
+        for k in [1, 2, 3, 1] {
+            h.access(k, 1);
+        }
+        // All at priority 1; 1 was refreshed, so 2 is the oldest there.
+        h.access(4, 1);
+        assert_eq!(h.evicted, vec![2]);
+        assert_eq!(h.policy.min_freq, 1);
+    }
+
+    #[test]
+    fn hits_add_the_age_and_new_objects_start_above_it() {
+        let mut h = Harness::new(Lfuda::default(), Capacity::objects(3));
+        for k in [1, 2, 3, 4] {
+            h.access(k, 1);
+        }
+        // 1 left and L = 1, so 4 entered at L + 1 = 2. A hit on 2 lifts it to 1 + L = 2,
+        // behind 4.
+        assert_eq!(h.policy.priority[h.store.find(4).unwrap() as usize], 2);
+        assert!(h.access(2, 1));
+        assert_eq!(h.policy.priority[h.store.find(2).unwrap() as usize], 2);
+        // 3, the last at priority 1, leaves; L moves to 2 and 5 enters at 3.
+        h.access(5, 1);
+        assert_eq!(h.evicted, vec![1, 3]);
+        assert_eq!(h.policy.priority[h.store.find(5).unwrap() as usize], 3);
+        // At priority 2, 4 is older than 2.
+        h.access(6, 1);
+        h.access(7, 1);
+        assert_eq!(h.evicted, vec![1, 3, 4, 2]);
+    }
+}
