@@ -316,7 +316,7 @@ impl Server {
     }
 }
 
-/// Starts the functions thread over the instance's keyspace, with the libraries of the
+/// Starts the functions thread, with the libraries of the
 /// node's registry (its store, or etcd in a cluster) installed.
 async fn start_functions(instance: &Arc<Instance>) -> anyhow::Result<()> {
     let registry = match &instance.cluster {
@@ -330,13 +330,9 @@ async fn start_functions(instance: &Arc<Instance>) -> anyhow::Result<()> {
             })
         }
     };
-    let keyspace = Arc::new(crate::cmd::function_exec::InstanceKeyspace::new(
-        Arc::downgrade(instance),
-        tokio::runtime::Handle::current(),
-    ));
     instance
         .functions
-        .start(registry, keyspace, instance.config.policy_limits)
+        .start(registry, instance.config.policy_limits)
         .await
 }
 
