@@ -332,7 +332,7 @@ async fn start_functions(instance: &Arc<Instance>) -> anyhow::Result<()> {
     };
     instance
         .functions
-        .start(registry, instance.config.policy_limits)
+        .start(registry, instance.config.function_limits)
         .await
 }
 

@@ -445,9 +445,9 @@ fn writes_a_function_makes_are_durable_and_survive_a_restart() {
 fn hostile_functions_are_stopped_with_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::rocks(dir.path(), |config| {
-        config.policy_limits.instructions = 20_000_000;
-        config.policy_limits.memory_bytes = 16 << 20;
-        config.policy_limits.time_limit = Duration::from_secs(2);
+        config.function_limits.instructions = 20_000_000;
+        config.function_limits.memory_bytes = 16 << 20;
+        config.function_limits.time_limit = Duration::from_secs(2);
         config.client_output_limit = 1 << 20;
     });
     let mut con = server.client();
@@ -564,7 +564,7 @@ end)",
 fn a_stopped_function_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::rocks(dir.path(), |config| {
-        config.policy_limits.instructions = 5_000_000;
+        config.function_limits.instructions = 5_000_000;
     });
     let mut con = server.client();
     load(
@@ -641,8 +641,8 @@ fn functions_inside_exec_run_in_its_transaction() {
 fn function_kill_stops_a_running_function_and_others_keep_being_served() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::rocks(dir.path(), |config| {
-        config.policy_limits.instructions = u64::MAX / 2;
-        config.policy_limits.time_limit = Duration::from_secs(600);
+        config.function_limits.instructions = u64::MAX / 2;
+        config.function_limits.time_limit = Duration::from_secs(600);
     });
     let mut con = server.client();
     load(
