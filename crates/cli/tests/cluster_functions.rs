@@ -242,12 +242,20 @@ fn fcall_works_on_the_target_right_after_its_slot_moves() {
 fn transactions_route_as_their_keys_do(n1: &Node, moved: &str) {
     let (a, b) = ("a", "b");
     assert_ne!(slots::key_slot(a.as_bytes()), slots::key_slot(b.as_bytes()));
-    assert_ne!(slots::key_slot(a.as_bytes()), slots::key_slot(moved.as_bytes()));
+    assert_ne!(
+        slots::key_slot(a.as_bytes()),
+        slots::key_slot(moved.as_bytes())
+    );
     let code = |e: redis::RedisError| e.code().unwrap_or("").to_string();
     let mut con = n1.conn();
     for queued in [
         redis::cmd("SET").arg(moved).arg("x").clone(),
-        redis::cmd("FCALL").arg("put").arg(1).arg(moved).arg("x").clone(),
+        redis::cmd("FCALL")
+            .arg("put")
+            .arg(1)
+            .arg(moved)
+            .arg("x")
+            .clone(),
     ] {
         let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
         let refused = queued.query::<()>(&mut con).unwrap_err();

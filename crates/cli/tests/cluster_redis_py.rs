@@ -113,7 +113,9 @@ fn run_python(python: &Path, ports: &[u16]) {
 }
 
 fn run_script(python: &Path, name: &str, ports: &[u16]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(name);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name);
     let mut child = Command::new(python)
         .arg(&script)
         .args(ports.iter().map(u16::to_string))

@@ -79,7 +79,13 @@ fn an_out_of_range_limit_is_refused_naming_its_flag() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(flag), "{stderr}");
     }
-    let out = mantle(&["serve", "--data-dir", "/nonexistent", "--function-time-limit", "0s"]);
+    let out = mantle(&[
+        "serve",
+        "--data-dir",
+        "/nonexistent",
+        "--function-time-limit",
+        "0s",
+    ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--function-time-limit"), "{stderr}");
