@@ -1,7 +1,8 @@
 //! Function libraries on a cluster of real `mantle serve --cluster` processes on a private
 //! etcd: a library loaded (or replaced, rolled back) on one node is what every node runs as
 //! soon as the client has the reply — no waiting — including a node started after the load
-//! and the target of a slot migration right after `mantle cluster move`; with etcd away
+//! and the target of a slot migration right after `mantle cluster move` (and MULTI/EXEC routed
+//! as their keys are: MOVED when queued, CROSSSLOT at EXEC); with etcd away
 //! calls are refused rather than served from a copy that may be stale, and once etcd and a
 //! restarted node are back every node runs the newest version.
 
@@ -231,6 +232,55 @@ fn fcall_works_on_the_target_right_after_its_slot_moves() {
         format!("{error:?}").contains("CROSSSLOT") || format!("{error:?}").contains("CrossSlot"),
         "{error:?}"
     );
+    transactions_route_as_their_keys_do(&n1, key);
+}
+
+/// MULTI/EXEC on a cluster: a queued command (a function call too) whose key another node
+/// owns is refused with MOVED when queued and EXEC aborts; keys of two slots in one
+/// transaction answer CROSSSLOT at EXEC; a function queued with a key this node owns runs
+/// inside EXEC. `moved` is a key whose slot `n1` no longer owns.
+fn transactions_route_as_their_keys_do(n1: &Node, moved: &str) {
+    let (a, b) = ("a", "b");
+    assert_ne!(slots::key_slot(a.as_bytes()), slots::key_slot(b.as_bytes()));
+    assert_ne!(
+        slots::key_slot(a.as_bytes()),
+        slots::key_slot(moved.as_bytes())
+    );
+    let code = |e: redis::RedisError| e.code().unwrap_or("").to_string();
+    let mut con = n1.conn();
+    for queued in [
+        redis::cmd("SET").arg(moved).arg("x").clone(),
+        redis::cmd("FCALL")
+            .arg("put")
+            .arg(1)
+            .arg(moved)
+            .arg("x")
+            .clone(),
+    ] {
+        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+        let refused = queued.query::<()>(&mut con).unwrap_err();
+        assert_eq!(code(refused), "MOVED");
+        let aborted = redis::cmd("EXEC").query::<()>(&mut con).unwrap_err();
+        assert_eq!(code(aborted), "EXECABORT");
+    }
+    let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+    for key in [a, b] {
+        let queued: String = redis::cmd("SET").arg(key).arg("1").query(&mut con).unwrap();
+        assert_eq!(queued, "QUEUED");
+    }
+    let crossslot = redis::cmd("EXEC").query::<()>(&mut con).unwrap_err();
+    assert_eq!(code(crossslot), "CROSSSLOT");
+    let (put, got): (String, String) = redis::pipe()
+        .atomic()
+        .cmd("FCALL")
+        .arg("put")
+        .arg(1)
+        .arg(a)
+        .arg("in-exec")
+        .get(a)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((put.as_str(), got.as_str()), ("OK", "in-exec"));
 }
 
 #[test]

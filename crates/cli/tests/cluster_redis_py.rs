@@ -2,6 +2,9 @@
 //! etcd: it discovers the cluster from one seed (`CLUSTER SLOTS`, `COMMAND`), routes keys to
 //! their owners and splits multi-slot reads.
 //!
+//! Also redis-py's transactions against one plain node (`redis_py_transactions.py`): the
+//! default `pipeline()`, `pipeline(transaction=False)`, `Redis.transaction()` with WATCH.
+//!
 //! redis-py is installed with pip into a venv under the target directory the first time
 //! (`MANTLE_PYTHON` names a Python that already has it). Without Python the test is skipped
 //! with a message.
@@ -106,7 +109,13 @@ fn python_with_redis() -> Option<PathBuf> {
 }
 
 fn run_python(python: &Path, ports: &[u16]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redis_py_cluster.py");
+    run_script(python, "redis_py_cluster.py", ports)
+}
+
+fn run_script(python: &Path, name: &str, ports: &[u16]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name);
     let mut child = Command::new(python)
         .arg(&script)
         .args(ports.iter().map(u16::to_string))
@@ -169,4 +178,28 @@ fn redis_py_cluster_client_reads_and_writes_through_every_node() {
         }
     }
     run_python(&python, &ports);
+}
+
+#[test]
+fn redis_py_pipelines_and_watch_transactions_on_one_node() {
+    let Some(python) = python_with_redis() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_mantle"))
+        .args(["serve", "--data-dir"])
+        .arg(root.path().join("data"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mantle serve starts");
+    let _node = Node(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run_script(&python, "redis_py_transactions.py", &[port]);
 }

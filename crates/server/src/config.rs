@@ -84,8 +84,13 @@ pub struct Config {
     pub timeseries: usize,
     /// `--classes FILE`: the cache's classes, as in `mantle replay --classes`.
     pub classes: Option<cache::classes::ClassSet>,
-    /// Instruction, memory and failure limits of live policies.
+    /// Instruction, memory, time and failure limits of live policies (`--policy-instructions`,
+    /// `--policy-memory`, `--policy-time-limit`).
     pub policy_limits: policy::Limits,
+    /// The same limits for each function or script call (`--function-instructions`,
+    /// `--function-memory`, `--function-time-limit`; the memory limit is that of the one
+    /// Lua state all libraries share).
+    pub function_limits: policy::Limits,
     /// Write policy events to stderr as well as to the durable log.
     pub policy_echo: bool,
     /// Start with no policy running, leaving the registry as it is (`--no-policy`).
@@ -134,6 +139,7 @@ impl Config {
             timeseries: crate::access_series::DEFAULT_TIMESERIES,
             classes: None,
             policy_limits: policy::Limits::default(),
+            function_limits: policy::Limits::default(),
             policy_echo: true,
             no_policy: false,
             policy_keep_versions: DEFAULT_KEEP_VERSIONS,

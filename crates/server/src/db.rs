@@ -41,7 +41,7 @@ mod watch;
 pub use crate::hints::MAX_CLASSES;
 pub use crate::metrics::CacheSnapshot;
 use keyspace::KeyRead;
-pub use keyspace::{Transaction, TxnError};
+pub use keyspace::{Savepoint, Transaction, TxnError};
 pub use watch::Watched;
 
 /// Number of write-ordering locks; a power of two.
@@ -766,6 +766,13 @@ impl Db {
                 self.stripe(hash).generation.fetch_add(1, Ordering::Release);
             }
         }
+    }
+
+    /// Drops from the cache keys the store no longer holds (a slot range wiped after its
+    /// migration) and aborts the transactions that WATCH them.
+    pub fn forget_deleted(&self, keys: &[Bytes]) {
+        self.forget_cached(keys);
+        self.shared.watches.touch_each(keys);
     }
 
     /// Drops from the cache every key `pick` chooses (see [`Db::forget_cached`]); returns

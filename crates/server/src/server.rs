@@ -217,7 +217,6 @@ impl Server {
         self.metrics.as_ref().and_then(|m| m.local_addr().ok())
     }
 
-    /// The shared state, for embedders and tests that inspect the cache directly.
     /// The shared state, for the crate's tests that run commands without a client.
     #[cfg(test)]
     pub(crate) fn instance(&self) -> &Arc<Instance> {
@@ -318,8 +317,8 @@ impl Server {
     }
 }
 
-/// Starts the functions thread over the instance's keyspace, with the libraries of the
-/// node's registry (`space`: its store or `--state-dir`; etcd in a cluster) installed.
+/// Starts the functions thread, with the libraries of the node's registry (`space`: its
+/// store or `--state-dir`; etcd in a cluster) installed.
 async fn start_functions(instance: &Arc<Instance>, space: Space) -> anyhow::Result<()> {
     let registry = match &instance.cluster {
         Some(node) => crate::functions::registry::Registry::Cluster(Box::new(
@@ -327,13 +326,9 @@ async fn start_functions(instance: &Arc<Instance>, space: Space) -> anyhow::Resu
         )),
         None => crate::functions::registry::Registry::local(space),
     };
-    let keyspace = Arc::new(crate::cmd::function_exec::InstanceKeyspace::new(
-        Arc::downgrade(instance),
-        tokio::runtime::Handle::current(),
-    ));
     instance
         .functions
-        .start(registry, keyspace, instance.config.policy_limits)
+        .start(registry, instance.config.function_limits)
         .await
 }
 

@@ -445,9 +445,9 @@ fn writes_a_function_makes_are_durable_and_survive_a_restart() {
 fn hostile_functions_are_stopped_with_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::rocks(dir.path(), |config| {
-        config.policy_limits.instructions = 20_000_000;
-        config.policy_limits.memory_bytes = 16 << 20;
-        config.policy_limits.time_limit = Duration::from_secs(2);
+        config.function_limits.instructions = 20_000_000;
+        config.function_limits.memory_bytes = 16 << 20;
+        config.function_limits.time_limit = Duration::from_secs(2);
         config.client_output_limit = 1 << 20;
     });
     let mut con = server.client();
@@ -515,12 +515,134 @@ redis.register_function('os', function() return os.time() end)";
     assert_eq!(exists, 0, "an undeclared key was written");
 }
 
+/// A function's read-modify-write is atomic against plain commands of other clients: a slow
+/// increment in Lua (GET, work, SET) and INCR on the same key from many connections at once
+/// lose no update.
+#[test]
+fn a_function_read_modify_write_never_interleaves_with_plain_writes() {
+    let (_dir, server) = server();
+    let mut con = server.client();
+    load(
+        &mut con,
+        "#!lua name=counter
+redis.register_function('slow_incr', function(keys)
+  local n = tonumber(redis.call('GET', keys[1]) or '0')
+  local spin = 0
+  for i = 1, 20000 do spin = spin + i end
+  return redis.call('SET', keys[1], tostring(n + 1))
+end)",
+    )
+    .unwrap();
+    const CLIENTS: usize = 8;
+    const ROUNDS: usize = 150;
+    let url = server.url();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for _ in 0..ROUNDS {
+                    if i % 2 == 0 {
+                        let _: String = fcall(&mut con, "slow_incr", &["n"], &[]).unwrap();
+                    } else {
+                        let _: i64 = redis::cmd("INCR").arg("n").query(&mut con).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let n: i64 = redis::cmd("GET").arg("n").query(&mut con).unwrap();
+    assert_eq!(n, (CLIENTS * ROUNDS) as i64, "an update was lost");
+}
+
+/// A function stopped by its limits leaves none of its writes; one that fails on its own
+/// keeps those made before the error (as in Redis).
+#[test]
+fn a_stopped_function_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), |config| {
+        config.function_limits.instructions = 5_000_000;
+    });
+    let mut con = server.client();
+    load(
+        &mut con,
+        "#!lua name=halfway
+redis.register_function('set_then_loop', function(keys)
+  redis.call('SET', keys[1], 'half')
+  while true do end
+end)
+redis.register_function('set_then_fail', function(keys)
+  redis.call('SET', keys[1], 'kept')
+  error('failed on purpose')
+end)",
+    )
+    .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("before")
+        .query(&mut con)
+        .unwrap();
+    let error = error_of(fcall::<Value>(&mut con, "set_then_loop", &["k"], &[]));
+    assert!(error.contains("instruction budget"), "{error}");
+    let value: String = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    assert_eq!(value, "before", "a stopped function's write was applied");
+    let error = error_of(fcall::<Value>(&mut con, "set_then_fail", &["k"], &[]));
+    assert!(error.contains("failed on purpose"), "{error}");
+    let value: String = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    assert_eq!(value, "kept");
+}
+
+/// FCALL and EVAL queued in MULTI run inside EXEC's transaction (its keys are locked with
+/// the rest) instead of waiting for locks EXEC holds; FLUSHALL there is refused, not hung.
+#[test]
+fn functions_inside_exec_run_in_its_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), |config| config.enable_flush = true);
+    let mut con = server.client();
+    load(
+        &mut con,
+        "#!lua name=inc\nredis.register_function('inc', function(keys) return redis.call('INCR', keys[1]) end)",
+    )
+    .unwrap();
+    let (a, b, c, d): (i64, i64, i64, String) = redis::pipe()
+        .atomic()
+        .incr("n", 1)
+        .cmd("FCALL")
+        .arg("inc")
+        .arg(1)
+        .arg("n")
+        .cmd("EVAL")
+        .arg("return redis.call('INCR', KEYS[1])")
+        .arg(1)
+        .arg("n")
+        .cmd("TYPE")
+        .arg("n")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((a, b, c, d.as_str()), (1, 2, 3, "string"));
+    // The redis crate reports an error entry of EXEC's array as the pipeline's error.
+    let error = error_of(
+        redis::pipe()
+            .atomic()
+            .incr("n", 1)
+            .cmd("FLUSHALL")
+            .query::<Vec<Value>>(&mut con),
+    );
+    assert!(error.contains("cannot run inside MULTI"), "{error}");
+    // The other commands of the transaction applied, as in Redis.
+    let n: i64 = redis::cmd("GET").arg("n").query(&mut con).unwrap();
+    assert_eq!(n, 4);
+}
+
 #[test]
 fn function_kill_stops_a_running_function_and_others_keep_being_served() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::rocks(dir.path(), |config| {
-        config.policy_limits.instructions = u64::MAX / 2;
-        config.policy_limits.time_limit = Duration::from_secs(600);
+        config.function_limits.instructions = u64::MAX / 2;
+        config.function_limits.time_limit = Duration::from_secs(600);
     });
     let mut con = server.client();
     load(

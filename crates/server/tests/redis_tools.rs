@@ -63,6 +63,96 @@ fn redis_cli_works_unchanged() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "OK\n1\n2\n");
 }
 
+/// Functions and scripts managed with redis-cli as docs/functions.md shows: the library read
+/// from a file with `-x`, listed, versioned, called, deleted.
+#[test]
+fn redis_cli_loads_lists_calls_and_deletes_functions() {
+    let Some(tool) = redis_tool(
+        "redis-cli",
+        "redis_cli_loads_lists_calls_and_deletes_functions",
+    ) else {
+        return;
+    };
+    let (_dir, server) = server();
+    let library = format!(
+        "{}/../../functions/ratelimit.lua",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let load = |replace: bool| {
+        let mut command = Command::new(&tool);
+        command
+            .arg("-p")
+            .arg(server.addr.port().to_string())
+            .args(["-x", "FUNCTION", "LOAD"]);
+        if replace {
+            command.arg("REPLACE");
+        }
+        let output = command
+            .stdin(std::fs::File::open(&library).unwrap())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    assert_eq!(load(false), "ratelimit\n");
+    assert!(load(false).contains("already exists"));
+    assert_eq!(load(true), "ratelimit\n");
+    let listed = cli(
+        &tool,
+        &server,
+        &["FUNCTION", "LIST", "LIBRARYNAME", "rate*"],
+    );
+    assert!(
+        listed.contains("rl_take") && listed.contains("rl_peek"),
+        "{listed}"
+    );
+    let versions = cli(&tool, &server, &["FUNCTION", "VERSIONS", "ratelimit"]);
+    assert!(versions.contains("ratelimit@2"), "{versions}");
+    assert_eq!(
+        cli(
+            &tool,
+            &server,
+            &[
+                "FCALL",
+                "rl_take",
+                "1",
+                "api:alice",
+                "10",
+                "5",
+                "1700000000000"
+            ]
+        ),
+        "1\n9\n0\n"
+    );
+    assert_eq!(
+        cli(&tool, &server, &["FUNCTION", "ROLLBACK", "ratelimit"]),
+        "1\n"
+    );
+    assert_eq!(
+        cli(
+            &tool,
+            &server,
+            &[
+                "EVAL",
+                "return redis.call('SET', KEYS[1], ARGV[1])",
+                "1",
+                "k",
+                "v"
+            ]
+        ),
+        "OK\n"
+    );
+    assert_eq!(
+        cli(&tool, &server, &["FUNCTION", "DELETE", "ratelimit"]),
+        "OK\n"
+    );
+    assert!(cli(
+        &tool,
+        &server,
+        &["FCALL", "rl_take", "1", "a", "1", "1", "1"]
+    )
+    .contains("Function not found"));
+}
+
 #[test]
 fn redis_benchmark_runs_get_and_set() {
     let Some(tool) = redis_tool("redis-benchmark", "redis_benchmark_runs_get_and_set") else {

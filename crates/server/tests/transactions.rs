@@ -133,6 +133,42 @@ fn a_watched_key_changed_by_another_client_aborts_exec() {
 }
 
 #[test]
+fn a_flush_by_another_client_aborts_exec_watching_a_key_it_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::rocks(dir.path(), |c| c.enable_flush = true);
+    let mut watcher = server.client();
+    let mut other = server.client();
+    for flush in ["FLUSHALL", "FLUSHDB"] {
+        let _: () = watcher.set("w", "1").unwrap();
+        let _: () = redis::cmd("WATCH").arg("w").query(&mut watcher).unwrap();
+        let _: () = redis::cmd(flush).query(&mut other).unwrap();
+        let result: Option<(String,)> = redis::pipe()
+            .atomic()
+            .set("w", "2")
+            .query(&mut watcher)
+            .unwrap();
+        assert_eq!(
+            result, None,
+            "{flush} deleted a watched key: EXEC must abort"
+        );
+        let value: Option<String> = watcher.get("w").unwrap();
+        assert_eq!(value, None, "the aborted transaction wrote nothing");
+    }
+    // As in Redis 7, a watched key that did not exist is not changed by a flush.
+    let _: () = redis::cmd("WATCH")
+        .arg("absent")
+        .query(&mut watcher)
+        .unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut other).unwrap();
+    let ran: Option<(String,)> = redis::pipe()
+        .atomic()
+        .set("absent", "3")
+        .query(&mut watcher)
+        .unwrap();
+    assert_eq!(ran, Some(("OK".to_string(),)));
+}
+
+#[test]
 fn the_queue_is_bounded() {
     let (_dir, server) = server();
     let mut raw = server.raw();

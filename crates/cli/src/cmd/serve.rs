@@ -86,6 +86,26 @@ pub struct Args {
     /// breaks the server at every start.
     #[arg(long)]
     pub no_policy: bool,
+    /// Instruction budget of one policy callback (counted in steps of 10,000).
+    #[arg(long, value_name = "N", default_value_t = policy::Limits::default().instructions, value_parser = clap::value_parser!(u64).range(1..))]
+    pub policy_instructions: u64,
+    /// Memory limit of the policy's Lua state (bytes, or with a unit: 64MiB).
+    #[arg(long, value_name = "BYTES", default_value = "64MiB", value_parser = units::parse_bytes)]
+    pub policy_memory: u64,
+    /// Wall-clock cut-off of one policy callback, e.g. 10s or 500ms.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = server::parse_period)]
+    pub policy_time_limit: std::time::Duration,
+    /// Instruction budget of one function or script call (FCALL, EVAL); its keys stay locked
+    /// while it runs, so keep it small. Default: --policy-instructions.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub function_instructions: Option<u64>,
+    /// Memory limit of the Lua state that holds every function library and cached script.
+    /// Default: --policy-memory.
+    #[arg(long, value_name = "BYTES", value_parser = units::parse_bytes)]
+    pub function_memory: Option<u64>,
+    /// Wall-clock cut-off of one function or script call. Default: --policy-time-limit.
+    #[arg(long, value_name = "DURATION", value_parser = server::parse_period)]
+    pub function_time_limit: Option<std::time::Duration>,
     /// Versions of each policy name the node's registry keeps; older ones are deleted when a
     /// new one is stored, except those on the activation (rollback) stack.
     #[arg(long, default_value_t = server::live::registry::DEFAULT_KEEP_VERSIONS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -190,6 +210,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.policy = args.policy;
     config.no_policy = args.no_policy;
     config.policy_keep_versions = args.policy_keep_versions as usize;
+    config.policy_limits = policy::Limits {
+        instructions: args.policy_instructions,
+        memory_bytes: usize::try_from(args.policy_memory).unwrap_or(usize::MAX),
+        time_limit: args.policy_time_limit,
+        ..policy::Limits::default()
+    };
+    config.function_limits = policy::Limits {
+        instructions: args
+            .function_instructions
+            .unwrap_or(args.policy_instructions),
+        memory_bytes: usize::try_from(args.function_memory.unwrap_or(args.policy_memory))
+            .unwrap_or(usize::MAX),
+        time_limit: args.function_time_limit.unwrap_or(args.policy_time_limit),
+        ..policy::Limits::default()
+    };
     config.manual_tick = args.tick == TickArg::Manual;
     if let TickArg::Every(period) = args.tick {
         config.tick = period;

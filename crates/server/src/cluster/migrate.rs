@@ -274,7 +274,7 @@ impl ClusterNode {
     pub(crate) fn wipe(&self, range: SlotRange) {
         match self.db.store().slot_data() {
             Some(rocks) => match rocks.delete_range(range) {
-                Ok(keys) => self.db.forget_cached(&keys),
+                Ok(keys) => self.db.forget_deleted(&keys),
                 Err(e) => store::log_line!("mantle: cluster: deleting slots {range}: {e}"),
             },
             // The data is upstream; only what this node cached of the range goes.

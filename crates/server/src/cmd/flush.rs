@@ -6,6 +6,7 @@
 //! once the deletion is durable.
 
 use super::{store_error, CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -45,6 +46,13 @@ async fn flush(instance: &Instance) -> Frame {
     }
 }
 
+fn refused_in_transaction(name: &str) -> Frame {
+    Frame::err(format!(
+        "{} cannot run inside MULTI/EXEC: send it on its own",
+        name.to_ascii_uppercase()
+    ))
+}
+
 impl Declared<'_> for FlushDb {
     const SPEC: CommandSpec = spec("flushdb");
 
@@ -54,6 +62,12 @@ impl Declared<'_> for FlushDb {
 
     async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         flush(instance).await
+    }
+
+    /// Refused inside EXEC: a flush holds every key, and the transaction already holds some
+    /// (it would wait for itself).
+    async fn apply_in(self, _: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        refused_in_transaction(Self::SPEC.name)
     }
 }
 
@@ -66,5 +80,11 @@ impl Declared<'_> for FlushAll {
 
     async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
         flush(instance).await
+    }
+
+    /// Refused inside EXEC: a flush holds every key, and the transaction already holds some
+    /// (it would wait for itself).
+    async fn apply_in(self, _: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        refused_in_transaction(Self::SPEC.name)
     }
 }

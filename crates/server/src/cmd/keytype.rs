@@ -2,6 +2,7 @@
 //! otherwise. Not an access for the eviction algorithm.
 
 use super::{store_error, CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -31,6 +32,14 @@ impl Declared<'_> for KeyType {
             Ok(0) => Frame::simple("none"),
             Ok(_) => Frame::simple("string"),
             Err(e) => store_error(e),
+        }
+    }
+
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        match txn.exists(&self.key).await {
+            Ok(false) => Frame::simple("none"),
+            Ok(true) => Frame::simple("string"),
+            Err(e) => super::txn_error(e),
         }
     }
 }

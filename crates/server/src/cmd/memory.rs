@@ -4,6 +4,7 @@
 //! ignored (a value is one string: nothing to sample).
 
 use super::{store_error, CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -67,5 +68,16 @@ impl Declared<'_> for Memory {
             },
             Memory::Help => super::help_reply(HELP),
         }
+    }
+
+    /// MEMORY USAGE reads what is committed (it takes no lock), so it may run inside a
+    /// transaction as it does outside.
+    async fn apply_in(
+        self,
+        _: &mut Transaction<'_>,
+        instance: &Instance,
+        session: &mut Session,
+    ) -> Frame {
+        self.apply(instance, session).await
     }
 }

@@ -327,18 +327,7 @@ impl<'a> Command<'a> {
         match &instance.cluster {
             None => Ok((command, None)),
             Some(node) => {
-                // Functions and scripts declare their keys by count, not by position.
-                let guard = match command {
-                    Command::Fcall(_)
-                    | Command::FcallRo(_)
-                    | Command::Eval(_)
-                    | Command::EvalRo(_)
-                    | Command::EvalSha(_)
-                    | Command::EvalShaRo(_) => {
-                        node.route(fcall::declared_keys(args).iter(), session.forwarded)?
-                    }
-                    _ => node.route(command.spec().key_args(args), session.forwarded)?,
-                };
+                let guard = node.route(request_keys(command.spec(), args), session.forwarded)?;
                 Ok((command, guard))
             }
         }
@@ -354,6 +343,32 @@ impl<'a> Command<'a> {
         }
         reply
     }
+}
+
+/// Commands that declare their keys by count (`numkeys`), not by position.
+const KEYS_BY_COUNT: &[&str] = &[
+    "eval",
+    "eval_ro",
+    "evalsha",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
+/// Whether `spec` is a function or script call (its keys are declared by count).
+pub fn calls_function(spec: &CommandSpec) -> bool {
+    KEYS_BY_COUNT.contains(&spec.name)
+}
+
+/// Every key a request declares: by position, or by count for functions and scripts. What a
+/// cluster routes on and what EXEC locks.
+pub fn request_keys<'k>(spec: &CommandSpec, args: &'k [Bytes]) -> impl Iterator<Item = &'k Bytes> {
+    let counted: &[Bytes] = if calls_function(spec) {
+        fcall::declared_keys(args)
+    } else {
+        &[]
+    };
+    spec.key_args(args).chain(counted)
 }
 
 /// Runs a keyed command on a transaction of its own over `keys` and commits it: the way every

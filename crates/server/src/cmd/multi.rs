@@ -84,7 +84,10 @@ fn refusal(args: &[Bytes], session: &Session, instance: &Instance) -> Option<Fra
         return Some(arity_error(spec.name));
     }
     let node = instance.cluster.as_ref()?;
-    route_error(node.route(spec.key_args(args), session.forwarded).err()?)
+    route_error(
+        node.route(super::request_keys(spec, args), session.forwarded)
+            .err()?,
+    )
 }
 
 /// The reply for a transaction whose keys this node cannot serve now.
@@ -184,9 +187,18 @@ impl Declared<'_> for Exec {
             return Frame::Error(EXECABORT.into());
         }
         let mut keys: Vec<Bytes> = Vec::new();
+        let mut calls_function = false;
         for args in &queued.requests {
             if let Some(spec) = lookup(&args[0]) {
-                keys.extend(spec.key_args(args).cloned());
+                keys.extend(super::request_keys(spec, args).cloned());
+                calls_function |= super::calls_function(spec);
+            }
+        }
+        // A function runs inside EXEC's transaction: the engine catches up with the
+        // registry before any key is locked.
+        if calls_function {
+            if let Err(e) = instance.functions.catch_up(false).await {
+                return Frame::Error(e);
             }
         }
         // In a cluster every key must be in one slot this node owns, held while it runs.

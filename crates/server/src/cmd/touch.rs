@@ -2,6 +2,7 @@
 //! only in the store is read into the cache); replies how many exist.
 
 use super::{store_error, CommandSpec, Declared, Flags, Keys};
+use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
@@ -31,5 +32,17 @@ impl Declared<'_> for Touch {
             Ok(n) => Frame::Integer(n as i64),
             Err(e) => store_error(e),
         }
+    }
+
+    /// Inside a transaction (EXEC, a function): the keys that exist as it sees them.
+    async fn apply_in(self, txn: &mut Transaction<'_>, _: &Instance, _: &mut Session) -> Frame {
+        let mut found = 0;
+        for key in &self.keys {
+            match txn.exists(key).await {
+                Ok(exists) => found += i64::from(exists),
+                Err(e) => return super::txn_error(e),
+            }
+        }
+        Frame::Integer(found)
     }
 }

@@ -74,6 +74,11 @@ impl Db {
         for stripe in self.shared.stripes.iter() {
             stripe.generation.fetch_add(1, Ordering::Release);
         }
+        // As in Redis, a WATCH of a key the flush deleted aborts its EXEC (one of a key that
+        // did not exist does not).
+        if let Ok(keys) = &result {
+            self.shared.watches.touch_each(keys);
+        }
         drop(guards);
         result
             .map(|keys| keys.len() as u64)

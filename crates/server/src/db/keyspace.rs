@@ -71,6 +71,9 @@ struct KeyState {
     dirty: bool,
 }
 
+/// A transaction's state at one point (see [`Transaction::savepoint`]).
+pub struct Savepoint(Vec<(Option<Option<Record>>, bool)>);
+
 /// Reads and writes over a fixed set of keys, applied all at once by [`Transaction::commit`].
 pub struct Transaction<'db> {
     db: &'db Db,
@@ -231,6 +234,25 @@ impl Transaction<'_> {
                 Ok(true)
             }
             None => Ok(false),
+        }
+    }
+
+    /// What the transaction knows and has written so far, to go back to with
+    /// [`Transaction::roll_back`] (a function stopped half-way inside EXEC or FCALL).
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint(
+            self.keys
+                .iter()
+                .map(|k| (k.seen.clone(), k.dirty))
+                .collect(),
+        )
+    }
+
+    /// Forgets every write made since `savepoint` was taken.
+    pub fn roll_back(&mut self, savepoint: Savepoint) {
+        for (key, (seen, dirty)) in self.keys.iter_mut().zip(savepoint.0) {
+            key.seen = seen;
+            key.dirty = dirty;
         }
     }
 

@@ -47,6 +47,23 @@ impl Watches {
         }
     }
 
+    /// Marks the watchers of every key in `deleted` (a mass delete: FLUSHALL, a migrated
+    /// slot range wiped), with their stripes locked by the caller. One map lookup per
+    /// deleted key, and nothing while nobody watches.
+    pub(super) fn touch_each(&self, deleted: &[Bytes]) {
+        if !self.is_active() {
+            return;
+        }
+        let keys = self.keys();
+        for key in deleted {
+            if let Some(flags) = keys.get(key) {
+                for flag in flags {
+                    flag.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
     fn add(&self, key: &Bytes, flag: &Arc<AtomicBool>) {
         let mut keys = self.keys();
         keys.entry(key.clone()).or_default().push(Arc::clone(flag));

@@ -1,40 +1,56 @@
-//! The execution seam: how `redis.call` inside a function runs a native command. Everything a
-//! function does to data goes through [`Keyspace::call`], and nothing else in `functions`
-//! touches the keyspace.
-//!
-//! Today a call is parsed with the server's `cmd` table and applied to the instance, on the
-//! functions thread (`vm`), which runs one function at a time: functions are atomic with
-//! respect to each other, and their writes mark the calling session so the `FCALL` reply
-//! leaves only after the one commit that makes all of them durable. Plain commands of other
-//! clients may still interleave with a function's calls. When the server's atomic keyspace
-//! (a `Db` transaction over declared keys with an overlay and one WAL batch) lands, this is
-//! the one function that switches to it: the context opens the transaction over the
-//! function's declared keys, each call runs inside it, and the function's end commits it.
+//! The execution seam: how `redis.call` inside a function reaches the keyspace. The functions
+//! thread (`vm`) runs the Lua; the keyspace is reached by the connection task that asked for
+//! the call, which holds the function's transaction (`cmd::function_exec`): every
+//! `redis.call` travels to that task as a [`CallRequest`], runs there inside the transaction,
+//! and its reply travels back. So a function is atomic against every other client (its
+//! declared keys are locked from before it starts until its writes are committed as one
+//! batch), and nothing in `functions` names the command table or the store.
 
 use crate::frame::Frame;
 use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
 
-/// How a function reaches the keyspace: implemented once, over the server's instance, by
-/// `cmd::function_exec` (this module cannot name the command table without an import loop).
-pub trait Keyspace: Send + Sync {
-    /// Runs one native command (`args[0]` is its name) for the function running in `scope`;
-    /// its reply, an error reply when the command is refused.
-    fn call(&self, scope: &mut Scope, args: &[Bytes]) -> Frame;
-}
-
-/// What one running function may touch, and what it did.
-#[derive(Debug, Default)]
-pub struct Scope {
-    /// The keys the caller declared (`KEYS`): the only ones a call may name.
-    pub keys: Vec<Bytes>,
+/// One `redis.call` / `redis.pcall` of the running function.
+pub struct CallRequest {
+    /// The command and its arguments (`args[0]` is its name).
+    pub args: Vec<Bytes>,
     /// `FCALL_RO`, `EVAL_RO` or a `no-writes` function: writes are refused.
     pub read_only: bool,
-    /// Set once a call wrote: the caller's reply must wait for the commit.
+    /// The command's reply, and whether the function has written so far.
+    pub reply: oneshot::Sender<Called>,
+}
+
+/// The answer to a [`CallRequest`].
+pub struct Called {
+    pub reply: Frame,
     pub wrote: bool,
 }
 
+/// A function or script handed to the functions thread: the caller serves its calls
+/// ([`FunctionRun::next_call`]) until it ends, then takes its outcome.
+pub struct FunctionRun {
+    pub(super) calls: mpsc::Receiver<CallRequest>,
+    pub(super) outcome: oneshot::Receiver<super::vm::Outcome>,
+}
+
+impl FunctionRun {
+    /// The function's next `redis.call`; `None` once it has ended (the functions thread
+    /// drops its end of the channel before it sends the outcome).
+    pub async fn next_call(&mut self) -> Option<CallRequest> {
+        self.calls.recv().await
+    }
+
+    /// How the function ended.
+    pub async fn outcome(self) -> super::vm::Outcome {
+        self.outcome
+            .await
+            .unwrap_or_else(|_| super::failed(super::stopped()))
+    }
+}
+
 /// Commands a function may not call: they run functions or scripts themselves, change the
-/// connection rather than data, or manage the server.
+/// connection rather than data, manage the server, or act on every key (a function holds
+/// only its declared keys).
 pub const DENIED: &[&str] = &[
     "asking",
     "auth",
@@ -49,6 +65,8 @@ pub const DENIED: &[&str] = &[
     "exec",
     "fcall",
     "fcall_ro",
+    "flushall",
+    "flushdb",
     "function",
     "hello",
     "multi",

@@ -27,7 +27,7 @@ pub mod vm;
 use crate::frame::Frame;
 use bytes::Bytes;
 use catalog::{FunctionInfo, LibraryInfo};
-use exec::Keyspace;
+use exec::FunctionRun;
 use library::LibraryHistory;
 use registry::Registry;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -80,13 +80,8 @@ impl Functions {
     }
 
     /// Starts the functions thread under `limits` and installs every library of `registry`.
-    pub async fn start(
-        &self,
-        registry: Registry,
-        keyspace: Arc<dyn Keyspace>,
-        limits: policy::Limits,
-    ) -> anyhow::Result<()> {
-        let sender = vm::spawn(limits, Arc::clone(&self.shared), keyspace)?;
+    pub async fn start(&self, registry: Registry, limits: policy::Limits) -> anyhow::Result<()> {
+        let sender = vm::spawn(limits, Arc::clone(&self.shared))?;
         *lock(&self.jobs) = Some(sender);
         if self.registry.set(registry).is_err() {
             anyhow::bail!("the functions engine was started twice");
@@ -336,29 +331,28 @@ impl Functions {
             .map(|(_, f)| f.no_writes())
     }
 
-    /// `FCALL` / `FCALL_RO`: runs function `name` once the node has caught up.
-    pub async fn fcall(
+    /// `FCALL` / `FCALL_RO`: starts function `name` (the caller has caught up with
+    /// [`Functions::catch_up`] and holds the keys); the caller serves its calls. `Err`: it
+    /// did not start, and this is the outcome.
+    pub fn fcall(
         &self,
         name: &str,
         keys: Vec<Bytes>,
         args: Vec<Bytes>,
         read_only: bool,
         reply_limit: u64,
-    ) -> Outcome {
-        if let Err(e) = self.catch_up(false).await {
-            return failed(e);
-        }
+    ) -> Result<FunctionRun, Outcome> {
         if read_only && self.is_read_only(name) == Some(false) {
-            return failed(
+            return Err(failed(
                 "ERR Can not execute a script with write flag using *_ro command.".into(),
-            );
+            ));
         }
         let target = Target::Function(name.to_string());
-        self.run(target, keys, args, read_only, reply_limit).await
+        self.run(target, keys, args, read_only, reply_limit)
     }
 
     /// `EVAL` (with `code`) / `EVALSHA` (without).
-    pub async fn eval(
+    pub fn eval(
         &self,
         sha: String,
         code: Option<Bytes>,
@@ -366,29 +360,41 @@ impl Functions {
         args: Vec<Bytes>,
         read_only: bool,
         reply_limit: u64,
-    ) -> Outcome {
+    ) -> Result<FunctionRun, Outcome> {
         let target = Target::Script { sha, code };
-        self.run(target, keys, args, read_only, reply_limit).await
+        self.run(target, keys, args, read_only, reply_limit)
     }
 
-    async fn run(
+    /// Hands a call to the functions thread; one `redis.call` in flight at a time.
+    fn run(
         &self,
         target: Target,
         keys: Vec<Bytes>,
         args: Vec<Bytes>,
         read_only: bool,
         reply_limit: u64,
-    ) -> Outcome {
-        self.ask(|reply| Job::Call {
+    ) -> Result<FunctionRun, Outcome> {
+        let (calls, calls_rx) = tokio::sync::mpsc::channel(1);
+        let (reply, outcome) = oneshot::channel();
+        let job = Job::Call {
             target,
             keys,
             args,
             read_only,
             reply_limit,
+            calls,
             reply,
+        };
+        let sent = lock(&self.jobs)
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(job).is_ok());
+        if !sent {
+            return Err(failed(stopped()));
+        }
+        Ok(FunctionRun {
+            calls: calls_rx,
+            outcome,
         })
-        .await
-        .unwrap_or_else(failed)
     }
 
     /// `SCRIPT LOAD`: the script's SHA-1.
@@ -421,6 +427,7 @@ fn failed(reply: String) -> Outcome {
     Outcome {
         reply: Frame::Error(reply),
         wrote: false,
+        stopped: false,
     }
 }
 

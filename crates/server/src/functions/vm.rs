@@ -6,7 +6,7 @@
 
 use super::catalog::{Catalog, FunctionInfo, LibraryInfo, Running, KNOWN_FLAGS};
 use super::convert::{self, error_line};
-use super::exec::{Keyspace, Scope};
+use super::exec::{CallRequest, Called};
 use super::library::{self, LibraryHistory};
 use super::registry::Snapshot;
 use crate::frame::Frame;
@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc as channel, oneshot};
 
 /// Scripts cached for `EVALSHA`; when full the cache is emptied (clients such as redis-py
 /// then send the script again with `EVAL`).
@@ -43,6 +43,8 @@ pub enum Job {
         read_only: bool,
         /// Bytes the reply may take (`--client-output-limit`, at most the memory limit).
         reply_limit: u64,
+        /// Where the function's `redis.call`s go (the caller's transaction).
+        calls: channel::Sender<CallRequest>,
         reply: oneshot::Sender<Outcome>,
     },
     /// `SCRIPT LOAD`: compiles and caches; the SHA-1.
@@ -62,10 +64,13 @@ pub enum Target {
     },
 }
 
-/// A finished call: its reply, and whether it wrote (the reply then waits for the commit).
+/// A finished call: its reply, whether it wrote (the reply then waits for the commit), and
+/// whether it was stopped (budget, memory, time, FUNCTION KILL) rather than ending on its
+/// own: its writes are then discarded.
 pub struct Outcome {
     pub reply: Frame,
     pub wrote: bool,
+    pub stopped: bool,
 }
 
 /// State the thread shares with the connections.
@@ -92,8 +97,8 @@ struct Loaded {
 
 /// The call in progress, as `redis.call` sees it.
 struct Active {
-    keyspace: Arc<dyn Keyspace>,
-    scope: Scope,
+    calls: channel::Sender<CallRequest>,
+    read_only: bool,
     wrote: Arc<AtomicBool>,
 }
 
@@ -113,22 +118,17 @@ struct Vm {
     functions: HashMap<String, String>,
     scripts: HashMap<String, (Function, bool)>,
     shared: Arc<Shared>,
-    keyspace: Arc<dyn Keyspace>,
     memory_limit: u64,
 }
 
 /// Starts the thread; it ends when the last sender of `jobs` is dropped.
-pub fn spawn(
-    limits: Limits,
-    shared: Arc<Shared>,
-    keyspace: Arc<dyn Keyspace>,
-) -> anyhow::Result<mpsc::Sender<Job>> {
+pub fn spawn(limits: Limits, shared: Arc<Shared>) -> anyhow::Result<mpsc::Sender<Job>> {
     let (tx, rx) = mpsc::channel::<Job>();
     let (ready_tx, ready_rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("mantle-functions".into())
         .spawn(move || {
-            let vm = match Vm::new(&limits, shared, keyspace) {
+            let vm = match Vm::new(&limits, shared) {
                 Ok(vm) => {
                     let _ = ready_tx.send(Ok(()));
                     vm
@@ -222,7 +222,7 @@ fn log_level(level: i64) -> Option<&'static str> {
 }
 
 impl Vm {
-    fn new(limits: &Limits, shared: Arc<Shared>, keyspace: Arc<dyn Keyspace>) -> mlua::Result<Vm> {
+    fn new(limits: &Limits, shared: Arc<Shared>) -> mlua::Result<Vm> {
         let sandbox = Sandbox::new(limits, shared.interrupt.clone())?;
         let lua = sandbox.lua();
         let active: ActiveSlot = Arc::default();
@@ -234,15 +234,31 @@ impl Vm {
                 Err(e) => return Ok((false, convert::error_table(lua, &e)?)),
             };
             meter.charge(1 + args.iter().map(|a| a.len() as u64).sum::<u64>() / 16)?;
-            let mut guard = lock(&slot);
-            let Some(active) = guard.as_mut() else {
+            let guard = lock(&slot);
+            let Some(active) = guard.as_ref() else {
                 let e = "ERR redis.call is only available while a function runs";
                 return Ok((false, convert::error_table(lua, e)?));
             };
-            let reply = active.keyspace.call(&mut active.scope, &args);
-            if active.scope.wrote {
-                active.wrote.store(true, Ordering::Relaxed);
-            }
+            // To the caller's task, which runs it inside the function's transaction. This is
+            // the functions thread, never a runtime worker: blocking holds up only functions.
+            let (tx, rx) = oneshot::channel();
+            let request = CallRequest {
+                args,
+                read_only: active.read_only,
+                reply: tx,
+            };
+            let reply = match active.calls.blocking_send(request) {
+                Ok(()) => match rx.blocking_recv() {
+                    Ok(Called { reply, wrote }) => {
+                        if wrote {
+                            active.wrote.store(true, Ordering::Relaxed);
+                        }
+                        reply
+                    }
+                    Err(_) => Frame::err("the caller of this function has gone"),
+                },
+                Err(_) => Frame::err("the caller of this function has gone"),
+            };
             drop(guard);
             meter.charge(reply.encoded_len(crate::frame::Protocol::Resp2) / 16)?;
             let ok = !matches!(reply, Frame::Error(_));
@@ -300,7 +316,6 @@ impl Vm {
             functions: HashMap::new(),
             scripts: HashMap::new(),
             shared,
-            keyspace,
             memory_limit,
         })
     }
@@ -324,9 +339,10 @@ impl Vm {
                     args,
                     read_only,
                     reply_limit,
+                    calls,
                     reply,
                 } => {
-                    let outcome = self.call(target, keys, args, read_only, reply_limit);
+                    let outcome = self.call(target, keys, args, read_only, reply_limit, calls);
                     let _ = reply.send(outcome);
                 }
                 Job::LoadScript { code, reply } => {
@@ -583,10 +599,12 @@ impl Vm {
         args: Vec<Bytes>,
         read_only: bool,
         reply_limit: u64,
+        calls: channel::Sender<CallRequest>,
     ) -> Outcome {
         let failed = |reply: String| Outcome {
             reply: Frame::Error(reply),
             wrote: false,
+            stopped: false,
         };
         let (function, name, no_writes, is_script) = match target {
             Target::Function(name) => {
@@ -631,13 +649,10 @@ impl Vm {
             let _ = self.script_env.raw_set("ARGV", args_table.clone());
         }
         let wrote = Arc::new(AtomicBool::new(false));
+        drop(keys);
         *lock(&self.active) = Some(Active {
-            keyspace: Arc::clone(&self.keyspace),
-            scope: Scope {
-                keys,
-                read_only: read_only || no_writes,
-                wrote: false,
-            },
+            calls,
+            read_only: read_only || no_writes,
             wrote: Arc::clone(&wrote),
         });
         *lock(&self.shared.running) = Some(Running {
@@ -650,10 +665,13 @@ impl Vm {
         self.sandbox.refill();
         let ran: mlua::Result<(bool, Value)> =
             self.trampoline.call((function, keys_table, args_table));
-        let stopped = self.sandbox.stopped();
+        // A budget, deadline, memory or FUNCTION KILL stop escapes the trampoline's pcall.
+        let stopped = self.sandbox.stopped() || ran.is_err();
         let killed = self.shared.interrupt.is_set();
         *lock(&self.shared.running) = None;
-        let wrote = lock(&self.active).take().is_some_and(|a| a.scope.wrote);
+        // Dropping the call's channel tells the caller the function has ended.
+        lock(&self.active).take();
+        let wrote = wrote.load(Ordering::Relaxed);
         if is_script {
             let _ = self.script_env.raw_set("KEYS", Value::Nil);
             let _ = self.script_env.raw_set("ARGV", Value::Nil);
@@ -687,8 +705,11 @@ impl Vm {
                 one_line(&e.to_string())
             )),
         };
-        let _ = stopped;
-        Outcome { reply, wrote }
+        Outcome {
+            reply,
+            wrote,
+            stopped: stopped || killed,
+        }
     }
 }
 
