@@ -109,7 +109,10 @@ fn the_sequencer_hands_out_positions_once_per_epoch() {
     assert!(ask(c, &["ZLOG.NEXT", "log", "0"]).contains("count must be"));
     assert!(ask(c, &["ZLOG.NEXT", "log", "2000000"]).contains("count must be"));
     let open = ask(c, &["ZLOG.OPEN", "log"]);
-    assert!(open.contains("replicas") && open.contains("int(2)"), "{open}");
+    assert!(
+        open.contains("replicas") && open.contains("int(2)"),
+        "{open}"
+    );
 }
 
 /// One acknowledged outcome: what, where, at which epoch, and when (for ordering checks).
@@ -202,7 +205,10 @@ fn the_contract_holds_under_concurrent_writers_fillers_and_sealers() {
     }
     for (at, ws) in &writes {
         assert_eq!(ws.len(), 1, "two writes acknowledged at {at:?}: {ws:?}");
-        assert!(!fills.contains_key(at), "a write and a fill acknowledged at {at:?}");
+        assert!(
+            !fills.contains_key(at),
+            "a write and a fill acknowledged at {at:?}"
+        );
     }
     // A read never returns data other than the acknowledged write's.
     for d in history.iter().filter(|d| d.op == "read") {
@@ -236,7 +242,10 @@ fn the_contract_holds_under_concurrent_writers_fillers_and_sealers() {
     }
     assert!(installed.values().all(|&n| n == 1), "an epoch sealed twice");
     assert!(!seals.is_empty() && !writes.is_empty() && !fills.is_empty());
-    let stale = history.iter().filter(|d| d.reply.starts_with("STALE")).count();
+    let stale = history
+        .iter()
+        .filter(|d| d.reply.starts_with("STALE"))
+        .count();
     assert!(stale > 0, "the run never crossed a stale epoch");
 
     // The final state agrees with the acknowledged history.

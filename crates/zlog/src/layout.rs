@@ -58,7 +58,10 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(name: &str, stripes: u32, replicas: u32) -> Layout {
-        assert!(stripes > 0 && replicas > 0, "a layout needs stripes and replicas");
+        assert!(
+            stripes > 0 && replicas > 0,
+            "a layout needs stripes and replicas"
+        );
         Layout {
             name: name.to_string(),
             base: u32::from(slots::key_slot(name.as_bytes())),
@@ -122,7 +125,10 @@ mod tests {
         for stripe in 0..16 {
             for replica in 0..2 {
                 let key = layout.object(stripe, replica);
-                assert_eq!(slots::key_slot(key.as_bytes()), layout.slot(stripe, replica));
+                assert_eq!(
+                    slots::key_slot(key.as_bytes()),
+                    layout.slot(stripe, replica)
+                );
             }
         }
         // Three nodes with the slots split evenly: the two replicas are on distinct nodes.
@@ -131,8 +137,9 @@ mod tests {
             for replicas in [2, 3] {
                 let layout = Layout::new(name, 16, replicas);
                 for stripe in 0..16 {
-                    let nodes: std::collections::BTreeSet<u8> =
-                        (0..replicas).map(|r| node(layout.slot(stripe, r))).collect();
+                    let nodes: std::collections::BTreeSet<u8> = (0..replicas)
+                        .map(|r| node(layout.slot(stripe, r)))
+                        .collect();
                     assert_eq!(nodes.len(), replicas as usize, "{name} {stripe}");
                 }
             }

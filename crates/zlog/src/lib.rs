@@ -86,6 +86,9 @@ enum Reply {
 /// (`redis::cluster::ClusterConnection`, routing every request by its key).
 pub struct Log<C> {
     conn: C,
+    /// Makes a fresh connection: after a node died a cluster connection keeps its dead
+    /// socket and the old slot map, so a transient failure is followed by a reconnect.
+    connect: Connector<C>,
     name: String,
     layout: Layout,
     /// The newest epoch this client has seen; requests carry it.
@@ -93,29 +96,32 @@ pub struct Log<C> {
     deadline: Duration,
 }
 
+/// What opens a connection of type `C`.
+pub type Connector<C> = Box<dyn FnMut() -> redis::RedisResult<C> + Send>;
+
 impl Log<redis::Connection> {
     /// Opens `name` on the single node at `url` (`redis://HOST:PORT`).
     pub fn open(url: &str, name: &str) -> Result<Log<redis::Connection>> {
-        let conn = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .map_err(unavailable)?;
-        Log::with_connection(conn, name)
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        Log::with_connector(Box::new(move || client.get_connection()), name)
     }
 }
 
 impl Log<redis::cluster::ClusterConnection> {
     /// Opens `name` on the cluster reachable at any of `urls`.
-    pub fn open_cluster(urls: &[String], name: &str) -> Result<Log<redis::cluster::ClusterConnection>> {
-        let conn = redis::cluster::ClusterClientBuilder::new(urls.to_vec())
+    pub fn open_cluster(
+        urls: &[String],
+        name: &str,
+    ) -> Result<Log<redis::cluster::ClusterConnection>> {
+        let client = redis::cluster::ClusterClientBuilder::new(urls.to_vec())
             // Few fast retries inside redis-rs: this client retries whole steps itself, up
             // to its deadline, so a failover is waited out once, not per request.
             .retries(2)
             .min_retry_wait(10)
             .max_retry_wait(100)
             .build()
-            .and_then(|c| c.get_connection())
             .map_err(unavailable)?;
-        Log::with_connection(conn, name)
+        Log::with_connector(Box::new(move || client.get_connection()), name)
     }
 }
 
@@ -142,10 +148,13 @@ fn transient(e: &RedisError) -> bool {
 }
 
 impl<C: ConnectionLike> Log<C> {
-    /// Opens `name` over `conn`: asks its sequencer's node for the layout.
-    pub fn with_connection(conn: C, name: &str) -> Result<Log<C>> {
+    /// Opens `name` over the connections `connect` makes: asks its sequencer's node for
+    /// the layout.
+    pub fn with_connector(mut connect: Connector<C>, name: &str) -> Result<Log<C>> {
+        let conn = connect().map_err(unavailable)?;
         let mut log = Log {
             conn,
+            connect,
             name: name.to_string(),
             layout: Layout::new(name, 1, 1),
             epoch: 0,
@@ -208,6 +217,10 @@ impl<C: ConnectionLike> Log<C> {
                     _ if transient(&e) && started.elapsed() < self.deadline => {
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(100));
+                        // Kept if no node answers yet: the next round tries again.
+                        if let Ok(fresh) = (self.connect)() {
+                            self.conn = fresh;
+                        }
                     }
                     _ if transient(&e) => return Err(unavailable(e)),
                     _ => return Err(Error::Refused(e.to_string())),
@@ -274,7 +287,13 @@ impl<C: ConnectionLike> Log<C> {
 
     /// Writes `data` at a reserved position, head to tail. `false`: the position was lost
     /// (filled by a reader, or the epoch moved on) and the caller takes another.
-    pub fn write_at(&mut self, started: Instant, epoch: u64, pos: u64, data: &[u8]) -> Result<bool> {
+    pub fn write_at(
+        &mut self,
+        started: Instant,
+        epoch: u64,
+        pos: u64,
+        data: &[u8],
+    ) -> Result<bool> {
         for obj in self.layout.chain(pos).collect::<Vec<_>>() {
             let cmd = storage("ZLOG.WRITE", &obj, epoch, pos).arg(data).clone();
             match self.call(started, &cmd)? {
@@ -507,7 +526,9 @@ fn pair(value: Value) -> Result<(u64, u64)> {
             (Value::Int(a), Value::Int(b)) if *a >= 0 && *b >= 0 => Ok((*a as u64, *b as u64)),
             _ => Err(Error::Refused("expected two positive integers".into())),
         },
-        other => Err(Error::Refused(format!("expected [epoch, position], got {other:?}"))),
+        other => Err(Error::Refused(format!(
+            "expected [epoch, position], got {other:?}"
+        ))),
     }
 }
 

@@ -45,7 +45,9 @@ fn append_read_fill_trim_and_tail() {
     // A reserved batch, one position of which is never written: a hole, then filled.
     let batch = log.next(3).unwrap();
     assert_eq!((batch.first, batch.count), (2, 3));
-    assert!(log.write_at(std::time::Instant::now(), batch.epoch, 2, b"x").unwrap());
+    assert!(log
+        .write_at(std::time::Instant::now(), batch.epoch, 2, b"x")
+        .unwrap());
     assert_eq!(log.read(3).unwrap(), Entry::NotWritten);
     log.fill(3).unwrap();
     log.fill(3).unwrap();
@@ -111,7 +113,10 @@ fn clients_racing_to_start_the_sequencer_never_share_a_position() {
     assert_eq!(positions.len(), appended.len(), "a position given twice");
     let mut log = Log::open(&url, "race").unwrap();
     for (pos, data) in &appended {
-        assert_eq!(log.read(*pos).unwrap(), Entry::Data(data.clone().into_bytes()));
+        assert_eq!(
+            log.read(*pos).unwrap(),
+            Entry::Data(data.clone().into_bytes())
+        );
     }
 }
 
