@@ -407,11 +407,10 @@ impl<C: ConnectionLike> Log<C> {
         let started = Instant::now();
         let chain: Vec<String> = self.layout.chain(pos).collect();
         for obj in chain {
-            loop {
-                match self.call(started, &storage("ZLOG.TRIM", &obj, self.epoch, pos))? {
-                    Reply::Stale(sealed) => self.after_stale(started, sealed)?,
-                    _ => break,
-                }
+            while let Reply::Stale(sealed) =
+                self.call(started, &storage("ZLOG.TRIM", &obj, self.epoch, pos))?
+            {
+                self.after_stale(started, sealed)?;
             }
         }
         Ok(())
@@ -425,11 +424,10 @@ impl<C: ConnectionLike> Log<C> {
             let mut to = 0;
             while to < pos {
                 to = (to + 65_536).min(pos);
-                loop {
-                    match self.call(started, &storage("ZLOG.TRIMTO", &obj, self.epoch, to))? {
-                        Reply::Stale(sealed) => self.after_stale(started, sealed)?,
-                        _ => break,
-                    }
+                while let Reply::Stale(sealed) =
+                    self.call(started, &storage("ZLOG.TRIMTO", &obj, self.epoch, to))?
+                {
+                    self.after_stale(started, sealed)?;
                 }
             }
         }
