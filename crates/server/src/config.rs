@@ -113,6 +113,12 @@ pub struct Config {
     pub wal_recovery: WalRecovery,
     /// Join a cluster on etcd (`--cluster`); `None` runs alone.
     pub cluster: Option<ClusterSettings>,
+    /// Nodes each shared-log entry is written to (`--log-replicas`), told to clients by
+    /// `ZLOG.OPEN`; every node of a cluster must be started with the same value.
+    pub log_replicas: u8,
+    /// This node holds only shared-log data, which clients replicate on `log_replicas` nodes
+    /// (`--log-node`): when it dies its slots go to the surviving log nodes.
+    pub log_node: bool,
 }
 
 impl Config {
@@ -151,6 +157,8 @@ impl Config {
             warmup_persist: DEFAULT_WARMUP_PERSIST,
             wal_recovery: WalRecovery::Strict,
             cluster: None,
+            log_replicas: crate::log::DEFAULT_REPLICAS,
+            log_node: false,
         }
     }
 
@@ -159,6 +167,23 @@ impl Config {
         if self.state_dir.is_some() && matches!(self.backend, Backend::RocksDb { .. }) {
             return Err(
                 "--state-dir is for --upstream; with --data-dir the state is kept there".into(),
+            );
+        }
+        if !(1..=crate::log::MAX_REPLICAS).contains(&self.log_replicas) {
+            return Err(format!(
+                "--log-replicas {} is outside 1..={}",
+                self.log_replicas,
+                crate::log::MAX_REPLICAS
+            ));
+        }
+        if self.log_node && self.cluster.is_none() {
+            return Err("--log-node needs --cluster (it is about who takes over slots)".into());
+        }
+        if self.log_node && self.log_replicas < 2 {
+            return Err(
+                "--log-node needs --log-replicas 2 or more: with one copy a dead node's \
+                 entries are gone, and its slots must wait for it"
+                    .into(),
             );
         }
         if self.threads > MAX_THREADS {

@@ -32,6 +32,8 @@ pub struct Instance {
     pub scan_cursors: crate::scan_cursors::ScanCursors,
     /// Libraries, scripts and the thread that runs them (`FUNCTION`, `FCALL`, `EVAL`).
     pub functions: crate::functions::Functions,
+    /// The shared logs this node sequences (`ZLOG.NEXT`), in memory only.
+    pub sequencers: crate::log::sequencer::Sequencers,
     next_client_id: AtomicU64,
 }
 
@@ -61,6 +63,7 @@ impl Instance {
             slowlog: Default::default(),
             scan_cursors: Default::default(),
             functions: crate::functions::Functions::new(),
+            sequencers: Default::default(),
             next_client_id: AtomicU64::new(1),
         }
     }

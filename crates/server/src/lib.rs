@@ -38,6 +38,7 @@ pub mod http;
 pub mod instance;
 pub mod keytable;
 pub mod live;
+pub mod log;
 pub mod metrics;
 pub mod parse;
 pub mod scan_cursors;

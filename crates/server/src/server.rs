@@ -171,8 +171,10 @@ impl Server {
             None => None,
         };
         if let Some(node) = &cluster {
-            let cache_tier = db.store().slot_data().is_none();
-            crate::cluster::failover::start(node, cache_tier)
+            // A log node's entries live on other nodes too (the clients replicate them), so
+            // its slots may be taken over like a cache tier's.
+            let reassignable = db.store().slot_data().is_none() || config.log_node;
+            crate::cluster::failover::start(node, reassignable)
                 .await
                 .context("setting up failover")?;
         }

@@ -20,8 +20,8 @@ pub fn key_slot(key: &[u8]) -> u16 {
     CRC16.checksum(hash_tag(key)) % SLOTS
 }
 
-/// The part of `key` that is hashed.
-fn hash_tag(key: &[u8]) -> &[u8] {
+/// The part of `key` that is hashed: its hash tag, or the whole key.
+pub fn hash_tag(key: &[u8]) -> &[u8] {
     let Some(open) = key.iter().position(|&b| b == b'{') else {
         return key;
     };

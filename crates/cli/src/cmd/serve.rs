@@ -175,6 +175,14 @@ pub struct Args {
         requires = "cluster"
     )]
     pub cluster_mode: server::cluster::ClusterMode,
+    /// Nodes each shared-log entry is written to by its clients (told by ZLOG.OPEN; give
+    /// every node of a cluster the same value); see docs/shared-log.md.
+    #[arg(long, value_name = "R", default_value_t = server::log::DEFAULT_REPLICAS)]
+    pub log_replicas: u8,
+    /// With --cluster: this node holds only shared-log data (replicated by the clients on
+    /// --log-replicas nodes), so when it dies the surviving log nodes take its slots.
+    #[arg(long, requires = "cluster")]
+    pub log_node: bool,
 }
 
 fn parse_warmup(text: &str) -> Result<server::warmup::WarmupSpec, String> {
@@ -243,6 +251,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.warmup_track = args.warmup_track;
     config.warmup_persist = args.warmup_persist;
     config.wal_recovery = args.wal_recovery;
+    config.log_replicas = args.log_replicas;
+    config.log_node = args.log_node;
     if let (Some(etcd), Some(name), Some(node_id)) = (args.cluster, args.cluster_name, args.node_id)
     {
         if args.cluster_ttl < std::time::Duration::from_secs(2) {

@@ -50,6 +50,7 @@ mod time;
 mod touch;
 mod ttl;
 mod watch;
+mod zlog;
 
 use crate::cluster::{Redirect, RouteGuard};
 use crate::db::{Transaction, TxnError};
@@ -281,6 +282,16 @@ commands! {
     Unlink(del::Unlink),
     Unwatch(watch::Unwatch),
     Watch(watch::Watch),
+    ZlogFill(zlog::Fill),
+    ZlogInit(zlog::Init),
+    ZlogNext(zlog::Next),
+    ZlogOpen(zlog::Open),
+    ZlogRead(zlog::Read),
+    ZlogSeal(zlog::Seal),
+    ZlogTail(zlog::Tail),
+    ZlogTrim(zlog::Trim),
+    ZlogTrimTo(zlog::TrimTo),
+    ZlogWrite(zlog::Write),
 }
 
 /// The row of SET, which deferred plain writes are recorded under.
@@ -548,6 +559,13 @@ mod tests {
             "setex" => &["k", "10", "v"],
             "setnx" => &["nx", "v"],
             "setrange" => &["k", "1", "x"],
+            // In name order: after ZLOG.SEAL's epoch 2, the writes carry a newer one.
+            "zlog.fill" | "zlog.read" => &["obj", "1", "3"],
+            "zlog.trim" | "zlog.trimto" => &["obj", "3", "3"],
+            "zlog.write" => &["obj", "3", "4", "entry"],
+            "zlog.seal" => &["obj", "2"],
+            "zlog.init" => &["log", "1", "0"],
+            "zlog.next" | "zlog.open" | "zlog.tail" => &["log"],
             other => panic!("no sample request for '{other}': add one here"),
         }
     }
@@ -636,7 +654,12 @@ mod tests {
                     "setex",
                     "setnx",
                     "setrange",
-                    "unlink"
+                    "unlink",
+                    "zlog.fill",
+                    "zlog.seal",
+                    "zlog.trim",
+                    "zlog.trimto",
+                    "zlog.write"
                 ]
             );
         });
