@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
-For LRU, FIFO, CLOCK, SIEVE and S3-FIFO at 1% and 10% of each trace's working set in bytes,
-runs libCacheSim's own C simulator (through its Python package) and writes the exact byte
-cache sizes and miss ratios to reference.json next to this script. The cache crate's test
-`libcachesim_agreement` replays the same traces and compares.
+For every algorithm in ALGORITHMS (and OFFLINE) at 1% and 10% of each trace's working set in
+bytes, runs libCacheSim's own C simulator (through its Python package) and writes the exact
+byte cache sizes and miss ratios to reference.json next to this script; ADMISSIONS are run
+in front of LRU the same way. The cache crate's test `libcachesim_agreement` replays the same
+traces and compares.
+
+The offline algorithms (Belady, BeladySize) need each request's next access time. The
+oracleGeneral trace carries it; for the CSV trace libCacheSim's reader has none (BeladySize
+then loops forever), so this script computes it (the 1-based index of the key's next
+request, INT64_MAX for none, as oracleGeneral stores it) and feeds the requests one by one.
 
 Usage (the package lives in a private virtualenv):
     python3 -m venv ~/.cache/lcs-venv && ~/.cache/lcs-venv/bin/pip install libcachesim==0.3.5
@@ -28,6 +34,25 @@ ALGORITHMS = {
     "clock": lcs.Clock,
     "sieve": lcs.Sieve,
     "s3fifo": lcs.S3FIFO,
+    "gdsf": lcs.GDSF,
+    "wtinylfu": lcs.WTinyLFU,
+    "lhd": lcs.LHD,
+    "lecar": lcs.LeCaR,
+    "cacheus": lcs.Cacheus,
+}
+# Offline algorithms: they need next-access times (see the module doc).
+OFFLINE = {
+    "belady": lcs.Belady,
+    "beladysize": lcs.BeladySize,
+}
+# Admission policies run in front of LRU: Mantle's `--admission` spec -> a factory taking
+# the trace's mean object size (the size threshold's parameter).
+ADMISSIONS = {
+    "size": lambda mean: lcs.SizeAdmissioner(),
+    "size:size={mean}": lambda mean: lcs.SizeAdmissioner(mean),
+    "prob": lambda mean: lcs.ProbAdmissioner(),
+    "bloomfilter": lambda mean: lcs.BloomFilterAdmissioner(),
+    "adaptsize": lambda mean: lcs.AdaptSizeAdmissioner(),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -52,6 +77,36 @@ def open_trace(traces_dir, name):
     return path, spec, lcs.TraceReader(path, lcs.TraceType.CSV_TRACE, params)
 
 
+INT64_MAX = 2**63 - 1
+
+
+def requests_with_next_access(reader):
+    """(obj_id, obj_size, next_access_vtime) of every request, computed backwards."""
+    reader.reset()
+    reqs = [(r.obj_id, r.obj_size) for r in reader]
+    nxt = [INT64_MAX] * len(reqs)
+    seen = {}
+    for i in range(len(reqs) - 1, -1, -1):
+        key = reqs[i][0]
+        nxt[i] = seen.get(key, INT64_MAX)
+        seen[key] = i + 1
+    reader.reset()
+    return [(k, s, n) for (k, s), n in zip(reqs, nxt)]
+
+
+def replay_fed(cache, requests):
+    """libCacheSim's own get() per request, with our next-access times."""
+    req = lcs.Request()
+    misses = miss_bytes = total_bytes = 0
+    for key, size, nxt in requests:
+        req.obj_id, req.obj_size, req.next_access_vtime = key, size, nxt
+        total_bytes += size
+        if not cache.get(req):
+            misses += 1
+            miss_bytes += size
+    return misses / len(requests), miss_bytes / total_bytes
+
+
 def main():
     if lcs.__version__ != VERSION:
         sys.exit(f"libcachesim {lcs.__version__} is installed; the reference is for {VERSION}")
@@ -70,23 +125,37 @@ def main():
                 "working_set_bytes": wss_bytes,
             }
         )
+        fed = None
         for fraction in FRACTIONS:
-            for alg, cls in ALGORITHMS.items():
+            runs = [(alg, lambda f, c=cls: c(f, reader=reader), None) for alg, cls in ALGORITHMS.items()]
+            runs += [(alg, lambda f, c=cls: c(f, reader=reader), None) for alg, cls in OFFLINE.items()]
+            mean = wss_bytes // wss_objects
+            runs += [
+                ("lru", lambda f, m=make: lcs.LRU(f, reader=reader, admissioner=m(mean)), spec.format(mean=mean))
+                for spec, make in ADMISSIONS.items()
+            ]
+            for alg, make, admission in runs:
                 # A float size is libCacheSim's "fraction of the working set in bytes":
                 # int(fraction * working_set_bytes).
-                cache = cls(fraction, reader=reader)
-                miss_ratio, byte_miss_ratio = cache.process_trace(reader)
-                results.append(
-                    {
-                        "trace": name,
-                        "algorithm": alg,
-                        "fraction": fraction,
-                        "cache_bytes": cache.cache_size,
-                        "miss_ratio": miss_ratio,
-                        "byte_miss_ratio": byte_miss_ratio,
-                    }
-                )
-                print(f"{name:36} {alg:7} {fraction:5} {cache.cache_size:>10} B  miss {miss_ratio:.6f}")
+                cache = make(fraction)
+                if alg in OFFLINE and fmt != "oracleGeneral":
+                    if fed is None:
+                        fed = requests_with_next_access(reader)
+                    miss_ratio, byte_miss_ratio = replay_fed(cache, fed)
+                else:
+                    miss_ratio, byte_miss_ratio = cache.process_trace(reader)
+                result = {
+                    "trace": name,
+                    "algorithm": alg,
+                    "fraction": fraction,
+                    "cache_bytes": cache.cache_size,
+                    "miss_ratio": miss_ratio,
+                    "byte_miss_ratio": byte_miss_ratio,
+                }
+                if admission is not None:
+                    result["admission"] = admission
+                results.append(result)
+                print(f"{name:36} {alg:10} {admission or '':16} {fraction:5} {cache.cache_size:>10} B  miss {miss_ratio:.6f}", flush=True)
     out = {
         "generator": "bench/libcachesim/reference.py",
         "libcachesim_version": VERSION,

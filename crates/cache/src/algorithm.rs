@@ -6,8 +6,11 @@ use std::str::FromStr;
 /// Eviction algorithm names accepted on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
+    Belady,
+    BeladySize,
     Lru,
     Fifo,
+    Gdsf,
     Clock,
     Sieve,
     S3Fifo,
@@ -15,9 +18,12 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 5] = [
+    pub const ALL: [Algorithm; 8] = [
+        Algorithm::Belady,
+        Algorithm::BeladySize,
         Algorithm::Lru,
         Algorithm::Fifo,
+        Algorithm::Gdsf,
         Algorithm::Clock,
         Algorithm::Sieve,
         Algorithm::S3Fifo,
@@ -26,12 +32,23 @@ impl Algorithm {
     /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
     pub fn name(self) -> &'static str {
         match self {
+            Algorithm::Belady => "belady",
+            Algorithm::BeladySize => "beladysize",
             Algorithm::Lru => "lru",
             Algorithm::Fifo => "fifo",
+            Algorithm::Gdsf => "gdsf",
             Algorithm::Clock => "clock",
             Algorithm::Sieve => "sieve",
             Algorithm::S3Fifo => "s3fifo",
         }
+    }
+}
+
+impl Algorithm {
+    /// Offline algorithms need each request's next access time
+    /// ([`crate::Cache::access_with_future`]); hosts that cannot know it refuse them.
+    pub fn is_offline(self) -> bool {
+        matches!(self, Algorithm::Belady | Algorithm::BeladySize)
     }
 }
 
@@ -45,13 +62,17 @@ impl FromStr for Algorithm {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
+            "belady" => Ok(Algorithm::Belady),
+            "beladysize" | "belady-size" => Ok(Algorithm::BeladySize),
             "lru" => Ok(Algorithm::Lru),
             "fifo" => Ok(Algorithm::Fifo),
+            "gdsf" => Ok(Algorithm::Gdsf),
             "clock" => Ok(Algorithm::Clock),
             "sieve" => Ok(Algorithm::Sieve),
             "s3fifo" | "s3-fifo" => Ok(Algorithm::S3Fifo),
             other => Err(format!(
-                "unknown eviction algorithm '{other}' (expected lru, fifo, clock, sieve or s3fifo)"
+                "unknown eviction algorithm '{other}' (expected one of: {})",
+                Algorithm::ALL.map(Algorithm::name).join(", ")
             )),
         }
     }
