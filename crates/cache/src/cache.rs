@@ -118,15 +118,12 @@ impl Cache {
     /// The offline algorithms (Belady, BeladySize) need it; the others ignore it.
     #[inline]
     pub fn access_with_future(&mut self, key: u64, size: u32, next_access: u64) -> bool {
-        self.layer.queue(()).on_future(next_access);
-        let hit = self.access(key, size);
-        if hit && next_access == crate::future::NEVER && self.layer.queue(()).drops_dead_hits() {
-            self.remove(key);
-        }
-        hit
+        let mut uncounted = crate::RequestCounts::default();
+        let op = crate::classes::RuleOp::Access;
+        self.serve_with_future(op, key, size, (), &mut uncounted, next_access) == crate::Served::Hit
     }
 
-    /// Every cached `(key, size)`, in no particular order. Does not count as accesses.
+    /// Every cached `(key, size)`, in no particular order.    /// Every cached `(key, size)`, in no particular order. Does not count as accesses.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.objects().map(|(key, size, ())| (key, size))
     }
@@ -144,6 +141,30 @@ impl<L: ClassLayer> Cache<L> {
             miss_hash: 0,
             admission: None,
         }
+    }
+
+    /// [`Cache::serve_as`] for a request whose next access time is known (see
+    /// [`Cache::access_with_future`]): tells the algorithm first, and drops an object
+    /// BeladySize will never need again on its last hit, as libCacheSim does.
+    #[inline]
+    pub fn serve_with_future(
+        &mut self,
+        op: crate::classes::RuleOp,
+        key: u64,
+        size: u32,
+        class: L::Class,
+        counts: &mut crate::RequestCounts,
+        next_access: u64,
+    ) -> crate::Served {
+        self.layer.queue(class).on_future(next_access);
+        let served = self.serve_as(op, key, size, class, counts);
+        if served == crate::Served::Hit
+            && next_access == crate::future::NEVER
+            && self.layer.queue(class).drops_dead_hits()
+        {
+            self.remove(key);
+        }
+        served
     }
 
     /// An empty cache with the same algorithm, capacity, classes and admission policy (its

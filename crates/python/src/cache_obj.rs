@@ -2,7 +2,9 @@
 //! trace at a time (`process_trace`, in Rust with the GIL released).
 
 use crate::input::TraceInput;
-use crate::run::{parse_algorithm, parse_cache_size, resolve_capacity_of};
+use crate::run::{
+    future_of, parse_admission, parse_algorithm, parse_cache_size, resolve_capacity_of,
+};
 use crate::{error, Signals, Stop};
 use cache::classes::RuleOp;
 use cache::{RequestCounts, Served};
@@ -29,15 +31,20 @@ fn serve_trace(
     start: u64,
     max: Option<u64>,
 ) -> Result<RequestCounts, Stop> {
+    // An offline algorithm learns every request's next access from a first pass.
+    let future = match cache.algorithm().is_offline() {
+        true => Some(future_of(input)?),
+        false => None,
+    };
     let mut reader = trace::Batched::new(input.open()?);
     let mut tally = RequestCounts::default();
     let mut signals = Signals::new();
-    let mut skipped = 0;
-    while skipped < start {
+    let mut position = 0;
+    while position < start {
         if reader.next_request()?.is_none() {
             return Ok(tally);
         }
-        skipped += 1;
+        position += 1;
     }
     let mut left = max.unwrap_or(u64::MAX);
     while left > 0 {
@@ -47,7 +54,15 @@ fn serve_trace(
         };
         // The one request path every simulated cache shares (docs/replay.md).
         let op = rule_op(r.op);
-        cache.serve(op, r.key, r.size, &mut tally);
+        match &future {
+            None => cache.serve(op, r.key, r.size, &mut tally),
+            Some(next) => {
+                let next = next.get(position as usize).copied();
+                let next = next.unwrap_or(cache::future::NEVER);
+                cache.serve_with_future(op, r.key, r.size, (), &mut tally, next)
+            }
+        };
+        position += 1;
         left -= 1;
     }
     Ok(tally)
@@ -58,12 +73,16 @@ impl Cache {
     /// `cache_size` as `mantle replay --cache-size` takes it: objects (1000), bytes with a
     /// unit ("64MiB"), "unlimited", or a percentage ("10%") of `reader`'s working set.
     #[new]
-    #[pyo3(signature = (eviction, cache_size, *, reader=None))]
+    ///
+    /// `admission` puts an admission policy in front of the eviction algorithm, as `mantle
+    /// replay --admission` takes it: "size:size=4096", "prob:prob=0.3", "bloomfilter".
+    #[pyo3(signature = (eviction, cache_size, *, reader=None, admission=None))]
     fn new(
         py: Python<'_>,
         eviction: &str,
         cache_size: &Bound<'_, PyAny>,
         reader: Option<&Bound<'_, PyAny>>,
+        admission: Option<&str>,
     ) -> PyResult<Cache> {
         let algorithm = parse_algorithm(eviction)?;
         let (size, _) = parse_cache_size(cache_size)?;
@@ -71,9 +90,9 @@ impl Cache {
         let (capacity, _) = py
             .detach(|| resolve_capacity_of(size, input.as_ref()))
             .map_err(error)?;
-        Ok(Cache {
-            cache: cache::Cache::new(algorithm, capacity),
-        })
+        let mut cache = cache::Cache::new(algorithm, capacity);
+        cache.set_admission(parse_admission(admission)?);
+        Ok(Cache { cache })
     }
 
     /// Replays a trace (a `mantle.TraceReader` or a path) through this cache from its current
@@ -96,10 +115,21 @@ impl Cache {
     }
 
     /// A lookup that inserts `key` on a miss, as a trace's get does; returns whether it hit.
-    #[pyo3(signature = (key, size=1))]
-    fn get(&mut self, key: u64, size: u32) -> bool {
+    /// `next_access` (the 1-based index of the key's next request, None for never) is what
+    /// the offline algorithms (belady, beladysize) decide by; the others ignore it.
+    #[pyo3(signature = (key, size=1, next_access=None))]
+    fn get(&mut self, key: u64, size: u32, next_access: Option<u64>) -> bool {
         let mut uncounted = RequestCounts::default();
-        self.cache.serve(RuleOp::Get, key, size, &mut uncounted) == Served::Hit
+        let next = next_access.unwrap_or(cache::future::NEVER);
+        self.cache
+            .serve_with_future(RuleOp::Get, key, size, (), &mut uncounted, next)
+            == Served::Hit
+    }
+
+    /// The admission policy's spec, None without one.
+    #[getter]
+    fn admission(&self) -> Option<String> {
+        self.cache.admission().map(|a| a.to_string())
     }
 
     /// A lookup that never inserts; a hit counts as an access for the eviction algorithm.

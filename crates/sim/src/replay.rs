@@ -82,6 +82,11 @@ pub struct ReplayConfig {
     pub classes: Option<ClassSet>,
     /// Restart (and optionally warm up) the cache part-way (`--restart-at`, `--warmup`).
     pub warmup: Option<WarmupConfig>,
+    /// Admission policy in front of the eviction algorithm (`--admission`).
+    pub admission: Option<cache::Admission>,
+    /// Each request's next access time, in trace order ([`cache::future::next_accesses`]),
+    /// for the offline algorithms (Belady, BeladySize); `None` for the others.
+    pub future: Option<std::sync::Arc<[u64]>>,
 }
 
 impl Default for ReplayConfig {
@@ -95,6 +100,8 @@ impl Default for ReplayConfig {
             timeseries_limit: 1_000_000,
             classes: None,
             warmup: None,
+            admission: None,
+            future: None,
         }
     }
 }
@@ -236,6 +243,9 @@ struct Loop<'c, L: ClassLayer> {
     last_time: f64,
     policy_actions: u64,
     policy_errors: u64,
+    /// Next access times of an offline algorithm's requests, and how many were served.
+    future: Option<std::sync::Arc<[u64]>>,
+    served: usize,
 }
 
 /// Requests the loop takes from its source at a time.
@@ -271,7 +281,9 @@ pub fn replay_batches<E>(
     fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
     // The one run-time choice of layer; each runs a loop compiled for it.
-    match AnyCache::new(config.algorithm, config.capacity, config.classes.clone()) {
+    let mut cache = AnyCache::new(config.algorithm, config.capacity, config.classes.clone());
+    cache.set_admission(config.admission.clone());
+    match cache {
         AnyCache::Plain(cache) => run(config, controller, fill, cache),
         AnyCache::Classed(cache) => run(config, controller, fill, cache),
     }
@@ -316,6 +328,8 @@ fn run<E, L: ClassLayer>(
         last_time: 0.0,
         policy_actions: 0,
         policy_errors: 0,
+        future: config.future.clone(),
+        served: 0,
     };
     let mut schedule = TickSchedule::new(config.tick);
     // Nothing looks at the run between requests (no policy, no metrics rows, no warm-up):
@@ -453,9 +467,21 @@ impl<L: ClassLayer> Loop<'_, L> {
         }
         let class = classify(&self.cache, req);
         let op = rule_op(req.op);
-        let served = self
-            .cache
-            .serve_as(op, req.key, req.size, class, &mut self.c.r);
+        let served = match &self.future {
+            None => self
+                .cache
+                .serve_as(op, req.key, req.size, class, &mut self.c.r),
+            Some(future) => {
+                // A trace longer than its pre-pass (it changed since) knows no future.
+                let next = future
+                    .get(self.served)
+                    .copied()
+                    .unwrap_or(cache::future::NEVER);
+                self.served += 1;
+                self.cache
+                    .serve_with_future(op, req.key, req.size, class, &mut self.c.r, next)
+            }
+        };
         match served {
             Served::Miss => self.backend.read(now),
             Served::Written | Served::Deleted => self.backend.write(now),
