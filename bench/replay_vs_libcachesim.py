@@ -37,7 +37,12 @@ from oracle_general import to_oracle_general  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CLASSES = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "sieve": lcs.Sieve, "s3fifo": lcs.S3FIFO}
+CLASSES = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "sieve": lcs.Sieve, "s3fifo": lcs.S3FIFO,
+           "gdsf": lcs.GDSF, "belady": lcs.Belady, "beladysize": lcs.BeladySize}
+# Offline algorithms need next-access times, which only oracleGeneral traces give libCacheSim
+# (on the CSV its BeladySize never finishes); Mantle's time for them excludes its pre-pass
+# (`process` includes it).
+OFFLINE = {"belady", "beladysize"}
 
 
 def lcs_reader(path):
@@ -146,6 +151,8 @@ def main():
         meta = traces[ref_name]
         hashpower = max(16, math.ceil(math.log2(meta["working_set_objects"])) + 1)
         for alg in args.algorithms.split(","):
+            if alg in OFFLINE and not path.endswith(".bin"):
+                continue
             cache_bytes = next(r["cache_bytes"] for r in ref["results"]
                                if r["trace"] == ref_name and r["algorithm"] == alg and r["fraction"] == 0.1)
             default, sized, ours, ours_process = [], [], [], []

@@ -35,10 +35,6 @@ ALGORITHMS = {
     "sieve": lcs.Sieve,
     "s3fifo": lcs.S3FIFO,
     "gdsf": lcs.GDSF,
-    "wtinylfu": lcs.WTinyLFU,
-    "lhd": lcs.LHD,
-    "lecar": lcs.LeCaR,
-    "cacheus": lcs.Cacheus,
 }
 # Offline algorithms: they need next-access times (see the module doc).
 OFFLINE = {
@@ -52,7 +48,6 @@ ADMISSIONS = {
     "size:size={mean}": lambda mean: lcs.SizeAdmissioner(mean),
     "prob": lambda mean: lcs.ProbAdmissioner(),
     "bloomfilter": lambda mean: lcs.BloomFilterAdmissioner(),
-    "adaptsize": lambda mean: lcs.AdaptSizeAdmissioner(),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

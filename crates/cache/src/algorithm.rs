@@ -19,14 +19,14 @@ pub enum Algorithm {
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
     pub const ALL: [Algorithm; 8] = [
-        Algorithm::Belady,
-        Algorithm::BeladySize,
         Algorithm::Lru,
         Algorithm::Fifo,
-        Algorithm::Gdsf,
         Algorithm::Clock,
         Algorithm::Sieve,
         Algorithm::S3Fifo,
+        Algorithm::Gdsf,
+        Algorithm::Belady,
+        Algorithm::BeladySize,
     ];
 
     /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
