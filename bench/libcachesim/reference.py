@@ -2,10 +2,16 @@
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
 For every algorithm in ALGORITHMS (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC, LIRS, 2Q, SLRU,
-LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic) at 1% and 10% of each trace's working set in bytes,
-runs libCacheSim's own C simulator (through its Python package) and writes the exact byte
-cache sizes and miss ratios to reference.json next to this script. The cache crate's test
-`libcachesim_agreement` replays the same traces and compares.
+LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
+bytes, runs libCacheSim's own C simulator (through its Python package) and writes the exact
+byte cache sizes and miss ratios to reference.json next to this script; ADMISSIONS are run
+in front of LRU the same way. The cache crate's test `libcachesim_agreement` replays the same
+traces and compares.
+
+The offline algorithms (Belady, BeladySize) need each request's next access time. The
+oracleGeneral trace carries it; for the CSV trace libCacheSim's reader has none (BeladySize
+then loops forever), so this script computes it (the 1-based index of the key's next
+request, INT64_MAX for none, as oracleGeneral stores it) and feeds the requests one by one.
 
 Usage (the package lives in a private virtualenv):
     python3 -m venv ~/.cache/lcs-venv && ~/.cache/lcs-venv/bin/pip install libcachesim==0.3.5
@@ -39,6 +45,20 @@ ALGORITHMS = {
     "clockpro": lcs.ClockPro,
     "random": lcs.Random,
     "hyperbolic": lcs.Hyperbolic,
+    "gdsf": lcs.GDSF,
+}
+# Offline algorithms: they need next-access times (see the module doc).
+OFFLINE = {
+    "belady": lcs.Belady,
+    "beladysize": lcs.BeladySize,
+}
+# Admission policies run in front of LRU: Mantle's `--admission` spec -> a factory taking
+# the trace's mean object size (the size threshold's parameter).
+ADMISSIONS = {
+    "size": lambda mean: lcs.SizeAdmissioner(),
+    "size:size={mean}": lambda mean: lcs.SizeAdmissioner(mean),
+    "prob": lambda mean: lcs.ProbAdmissioner(),
+    "bloomfilter": lambda mean: lcs.BloomFilterAdmissioner(),
 }
 # A replay that runs longer than this is recorded as timed out rather than waited for:
 # libCacheSim's LFUDA scans every frequency between the minimum and the maximum on each
@@ -65,6 +85,36 @@ def open_trace(traces_dir, name):
     params.obj_size_field = 3
     spec = "csv:time-col=1,obj-id-col=2,obj-size-col=3,obj-id-is-num=1,has-header=true"
     return path, spec, lcs.TraceReader(path, lcs.TraceType.CSV_TRACE, params)
+
+
+INT64_MAX = 2**63 - 1
+
+
+def requests_with_next_access(reader):
+    """(obj_id, obj_size, next_access_vtime) of every request, computed backwards."""
+    reader.reset()
+    reqs = [(r.obj_id, r.obj_size) for r in reader]
+    nxt = [INT64_MAX] * len(reqs)
+    seen = {}
+    for i in range(len(reqs) - 1, -1, -1):
+        key = reqs[i][0]
+        nxt[i] = seen.get(key, INT64_MAX)
+        seen[key] = i + 1
+    reader.reset()
+    return [(k, s, n) for (k, s), n in zip(reqs, nxt)]
+
+
+def replay_fed(cache, requests):
+    """libCacheSim's own get() per request, with our next-access times."""
+    req = lcs.Request()
+    misses = miss_bytes = total_bytes = 0
+    for key, size, nxt in requests:
+        req.obj_id, req.obj_size, req.next_access_vtime = key, size, nxt
+        total_bytes += size
+        if not cache.get(req):
+            misses += 1
+            miss_bytes += size
+    return misses / len(requests), miss_bytes / total_bytes
 
 
 def replay(traces_dir, name, alg, fraction, out):
@@ -117,14 +167,43 @@ def main():
                 "working_set_bytes": wss_bytes,
             }
         )
+        fed = None
         for fraction in FRACTIONS:
+            # Online algorithms run in a child process each, so that a slow one can be timed out.
             for alg in ALGORITHMS:
                 results.append(timed_replay(traces_dir, name, alg, fraction, wss_bytes))
+            runs = [(alg, lambda f, c=cls: c(f, reader=reader), None) for alg, cls in OFFLINE.items()]
+            mean = wss_bytes // wss_objects
+            runs += [
+                ("lru", lambda f, m=make: lcs.LRU(f, reader=reader, admissioner=m(mean)), spec.format(mean=mean))
+                for spec, make in ADMISSIONS.items()
+            ]
+            for alg, make, admission in runs:
+                # A float size is libCacheSim's "fraction of the working set in bytes":
+                # int(fraction * working_set_bytes).
+                cache = make(fraction)
+                if alg in OFFLINE and fmt != "oracleGeneral":
+                    if fed is None:
+                        fed = requests_with_next_access(reader)
+                    miss_ratio, byte_miss_ratio = replay_fed(cache, fed)
+                else:
+                    miss_ratio, byte_miss_ratio = cache.process_trace(reader)
+                result = {
+                    "trace": name,
+                    "algorithm": alg,
+                    "fraction": fraction,
+                    "cache_bytes": cache.cache_size,
+                    "miss_ratio": miss_ratio,
+                    "byte_miss_ratio": byte_miss_ratio,
+                }
+                if admission is not None:
+                    result["admission"] = admission
+                results.append(result)
+                print(f"{name:36} {alg:10} {admission or '':16} {fraction:5} {cache.cache_size:>10} B  miss {miss_ratio:.6f}", flush=True)
     out = {
         "generator": "bench/libcachesim/reference.py",
         "libcachesim_version": VERSION,
-        "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests"
-        + f"; miss_ratio null: libCacheSim did not finish within timed_out_s seconds",
+        "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests",
         "traces": traces,
         "results": results,
     }

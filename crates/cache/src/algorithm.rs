@@ -6,8 +6,11 @@ use std::str::FromStr;
 /// Eviction algorithm names accepted on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
+    Belady,
+    BeladySize,
     Lru,
     Fifo,
+    Gdsf,
     Clock,
     Sieve,
     S3Fifo,
@@ -23,7 +26,7 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 13] = [
+    pub const ALL: [Algorithm; 16] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -37,13 +40,19 @@ impl Algorithm {
         Algorithm::Random,
         Algorithm::Hyperbolic,
         Algorithm::Lirs,
+        Algorithm::Gdsf,
+        Algorithm::Belady,
+        Algorithm::BeladySize,
     ];
 
     /// The canonical lowercase name (what `FromStr` accepts and `Display` prints).
     pub fn name(self) -> &'static str {
         match self {
+            Algorithm::Belady => "belady",
+            Algorithm::BeladySize => "beladysize",
             Algorithm::Lru => "lru",
             Algorithm::Fifo => "fifo",
+            Algorithm::Gdsf => "gdsf",
             Algorithm::Clock => "clock",
             Algorithm::Sieve => "sieve",
             Algorithm::S3Fifo => "s3fifo",
@@ -64,6 +73,12 @@ impl Algorithm {
     pub fn names() -> String {
         Algorithm::ALL.map(Algorithm::name).join(", ")
     }
+
+    /// Offline algorithms need each request's next access time
+    /// ([`crate::Cache::access_with_future`]); hosts that cannot know it refuse them.
+    pub fn is_offline(self) -> bool {
+        matches!(self, Algorithm::Belady | Algorithm::BeladySize)
+    }
 }
 
 impl fmt::Display for Algorithm {
@@ -76,8 +91,11 @@ impl FromStr for Algorithm {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
+            "belady" => Ok(Algorithm::Belady),
+            "beladysize" | "belady-size" => Ok(Algorithm::BeladySize),
             "lru" => Ok(Algorithm::Lru),
             "fifo" => Ok(Algorithm::Fifo),
+            "gdsf" => Ok(Algorithm::Gdsf),
             "clock" => Ok(Algorithm::Clock),
             "sieve" => Ok(Algorithm::Sieve),
             "s3fifo" | "s3-fifo" => Ok(Algorithm::S3Fifo),
@@ -90,7 +108,7 @@ impl FromStr for Algorithm {
             "hyperbolic" => Ok(Algorithm::Hyperbolic),
             "lirs" => Ok(Algorithm::Lirs),
             other => Err(format!(
-                "unknown eviction algorithm '{other}' (expected one of {})",
+                "unknown eviction algorithm '{other}' (expected one of: {})",
                 Algorithm::names()
             )),
         }

@@ -41,6 +41,11 @@ impl AnyCache {
         }
     }
 
+    /// See [`Cache::set_admission`].
+    pub fn set_admission(&mut self, admission: Option<crate::Admission>) {
+        each!(self, c => c.set_admission(admission))
+    }
+
     pub fn is_classed(&self) -> bool {
         matches!(self, AnyCache::Classed(_))
     }

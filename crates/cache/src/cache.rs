@@ -16,6 +16,7 @@
 //! object's node instead of through the hash index: on a server's cache hit that index walk
 //! was a second dependent lookup after the caller's own.
 
+use crate::admission::Admission;
 use crate::eviction::EvictionPolicy;
 use crate::layer::{ClassLayer, NoClasses, Rewrite};
 use crate::slab::{Slab, Slot, NIL};
@@ -58,6 +59,8 @@ pub struct Cache<L: ClassLayer = NoClasses> {
     /// not hash it again.
     reported_miss: Option<u64>,
     miss_hash: u64,
+    /// The admission policy, if any (boxed: the cache without one stays as small as before).
+    admission: Option<Box<Admission>>,
 }
 
 impl Cache {
@@ -110,7 +113,17 @@ impl Cache {
         self.insert_as(key, size, (), on_evict)
     }
 
-    /// Every cached `(key, size)`, in no particular order. Does not count as accesses.
+    /// [`Cache::access`] for a request whose next access time is known (1-based index of the
+    /// next request for `key`, [`crate::future::NEVER`] for none; see [`crate::future`]).
+    /// The offline algorithms (Belady, BeladySize) need it; the others ignore it.
+    #[inline]
+    pub fn access_with_future(&mut self, key: u64, size: u32, next_access: u64) -> bool {
+        let mut uncounted = crate::RequestCounts::default();
+        let op = crate::classes::RuleOp::Access;
+        self.serve_with_future(op, key, size, (), &mut uncounted, next_access) == crate::Served::Hit
+    }
+
+    /// Every cached `(key, size)`, in no particular order.    /// Every cached `(key, size)`, in no particular order. Does not count as accesses.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.objects().map(|(key, size, ())| (key, size))
     }
@@ -126,16 +139,54 @@ impl<L: ClassLayer> Cache<L> {
             evictions: 0,
             reported_miss: None,
             miss_hash: 0,
+            admission: None,
         }
     }
 
-    /// An empty cache with the same algorithm, capacity and classes.
+    /// [`Cache::serve_as`] for a request whose next access time is known (see
+    /// [`Cache::access_with_future`]): tells the algorithm first, and drops an object
+    /// BeladySize will never need again on its last hit, as libCacheSim does.
+    #[inline]
+    pub fn serve_with_future(
+        &mut self,
+        op: crate::classes::RuleOp,
+        key: u64,
+        size: u32,
+        class: L::Class,
+        counts: &mut crate::RequestCounts,
+        next_access: u64,
+    ) -> crate::Served {
+        self.layer.queue(class).on_future(next_access);
+        let served = self.serve_as(op, key, size, class, counts);
+        if served == crate::Served::Hit
+            && next_access == crate::future::NEVER
+            && self.layer.queue(class).drops_dead_hits()
+        {
+            self.remove(key);
+        }
+        served
+    }
+
+    /// An empty cache with the same algorithm, capacity, classes and admission policy (its
+    /// state reset).
     pub fn fresh(&self) -> Self {
-        Cache::with_layer(
+        let mut cache = Cache::with_layer(
             self.algorithm,
             self.capacity,
             self.layer.fresh(self.algorithm, self.capacity),
-        )
+        );
+        cache.set_admission(self.admission().map(Admission::fresh));
+        cache
+    }
+
+    /// Puts an admission policy in front of the eviction algorithm (`None` removes it): from
+    /// now on every miss that would insert asks it first (see [`crate::admission`]).
+    pub fn set_admission(&mut self, admission: Option<Admission>) {
+        self.admission = admission.map(Box::new);
+    }
+
+    pub fn admission(&self) -> Option<&Admission> {
+        self.admission.as_deref()
     }
 
     pub fn algorithm(&self) -> Algorithm {
@@ -292,6 +343,13 @@ impl<L: ClassLayer> Cache<L> {
         }
         if self.layer.bypasses(class) {
             return None;
+        }
+        // libCacheSim asks the admissioner first, even about objects too large to fit.
+        if let Some(admission) = self.admission.as_deref_mut() {
+            if !admission.admit(key, size) {
+                self.layer.count_refused(class);
+                return None;
+            }
         }
         if !self.capacity.can_hold(size)
             || self.layer.too_big_for_class(class, size)
@@ -553,7 +611,9 @@ impl<L: ClassLayer> Cache<L> {
     /// index, per-slot classes and the algorithms' state (S3-FIFO's ghost). Object payloads
     /// are not stored here and not counted.
     pub fn metadata_bytes(&self) -> usize {
-        self.store.heap_bytes() + self.layer.heap_bytes()
+        self.store.heap_bytes()
+            + self.layer.heap_bytes()
+            + self.admission().map_or(0, Admission::heap_bytes)
     }
 }
 
@@ -735,8 +795,12 @@ mod tests {
     #[test]
     fn hinted_lookups_evict_exactly_like_plain_ones() {
         // Same requests to two caches, one with hints (some stale), one without: the victims
-        // and hits must be identical for every algorithm.
-        for alg in Algorithm::ALL {
+        // and hits must be identical for every algorithm (but BeladySize, which caches nothing
+        // without next access times; tested with them in its own file).
+        for alg in Algorithm::ALL
+            .into_iter()
+            .filter(|&a| a != Algorithm::BeladySize)
+        {
             let mut plain = Cache::new(alg, Capacity::objects(50));
             let mut hinted = Cache::new(alg, Capacity::objects(50));
             let mut hints = vec![SlotHint::NONE; 200];

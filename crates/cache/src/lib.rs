@@ -26,18 +26,21 @@
 //! libCacheSim.
 
 mod access_log;
+pub mod admission;
 mod algorithm;
 mod any;
 mod cache;
 pub mod capacity;
 mod classed;
 mod eviction;
+pub mod future;
 mod layer;
 mod queue;
 mod request;
 mod slab;
 
 pub use access_log::AccessLog;
+pub use admission::Admission;
 pub use algorithm::Algorithm;
 pub use any::AnyCache;
 pub use cache::{Cache, SlotHint};

@@ -198,7 +198,12 @@ fn run(algorithm: Algorithm, capacity: Capacity, seed: u64) {
 
 #[test]
 fn guarantees_hold_for_every_algorithm_and_capacity_kind() {
-    for algorithm in Algorithm::ALL {
+    // BeladySize caches nothing without next access times (this run has none), so nothing
+    // would be pinned; its own tests run it with them.
+    for algorithm in Algorithm::ALL
+        .into_iter()
+        .filter(|&a| a != Algorithm::BeladySize)
+    {
         for (i, capacity) in [
             Capacity::bytes(400_000),
             Capacity::objects(600),

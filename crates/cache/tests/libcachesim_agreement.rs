@@ -2,17 +2,18 @@
 //! every built-in algorithm at 1% and 10% of the working set in bytes, the way libCacheSim's
 //! simulator does (every request is a lookup that inserts on a miss), and compares the miss
 //! ratio with the one `bench/libcachesim/reference.py` recorded from libCacheSim itself in
-//! `bench/libcachesim/reference.json`.
+//! `bench/libcachesim/reference.json`; likewise every admission policy in front of LRU.
+//! The offline algorithms get each request's next access time from `cache::future`.
 //!
 //! The traces are read with Mantle's own readers (`mantle-trace`), with the format and CSV
-//! column spec libCacheSim was given. They are looked for in `../shared/traces` beside the
-//! repository, or in `$MANTLE_TRACES_DIR` (a git worktree elsewhere).
+//! column spec libCacheSim was given. They are looked for in `$MANTLE_TRACES_DIR`, else in
+//! `shared/traces` next to the repository.
 //!
 //! Deterministic algorithms must agree within [`TOLERANCE`]; Random and Hyperbolic sample
 //! victims with a random generator, neither libCacheSim's nor reproducible between its own
 //! runs, and get the measured tolerance of [`tolerance`] (see docs/cache.md).
 
-use cache::{Algorithm, Cache, Capacity};
+use cache::{Admission, Algorithm, Cache, Capacity};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,14 +25,17 @@ const TOLERANCE: f64 = 0.002;
 /// reference entry can never be skipped silently.
 const NOT_BUILT_IN: &[&str] = &["clockpro"];
 
-/// The largest miss-ratio difference accepted for `algorithm`. Random draws its victims, in
-/// libCacheSim, as the newest object of a random non-empty hash bucket with a clock-seeded
-/// generator; here uniformly with a fixed seed. Measured: libCacheSim's own runs spread by up
-/// to 0.0015 (five runs each), ours is up to 0.0043 below libCacheSim's on twitter_cluster52
-/// (0.0003 on cloudPhysicsIO), a bias of libCacheSim's draw not reproduced here. Hyperbolic
-/// evicts the worst of 64 draws, which averages the draws out: within 0.0002, inside the
-/// deterministic tolerance (docs/cache.md).
-fn tolerance(algorithm: Algorithm) -> f64 {
+/// The largest miss-ratio difference accepted. Where agreement cannot be bit-exact the
+/// deterministic bound still holds, with room to spare (measured on these traces, docs/cache.md
+/// "Agreement with libCacheSim"): BeladySize samples its victims (measured differences up to
+/// 0.0007), probabilistic admission draws from a generator libCacheSim shares process-wide
+/// (up to 0.0006), Hyperbolic evicts the worst of 64 draws (within 0.0002). Random draws its
+/// victims, in libCacheSim, as the newest object of a random non-empty hash bucket with a
+/// clock-seeded generator; here uniformly with a fixed seed. Measured: libCacheSim's own runs
+/// spread by up to 0.0015 (five runs each), ours is up to 0.0043 below libCacheSim's on
+/// twitter_cluster52 (0.0003 on cloudPhysicsIO), a bias of libCacheSim's draw not reproduced
+/// here.
+fn tolerance(algorithm: Algorithm, _admission: Option<&str>) -> f64 {
     match algorithm {
         Algorithm::Random => 0.006,
         _ => TOLERANCE,
@@ -97,12 +101,19 @@ fn working_set(requests: &[(u64, u32)]) -> (u64, u64) {
     )
 }
 
-/// Misses of one replay.
-fn replay(algorithm: Algorithm, cache_bytes: u64, requests: &[(u64, u32)]) -> u64 {
+/// Misses of one replay; `next` holds each request's next access time.
+fn replay(
+    algorithm: Algorithm,
+    admission: Option<Admission>,
+    cache_bytes: u64,
+    requests: &[(u64, u32)],
+    next: &[u64],
+) -> u64 {
     let mut cache = Cache::new(algorithm, Capacity::bytes(cache_bytes));
+    cache.set_admission(admission);
     let mut misses = 0u64;
-    for &(id, size) in requests {
-        if !cache.access(id, size) {
+    for (&(id, size), &next) in requests.iter().zip(next) {
+        if !cache.access_with_future(id, size, next) {
             misses += 1;
         }
         assert!(cache.bytes() <= cache_bytes, "capacity exceeded");
@@ -125,6 +136,7 @@ fn miss_ratios_match_libcachesim() {
     assert_eq!(reference["libcachesim_version"], "0.3.5");
 
     let mut loaded: HashMap<String, Vec<(u64, u32)>> = HashMap::new();
+    let mut futures: HashMap<String, Vec<u64>> = HashMap::new();
     for trace in reference["traces"].as_array().expect("traces") {
         let name = trace["trace"].as_str().unwrap().to_string();
         let path = traces.join("libcachesim").join(&name);
@@ -141,13 +153,23 @@ fn miss_ratios_match_libcachesim() {
             "{name}"
         );
         assert_eq!(Some(bytes), trace["working_set_bytes"].as_u64(), "{name}");
+        futures.insert(
+            name.clone(),
+            cache::future::next_accesses(requests.iter().map(|r| r.0)),
+        );
         loaded.insert(name, requests);
     }
 
     let mut failures = Vec::new();
     let results = reference["results"].as_array().expect("results");
-    // Every built-in algorithm is checked on every trace at both sizes.
-    let mut checked: HashMap<(String, Algorithm), usize> = HashMap::new();
+    // Every built-in algorithm, at both sizes on both traces, must have a reference.
+    for alg in Algorithm::ALL {
+        let runs = results
+            .iter()
+            .filter(|r| r["algorithm"] == alg.name() && r["admission"].is_null())
+            .count();
+        assert_eq!(runs, 4, "{alg}: 2 traces x 2 sizes in reference.json");
+    }
     for result in results {
         let name = result["trace"].as_str().unwrap();
         let alg_name = result["algorithm"].as_str().unwrap();
@@ -162,6 +184,8 @@ fn miss_ratios_match_libcachesim() {
             !NOT_BUILT_IN.contains(&alg_name),
             "{alg_name} is built in now"
         );
+        let admission_spec = result["admission"].as_str();
+        let admission: Option<Admission> = admission_spec.map(|s| s.parse().unwrap());
         let fraction = result["fraction"].as_f64().unwrap();
         let cache_bytes = result["cache_bytes"].as_u64().unwrap();
         let Some(theirs) = result["miss_ratio"].as_f64() else {
@@ -169,7 +193,6 @@ fn miss_ratios_match_libcachesim() {
                 "{name:34} {algorithm:10} {fraction:>5}  libCacheSim did not finish in {} s: nothing to compare",
                 result["timed_out_s"]
             );
-            *checked.entry((name.to_string(), algorithm)).or_default() += 1;
             continue;
         };
         let requests = &loaded[name];
@@ -182,7 +205,7 @@ fn miss_ratios_match_libcachesim() {
             "{name} {fraction}"
         );
 
-        let misses = replay(algorithm, cache_bytes, requests);
+        let misses = replay(algorithm, admission, cache_bytes, requests, &futures[name]);
         let ours = misses as f64 / requests.len() as f64;
         let diff = (ours - theirs).abs();
         let their_misses = (theirs * requests.len() as f64).round() as u64;
@@ -191,23 +214,17 @@ fn miss_ratios_match_libcachesim() {
         } else {
             "close"
         };
-        println!(
-            "{name:34} {algorithm:10} {fraction:>5} {cache_bytes:>10} B  ours {ours:.6}  libCacheSim {theirs:.6}  {verdict} ({misses} vs {their_misses} misses)"
+        let label = format!(
+            "{algorithm}{}",
+            admission_spec.map(|a| format!("+{a}")).unwrap_or_default()
         );
-        *checked.entry((name.to_string(), algorithm)).or_default() += 1;
-        if diff > tolerance(algorithm) {
+        println!(
+            "{name:34} {label:24} {fraction:>5} {cache_bytes:>10} B  ours {ours:.6}  libCacheSim {theirs:.6}  {verdict} ({misses} vs {their_misses} misses)"
+        );
+        if diff > tolerance(algorithm, admission_spec) {
             failures.push(format!(
-                "{name} {algorithm} {fraction}: ours {ours} vs {theirs}"
+                "{name} {label} {fraction}: ours {ours} vs {theirs}"
             ));
-        }
-    }
-    for name in loaded.keys() {
-        for algorithm in Algorithm::ALL {
-            assert_eq!(
-                checked.get(&(name.clone(), algorithm)),
-                Some(&2),
-                "{name} {algorithm}: reference.json must hold both sizes"
-            );
         }
     }
     assert!(

@@ -384,3 +384,74 @@ fn analyze_and_its_report_work_on_every_fixture_format() {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The offline algorithms learn each request's next access from a pre-pass: Belady can never
+/// miss more than LRU; admission policies change what enters; bad specs fail cleanly.
+#[test]
+fn offline_algorithms_and_admission_policies_run_from_the_command_line() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            "--trace",
+            "crates/trace/tests/fixtures/small_getput.csv",
+            "--cache-size",
+            "5",
+            "--backend",
+            "none",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&mantle(&args))["misses"].as_u64().unwrap()
+    };
+    let lru = run(&["--eviction", "lru"]);
+    let belady = run(&["--eviction", "belady"]);
+    assert!(belady <= lru, "belady {belady} vs lru {lru}");
+    run(&["--eviction", "beladysize"]);
+    run(&["--eviction", "gdsf"]);
+    let refused_first = run(&["--eviction", "lru", "--admission", "bloomfilter"]);
+    assert!(
+        refused_first >= lru,
+        "bloomfilter {refused_first} vs lru {lru}"
+    );
+    assert_eq!(
+        run(&["--admission", "size"]),
+        lru,
+        "no threshold admits all"
+    );
+    run(&["--admission", "prob:prob=0.5"]);
+
+    let base = [
+        "replay",
+        "--trace",
+        "crates/trace/tests/fixtures/small_getput.csv",
+        "--cache-size",
+        "5",
+    ];
+    // Flag values are checked by the argument parser (usage errors exit with 2).
+    for (extra, needle) in [
+        (
+            &["--admission", "lfu"][..],
+            "unknown admission policy 'lfu'",
+        ),
+        (
+            &["--admission", "prob:prob=2"][..],
+            "prob must be in (0, 1]",
+        ),
+    ] {
+        let out = mantle(&[&base[..], extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "expected '{needle}' in: {stderr}");
+    }
+    assert_clean_failure(
+        &mantle(
+            &[
+                &base[..],
+                &["--eviction", "belady", "--classes", "policies/fixed.lua"],
+            ]
+            .concat(),
+        ),
+        "offline",
+    );
+}

@@ -5,7 +5,9 @@
 use crate::input::TraceInput;
 use crate::plugin_admission::{self, Admission};
 use crate::plugin_request::PluginRequest;
-use crate::run::{parse_algorithm, parse_cache_size, resolve_capacity_of};
+use crate::run::{
+    future_of, parse_admission, parse_algorithm, parse_cache_size, resolve_capacity_of,
+};
 use crate::{error, Signals, Stop};
 use cache::classes::RuleOp;
 use cache::{RequestCounts, Served};
@@ -48,12 +50,18 @@ fn serve_trace(
     start: u64,
     max: Option<u64>,
 ) -> Result<RequestCounts, Stop> {
+    // An offline algorithm learns every request's next access from a first pass.
+    let future = match cache.algorithm().is_offline() {
+        true => Some(future_of(input)?),
+        false => None,
+    };
     let mut reader = trace::Batched::new(input.open()?);
     let mut tally = RequestCounts::default();
     let mut signals = Signals::new();
     if !skip_requests(&mut reader, start)? {
         return Ok(tally);
     }
+    let mut position = start;
     let mut left = max.unwrap_or(u64::MAX);
     while left > 0 {
         signals.poll()?;
@@ -62,7 +70,15 @@ fn serve_trace(
         };
         // The one request path every simulated cache shares (docs/replay.md).
         let op = rule_op(r.op);
-        cache.serve(op, r.key, r.size, &mut tally);
+        match &future {
+            None => cache.serve(op, r.key, r.size, &mut tally),
+            Some(next) => {
+                let next = next.get(position as usize).copied();
+                let next = next.unwrap_or(cache::future::NEVER);
+                cache.serve_with_future(op, r.key, r.size, (), &mut tally, next)
+            }
+        };
+        position += 1;
         left -= 1;
     }
     Ok(tally)
@@ -74,12 +90,16 @@ impl Cache {
     /// unit ("64MiB"), "unlimited", or a percentage ("10%") of `reader`'s working set.
     /// `admissioner`: a `mantle.PluginAdmissioner` asked on every miss whether to insert.
     #[new]
-    #[pyo3(signature = (eviction, cache_size, *, reader=None, admissioner=None))]
+    ///
+    /// `admission` puts an admission policy in front of the eviction algorithm, as `mantle
+    /// replay --admission` takes it: "size:size=4096", "prob:prob=0.3", "bloomfilter".
+    #[pyo3(signature = (eviction, cache_size, *, reader=None, admission=None, admissioner=None))]
     fn new(
         py: Python<'_>,
         eviction: &str,
         cache_size: &Bound<'_, PyAny>,
         reader: Option<&Bound<'_, PyAny>>,
+        admission: Option<&str>,
         admissioner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Cache> {
         let algorithm = parse_algorithm(eviction)?;
@@ -89,13 +109,15 @@ impl Cache {
             .detach(|| resolve_capacity_of(size, input.as_ref()))
             .map_err(error)?;
         let limit = capacity.bytes.or(capacity.objects).unwrap_or(0);
-        let admission = admissioner
+        let plugin = admissioner
             .filter(|a| !a.is_none())
             .map(|a| Admission::attach(a, Py::new(py, PluginRequest::new())?, limit))
             .transpose()?;
+        let mut cache = cache::Cache::new(algorithm, capacity);
+        cache.set_admission(parse_admission(admission)?);
         Ok(Cache {
-            cache: cache::Cache::new(algorithm, capacity),
-            admission,
+            cache,
+            admission: plugin,
             admitted_requests: 0,
         })
     }
@@ -136,9 +158,17 @@ impl Cache {
     }
 
     /// A lookup that inserts `key` on a miss, as a trace's get does; returns whether it hit.
-    /// With an admissioner, the miss inserts only if its admit hook agrees.
-    #[pyo3(signature = (key, size=1))]
-    fn get(&mut self, py: Python<'_>, key: u64, size: u32) -> PyResult<bool> {
+    /// With an admissioner, the miss inserts only if its admit hook agrees. `next_access`
+    /// (the 1-based index of the key's next request, None for never) is what the offline
+    /// algorithms (belady, beladysize) decide by; the others ignore it.
+    #[pyo3(signature = (key, size=1, next_access=None))]
+    fn get(
+        &mut self,
+        py: Python<'_>,
+        key: u64,
+        size: u32,
+        next_access: Option<u64>,
+    ) -> PyResult<bool> {
         let mut uncounted = RequestCounts::default();
         let served = match &self.admission {
             Some(admission) => {
@@ -159,9 +189,19 @@ impl Cache {
                     &mut uncounted,
                 )?
             }
-            None => self.cache.serve(RuleOp::Get, key, size, &mut uncounted),
+            None => {
+                let next = next_access.unwrap_or(cache::future::NEVER);
+                self.cache
+                    .serve_with_future(RuleOp::Get, key, size, (), &mut uncounted, next)
+            }
         };
         Ok(served == Served::Hit)
+    }
+
+    /// The admission policy's spec, None without one.
+    #[getter]
+    fn admission(&self) -> Option<String> {
+        self.cache.admission().map(|a| a.to_string())
     }
 
     /// A lookup that never inserts; a hit counts as an access for the eviction algorithm.

@@ -64,6 +64,7 @@ pub struct Setup {
     warmup_window: Option<u64>,
     monitor_limit: usize,
     warmup_seed: u64,
+    admission: Option<cache::Admission>,
 }
 
 /// A size, count or duration as Python gives it: a str as written on the command line, or a
@@ -94,6 +95,21 @@ pub fn parse_cache_size(value: &Bound<'_, PyAny>) -> PyResult<(CacheSize, String
         .parse::<CacheSize>()
         .map_err(|e| error(format!("cache_size: {e}")))?;
     Ok((size, text))
+}
+
+pub fn parse_admission(text: Option<&str>) -> PyResult<Option<cache::Admission>> {
+    text.map(|t| t.parse().map_err(|e| error(format!("admission: {e}"))))
+        .transpose()
+}
+
+/// The pre-pass of an offline algorithm: each request's next access (`cache::future`).
+pub fn future_of(input: &TraceInput) -> Result<std::sync::Arc<[u64]>, Stop> {
+    let mut reader = trace::Batched::new(input.open()?);
+    let mut keys = Vec::new();
+    while let Some(req) = reader.next_request()? {
+        keys.push(req.key);
+    }
+    Ok(cache::future::next_accesses(keys).into())
 }
 
 pub fn parse_algorithm(text: &str) -> PyResult<Algorithm> {
@@ -128,7 +144,7 @@ impl Setup {
         cache_size, *, eviction="lru", policy=None, params=None, tick=None, classes=None,
         restart_at=None, warmup=None, backend="lsm", label=None, policy_instructions=None,
         policy_memory=None, timeseries=1_000_000, region=None, warmup_window=None,
-        monitor_limit=1 << 20, warmup_seed=1, max_cache_size=None,
+        monitor_limit=1 << 20, warmup_seed=1, max_cache_size=None, admission=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -150,6 +166,7 @@ impl Setup {
         monitor_limit: usize,
         warmup_seed: u64,
         max_cache_size: Option<&Bound<'_, PyAny>>,
+        admission: Option<&str>,
     ) -> PyResult<Setup> {
         let (cache_size, cache_size_text) = parse_cache_size(cache_size)?;
         let max_cache_size = max_cache_size
@@ -214,6 +231,12 @@ impl Setup {
                 "warmup, region and warmup_window go with restart_at (the restart they measure)",
             ));
         }
+        if algorithm.is_offline() && (classes.is_some() || restart_at.is_some()) {
+            return Err(error(format!(
+                "eviction: {algorithm} is offline (it needs each request's next access) and runs without classes or restart_at"
+            )));
+        }
+        let admission = parse_admission(admission)?;
         Ok(Setup {
             label,
             cache_size,
@@ -233,6 +256,7 @@ impl Setup {
             warmup_window,
             monitor_limit,
             warmup_seed,
+            admission,
         })
     }
 }
@@ -339,6 +363,11 @@ fn run_setup(
         classes: setup.classes.clone(),
         warmup,
         max_capacity,
+        admission: setup.admission.clone(),
+        future: match setup.algorithm.is_offline() {
+            true => Some(future_of(input)?),
+            false => None,
+        },
     };
     let mut signals = match cancelled {
         Some(flag) => Signals::watching(flag),

@@ -5,7 +5,7 @@ import pytest
 
 import mantle
 
-ALGORITHMS = ["lru", "fifo", "clock", "sieve", "s3fifo"]
+ALGORITHMS = ["lru", "fifo", "clock", "sieve", "s3fifo", "gdsf", "belady", "beladysize"]
 
 
 @pytest.mark.parametrize("eviction", ALGORITHMS)
@@ -98,3 +98,29 @@ def test_keys_out_of_range_raise_not_crash():
         c.get(-1)
     with pytest.raises(OverflowError):
         c.insert(1, 2**40)
+
+
+@pytest.mark.parametrize("admission", ["size:size=4096", "prob:prob=0.5", "bloomfilter"])
+def test_admission_agrees_with_replay(traces, cli, admission):
+    path = traces["sized"]
+    want = cli("replay", "--trace", path, "--cache-size", "512KiB", "--admission", admission,
+               "--json", "--quiet")
+    cache = mantle.Cache("lru", "512KiB", admission=admission)
+    assert cache.process_trace(mantle.TraceReader(path)) == (want["miss_ratio"], want["byte_miss_ratio"])
+    assert cache.admission == admission
+
+
+def test_admission_refuses_first_misses_and_bad_specs():
+    cache = mantle.Cache("lru", 100, admission="bloomfilter")
+    assert not cache.get(7) and 7 not in cache
+    assert not cache.get(7) and 7 in cache
+    with pytest.raises(mantle.MantleError, match="unknown admission policy 'lfu'"):
+        mantle.Cache("lru", 100, admission="lfu")
+
+
+def test_offline_get_takes_the_next_access():
+    opt = mantle.Cache("belady", 2)
+    for key, nxt in [(1, 4), (2, None), (3, 5), (1, None), (3, None)]:
+        opt.get(key, next_access=nxt)
+    # At key 3 the cache held 1 (needed next) and 2 (never again): 2 went.
+    assert 2 not in opt and opt.evictions == 1

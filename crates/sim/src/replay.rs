@@ -85,6 +85,11 @@ pub struct ReplayConfig {
     /// `--max-cache-size`: the most the cache may hold whatever `capacity` or a policy asks
     /// (each limit cut to it, see [`crate::ceiling`]); unlimited = no ceiling.
     pub max_capacity: Capacity,
+    /// Admission policy in front of the eviction algorithm (`--admission`).
+    pub admission: Option<cache::Admission>,
+    /// Each request's next access time, in trace order ([`cache::future::next_accesses`]),
+    /// for the offline algorithms (Belady, BeladySize); `None` for the others.
+    pub future: Option<std::sync::Arc<[u64]>>,
 }
 
 impl Default for ReplayConfig {
@@ -99,6 +104,8 @@ impl Default for ReplayConfig {
             classes: None,
             warmup: None,
             max_capacity: Capacity::default(),
+            admission: None,
+            future: None,
         }
     }
 }
@@ -245,6 +252,9 @@ struct Loop<'c, L: ClassLayer> {
     policy_errors: u64,
     max_capacity: Capacity,
     capacity_clamps: u64,
+    /// Next access times of an offline algorithm's requests, and how many were served.
+    future: Option<std::sync::Arc<[u64]>>,
+    served: usize,
 }
 
 /// Requests the loop takes from its source at a time.
@@ -281,7 +291,9 @@ pub fn replay_batches<E>(
 ) -> Result<ReplayReport, ReplayError<E>> {
     // The one run-time choice of layer; each runs a loop compiled for it.
     let (capacity, _) = crate::ceiling::clamp(config.capacity, config.max_capacity);
-    match AnyCache::new(config.algorithm, capacity, config.classes.clone()) {
+    let mut cache = AnyCache::new(config.algorithm, capacity, config.classes.clone());
+    cache.set_admission(config.admission.clone());
+    match cache {
         AnyCache::Plain(cache) => run(config, controller, fill, cache),
         AnyCache::Classed(cache) => run(config, controller, fill, cache),
     }
@@ -328,6 +340,8 @@ fn run<E, L: ClassLayer>(
         policy_errors: 0,
         max_capacity: config.max_capacity,
         capacity_clamps: 0,
+        future: config.future.clone(),
+        served: 0,
     };
     let mut schedule = TickSchedule::new(config.tick);
     // Nothing looks at the run between requests (no policy, no metrics rows, no warm-up):
@@ -465,9 +479,21 @@ impl<L: ClassLayer> Loop<'_, L> {
         }
         let class = classify(&self.cache, req);
         let op = rule_op(req.op);
-        let served = self
-            .cache
-            .serve_as(op, req.key, req.size, class, &mut self.c.r);
+        let served = match &self.future {
+            None => self
+                .cache
+                .serve_as(op, req.key, req.size, class, &mut self.c.r),
+            Some(future) => {
+                // A trace longer than its pre-pass (it changed since) knows no future.
+                let next = future
+                    .get(self.served)
+                    .copied()
+                    .unwrap_or(cache::future::NEVER);
+                self.served += 1;
+                self.cache
+                    .serve_with_future(op, req.key, req.size, class, &mut self.c.r, next)
+            }
+        };
         match served {
             Served::Miss => self.backend.read(now),
             Served::Written | Served::Deleted => self.backend.write(now),

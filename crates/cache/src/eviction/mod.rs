@@ -5,9 +5,13 @@
 //! built-in algorithms so the per-request path has no virtual calls.
 
 mod arc;
+mod belady;
+mod belady_size;
 mod clock;
 mod fifo;
+mod gdsf;
 mod ghost;
+mod heap;
 mod hyperbolic;
 mod lfu;
 mod lfuda;
@@ -30,6 +34,10 @@ use crate::{Algorithm, Capacity};
 pub(crate) trait EvictionPolicy {
     /// A lookup found the object at `slot`.
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot);
+
+    /// The next request's next access time (1-based request index, [`crate::future::NEVER`]
+    /// for none), told before it is served; only offline algorithms use it.
+    fn on_future(&mut self, _next_access: u64) {}
 
     /// A lookup did not find `key`.
     fn on_miss(&mut self, _key: u64) {}
@@ -86,8 +94,11 @@ pub(crate) trait EvictionPolicy {
 pub struct Evictor(Kind);
 
 enum Kind {
+    Belady(Box<belady::Belady>),
+    BeladySize(Box<belady_size::BeladySize>),
     Lru(lru::Lru),
     Fifo(fifo::Fifo),
+    Gdsf(Box<gdsf::Gdsf>),
     Clock(clock::Clock),
     Sieve(sieve::Sieve),
     S3Fifo(Box<s3fifo::S3Fifo>),
@@ -110,8 +121,11 @@ macro_rules! dispatch {
     };
     (@kind $kind:expr, $p:ident => $e:expr) => {
         match $kind {
+            Kind::Belady($p) => $e,
+            Kind::BeladySize($p) => $e,
             Kind::Lru($p) => $e,
             Kind::Fifo($p) => $e,
+            Kind::Gdsf($p) => $e,
             Kind::Clock($p) => $e,
             Kind::Sieve($p) => $e,
             Kind::S3Fifo($p) => $e,
@@ -130,8 +144,11 @@ macro_rules! dispatch {
 impl Evictor {
     pub(crate) fn new(algorithm: Algorithm, capacity: Capacity) -> Evictor {
         Evictor(match algorithm {
+            Algorithm::Belady => Kind::Belady(Box::default()),
+            Algorithm::BeladySize => Kind::BeladySize(Box::default()),
             Algorithm::Lru => Kind::Lru(lru::Lru::default()),
             Algorithm::Fifo => Kind::Fifo(fifo::Fifo::default()),
+            Algorithm::Gdsf => Kind::Gdsf(Box::default()),
             Algorithm::Clock => Kind::Clock(clock::Clock::default()),
             Algorithm::Sieve => Kind::Sieve(sieve::Sieve::default()),
             Algorithm::S3Fifo => Kind::S3Fifo(Box::new(s3fifo::S3Fifo::new(capacity))),
@@ -147,12 +164,22 @@ impl Evictor {
     }
 }
 
+impl Evictor {
+    /// Whether a hit on an object never requested again drops it (BeladySize).
+    pub(crate) fn drops_dead_hits(&self) -> bool {
+        matches!(self.0, Kind::BeladySize(_))
+    }
+}
+
 impl EvictionPolicy for Evictor {
     // Always inlined: a hit is most requests, and as a call of its own the dispatch cost a
     // third of an LRU hit.
     #[inline(always)]
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
         dispatch!(self, p => p.on_hit(nodes, slot))
+    }
+    fn on_future(&mut self, next_access: u64) {
+        dispatch!(self, p => p.on_future(next_access))
     }
     #[inline]
     fn on_miss(&mut self, key: u64) {

@@ -39,9 +39,13 @@ pub struct Args {
     /// Leave out the unmanaged (unlimited) cache that is otherwise the first run.
     #[arg(long)]
     pub no_baseline: bool,
-    /// Eviction algorithm of the baseline, --fixed and --policy caches (--setup names its own).
+    /// Eviction algorithm of the baseline, --fixed and --policy caches (--setup names its own;
+    /// the offline ones read the trace once more first).
     #[arg(long, default_value = "lru")]
     pub eviction: Algorithm,
+    /// Admission policy of every cache (see mantle replay).
+    #[arg(long, value_name = "NAME[:param=value,...]")]
+    pub admission: Option<cache::Admission>,
     /// Back-end model (see mantle replay).
     #[arg(long, default_value = "lsm")]
     pub backend: BackendSpec,
@@ -124,11 +128,17 @@ pub fn run(args: Args) -> Result<()> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let future = match args.eviction.is_offline() {
+        true => Some(super::replay::next_accesses(path, open)?),
+        false => None,
+    };
     let config = ReplayConfig {
         algorithm: args.eviction,
         backend: args.backend,
         tick,
         record_ticks: charts,
+        admission: args.admission.clone(),
+        future,
         ..ReplayConfig::default()
     };
     let mut reports = compare::replay_all(&setups, jobs, &config, path, open, |setup, outcome| {

@@ -27,6 +27,12 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     args.live.reject_without_server()?;
+    if args.eviction.is_offline() && (args.classes.is_some() || args.warmup.restart_at.is_some()) {
+        bail!(
+            "--eviction {} is offline (it needs each request's next access) and runs without --classes or --restart-at/--warmup",
+            args.eviction
+        );
+    }
     let Some(cache_size) = args.cache_size else {
         bail!("--cache-size is required (or --server ADDR to replay against a running server)");
     };
@@ -71,6 +77,10 @@ pub fn run(args: Args) -> Result<()> {
     if let (Some(notice), true, false) = (notice, managed || record_ticks, args.quiet) {
         eprintln!("{notice}");
     }
+    let future = match args.eviction.is_offline() {
+        true => Some(next_accesses(path, open)?),
+        false => None,
+    };
     let config = ReplayConfig {
         algorithm: args.eviction,
         capacity,
@@ -81,6 +91,8 @@ pub fn run(args: Args) -> Result<()> {
         classes,
         warmup,
         max_capacity,
+        admission: args.admission.clone(),
+        future,
     };
     let label = format!("replay {}", super::progress::file_label(path));
     let show = Show::from_flags(args.quiet, args.progress);
@@ -139,4 +151,21 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The pre-pass of an offline algorithm: each request's next access time, from one read of
+/// the whole trace (16 bytes per request while it runs, 8 kept; `cache::future`).
+pub(super) fn next_accesses(
+    path: &std::path::Path,
+    open: impl Fn() -> Result<Box<dyn trace::TraceReader>, trace::TraceError>,
+) -> Result<std::sync::Arc<[u64]>> {
+    let mut reader = open().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut keys = Vec::new();
+    while let Some(req) = reader
+        .next_request()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+    {
+        keys.push(req.key);
+    }
+    Ok(cache::future::next_accesses(keys).into())
 }

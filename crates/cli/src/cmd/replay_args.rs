@@ -24,10 +24,14 @@ pub struct Args {
     /// --nodes and the flags of a simulated cluster.
     #[command(flatten)]
     pub cluster: Box<super::replay_flags::NodesArgs>,
-    /// Eviction algorithm: lru, fifo, clock, sieve, s3fifo, arc, twoq, slru, lfu, lfuda,
-    /// random, hyperbolic or lirs (docs/cache.md).
+    /// Eviction algorithm (docs/cache.md lists them). The offline ones (belady,
+    /// beladysize) read the trace twice: once to learn each request's next access.
     #[arg(long, default_value = "lru", value_name = "ALGORITHM")]
     pub eviction: Algorithm,
+    /// Admission policy in front of the eviction algorithm: size[:size=BYTES],
+    /// prob[:prob=P] or bloomfilter (docs/cache.md, "Admission policies").
+    #[arg(long, value_name = "NAME[:param=value,...]")]
+    pub admission: Option<cache::Admission>,
     /// Model of the store behind the cache: lsm (default), lsm:rate=N,compact_every=N,stall=S, or none.
     #[arg(long, default_value = "lsm", value_name = "MODEL|none")]
     pub backend: BackendSpec,

@@ -206,6 +206,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     config.max_keys = args.max_keys;
     config.maxmemory = args.maxmemory;
+    if args.eviction.is_offline() {
+        anyhow::bail!(
+            "--eviction {}: an offline algorithm needs each request's next access, which a server cannot know (use it in mantle replay)",
+            args.eviction
+        );
+    }
     config.eviction = args.eviction;
     config.maxclients = args.maxclients;
     config.proto_max_bulk_len = args.proto_max_bulk_len;

@@ -173,14 +173,25 @@ fn parse_policy(value: &str) -> Result<cache::Algorithm, String> {
     if value == "allkeys-lru" {
         return Ok(cache::Algorithm::Lru);
     }
-    value.parse::<cache::Algorithm>().map_err(|_| {
-        let mut accepted = vec!["allkeys-lru"];
-        accepted.extend(cache::Algorithm::ALL.iter().map(|a| a.name()));
-        format!(
-            "'{value}' has no equivalent in Mantle; accepted: {}",
-            accepted.join(", ")
-        )
-    })
+    // Offline algorithms need each request's next access, which a server cannot know.
+    let online = |a: &cache::Algorithm| !a.is_offline();
+    value
+        .parse::<cache::Algorithm>()
+        .ok()
+        .filter(online)
+        .ok_or_else(|| {
+            let mut accepted = vec!["allkeys-lru"];
+            accepted.extend(
+                cache::Algorithm::ALL
+                    .iter()
+                    .filter(|a| online(a))
+                    .map(|a| a.name()),
+            );
+            format!(
+                "'{value}' has no equivalent in Mantle; accepted: {}",
+                accepted.join(", ")
+            )
+        })
 }
 
 /// Validates every pair first, then applies them all: all or nothing, as in Redis 7. A
@@ -324,6 +335,7 @@ mod tests {
             "allkeys-lfu",
             "noeviction",
             "volatile-lru",
+            "belady",
         ] {
             let error = parse_policy(refused).unwrap_err();
             assert!(
