@@ -122,6 +122,12 @@ impl NoClasses {
             queue: Evictor::new(algorithm, capacity),
         }
     }
+
+    pub(crate) fn scripted(hooks: Box<dyn crate::hooks::ObjectHooks>) -> Self {
+        NoClasses {
+            queue: Evictor::scripted(hooks),
+        }
+    }
 }
 
 impl ClassLayer for NoClasses {

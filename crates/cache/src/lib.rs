@@ -31,6 +31,8 @@ mod cache;
 pub mod capacity;
 mod classed;
 mod eviction;
+/// Per-request hooks (a Lua policy's `admit`, `priority`, ...) behind one trait.
+pub mod hooks;
 mod layer;
 mod queue;
 mod request;

@@ -8,8 +8,10 @@ mod clock;
 mod fifo;
 mod lru;
 mod s3fifo;
+mod scripted;
 mod sieve;
 
+use crate::hooks::{HookFailure, ObjectHooks};
 use crate::slab::{Node, Slot};
 use crate::{Algorithm, Capacity};
 
@@ -26,6 +28,12 @@ pub(crate) trait EvictionPolicy {
 
     /// Whether an object of `size` bytes may enter at all, before anything is evicted.
     fn can_admit(&self, _size: u32) -> bool {
+        true
+    }
+
+    /// Whether the object `key` of `size` bytes, absent and about to enter, may (a script's
+    /// `admit` hook); asked before anything is evicted for it.
+    fn admit(&mut self, _key: u64, _size: u32) -> bool {
         true
     }
 
@@ -54,6 +62,11 @@ pub(crate) trait EvictionPolicy {
     fn heap_bytes(&self) -> usize {
         0
     }
+
+    /// The hook failure that made a scripted algorithm fall back to LRU.
+    fn hook_failure(&self) -> Option<&HookFailure> {
+        None
+    }
 }
 
 /// Static dispatch over the built-in algorithms. Opaque (`pub` only so that the class layers'
@@ -67,6 +80,7 @@ enum Kind {
     Clock(clock::Clock),
     Sieve(sieve::Sieve),
     S3Fifo(Box<s3fifo::S3Fifo>),
+    Scripted(Box<scripted::Scripted>),
 }
 
 macro_rules! dispatch {
@@ -83,6 +97,7 @@ macro_rules! dispatch {
             Kind::Clock($p) => $e,
             Kind::Sieve($p) => $e,
             Kind::S3Fifo($p) => $e,
+            Kind::Scripted($p) => $e,
         }
     };
 }
@@ -96,6 +111,11 @@ impl Evictor {
             Algorithm::Sieve => Kind::Sieve(sieve::Sieve::default()),
             Algorithm::S3Fifo => Kind::S3Fifo(Box::new(s3fifo::S3Fifo::new(capacity))),
         })
+    }
+
+    /// The queue of a scripted cache: `hooks` decide admission and victims.
+    pub(crate) fn scripted(hooks: Box<dyn ObjectHooks>) -> Evictor {
+        Evictor(Kind::Scripted(Box::new(scripted::Scripted::new(hooks))))
     }
 }
 
@@ -113,6 +133,10 @@ impl EvictionPolicy for Evictor {
     #[inline]
     fn can_admit(&self, size: u32) -> bool {
         dispatch!(&self, p => p.can_admit(size))
+    }
+    #[inline]
+    fn admit(&mut self, key: u64, size: u32) -> bool {
+        dispatch!(self, p => p.admit(key, size))
     }
     #[inline]
     fn admit_after_evictions(&mut self, key: u64, size: u32) -> bool {
@@ -139,5 +163,8 @@ impl EvictionPolicy for Evictor {
     }
     fn heap_bytes(&self) -> usize {
         dispatch!(&self, p => p.heap_bytes())
+    }
+    fn hook_failure(&self) -> Option<&HookFailure> {
+        dispatch!(&self, p => p.hook_failure())
     }
 }
