@@ -71,7 +71,7 @@ impl Cache {
     /// names that fallback; [`Cache::fresh`] gives a plain LRU cache (a script's state
     /// cannot be copied).
     pub fn with_hooks(capacity: Capacity, hooks: Box<dyn ObjectHooks>) -> Cache {
-        Cache::with_layer(Algorithm::Lru, capacity, NoClasses::scripted(hooks))
+        Cache::with_layer(Algorithm::Lru, capacity, NoClasses::scripted(hooks, capacity))
     }
 
     /// The failure that made the hooks of a scripted cache stop deciding, if any.

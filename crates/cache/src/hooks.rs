@@ -86,4 +86,6 @@ pub trait ObjectHooks: Send {
     /// Picks the victim among the lowest-priority object of each non-empty queue (at most
     /// [`MAX_QUEUES`]); returns its index in `candidates`.
     fn evict(&mut self, candidates: &[HookObject]) -> Result<usize, HookFailure>;
+    /// The cache's capacity, told once at the start and again at every change.
+    fn set_capacity(&mut self, _capacity: crate::Capacity) {}
 }

@@ -123,9 +123,9 @@ impl NoClasses {
         }
     }
 
-    pub(crate) fn scripted(hooks: Box<dyn crate::hooks::ObjectHooks>) -> Self {
+    pub(crate) fn scripted(hooks: Box<dyn crate::hooks::ObjectHooks>, capacity: Capacity) -> Self {
         NoClasses {
-            queue: Evictor::scripted(hooks),
+            queue: Evictor::scripted(hooks, capacity),
         }
     }
 }

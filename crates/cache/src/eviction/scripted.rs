@@ -16,6 +16,7 @@ use super::EvictionPolicy;
 use crate::hooks::{HookFailure, HookObject, HookSet, ObjectHooks, Placement, MAX_QUEUES};
 use crate::queue::Queue;
 use crate::slab::{Node, Slot, NIL};
+use crate::Capacity;
 
 /// What the cache keeps per object for the hooks, indexed by slot.
 #[derive(Clone, Copy, Default)]
@@ -41,7 +42,8 @@ pub(crate) struct Scripted {
 }
 
 impl Scripted {
-    pub(crate) fn new(hooks: Box<dyn ObjectHooks>) -> Scripted {
+    pub(crate) fn new(mut hooks: Box<dyn ObjectHooks>, capacity: Capacity) -> Scripted {
+        hooks.set_capacity(capacity);
         let defined = hooks.defined();
         Scripted {
             hooks,
@@ -345,5 +347,9 @@ impl EvictionPolicy for Scripted {
 
     fn hook_failure(&self) -> Option<&HookFailure> {
         self.failure()
+    }
+
+    fn on_capacity(&mut self, capacity: Capacity) {
+        self.hooks.set_capacity(capacity);
     }
 }
