@@ -74,11 +74,6 @@ impl Cache {
         Cache::with_layer(Algorithm::Lru, capacity, NoClasses::scripted(hooks, capacity))
     }
 
-    /// The failure that made the hooks of a scripted cache stop deciding, if any.
-    pub fn hook_failure(&mut self) -> Option<&HookFailure> {
-        self.layer.queue(()).hook_failure()
-    }
-
     /// Looks `key` up; a hit updates the algorithm's state. Never inserts.
     #[inline]
     pub fn get(&mut self, key: u64) -> bool {
@@ -141,6 +136,11 @@ impl<L: ClassLayer> Cache<L> {
             reported_miss: None,
             miss_hash: 0,
         }
+    }
+
+    /// The failure that made the hooks of a scripted cache stop deciding, if any.
+    pub fn hook_failure(&mut self) -> Option<&HookFailure> {
+        self.layer.queue(L::Class::default()).hook_failure()
     }
 
     /// An empty cache with the same algorithm, capacity and classes.

@@ -8,6 +8,7 @@
 //! engine retires a misbehaving tick policy: the cache never panics on a hook's behalf.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Numbers the host keeps per object for the hooks (`obj[1]` .. `obj[4]` in Lua). A bound,
 /// not a default: every cached object carries them (32 bytes).
@@ -88,4 +89,19 @@ pub trait ObjectHooks: Send {
     fn evict(&mut self, candidates: &[HookObject]) -> Result<usize, HookFailure>;
     /// The cache's capacity, told once at the start and again at every change.
     fn set_capacity(&mut self, _capacity: crate::Capacity) {}
+}
+
+/// Builds fresh hooks for a scripted cache: once per replay, and again whenever a server
+/// starts its cache afresh (FLUSHALL), so a cache's hook state is its own.
+#[derive(Clone)]
+pub struct HookSource(Arc<dyn Fn() -> Box<dyn ObjectHooks> + Send + Sync>);
+
+impl HookSource {
+    pub fn new(make: impl Fn() -> Box<dyn ObjectHooks> + Send + Sync + 'static) -> HookSource {
+        HookSource(Arc::new(make))
+    }
+
+    pub fn make(&self) -> Box<dyn ObjectHooks> {
+        (self.0)()
+    }
 }

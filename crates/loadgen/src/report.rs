@@ -209,6 +209,7 @@ impl Report {
             // The replay does not pre-read the trace, has no class file and no restart.
             classes: None,
             warmup: None,
+            hook_failure: None,
             ticks: self.ticks.clone(),
         }
     }

@@ -16,7 +16,9 @@ use std::ffi::CStr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use cache::hooks::{HookFailure, HookObject, HookSet, ObjectHooks, Placement, MAX_QUEUES};
+use cache::hooks::{
+    HookFailure, HookObject, HookSet, HookSource, ObjectHooks, Placement, MAX_QUEUES,
+};
 use mlua::{ffi, ChunkMode, Lua, RegistryKey, Value};
 
 use crate::budget::{Budget, Interrupt};
@@ -429,3 +431,82 @@ impl ObjectHooks for ScriptHooks {
         })
     }
 }
+
+/// The per-request hooks a policy file defines, as a [`HookSource`] (`None` when it
+/// defines none). Compiled once here so a bad file is refused before the replay starts; each
+/// replay then compiles the same source again for hooks of its own.
+pub fn hook_source(
+    path: &Path,
+    params: Params,
+    limits: Limits,
+) -> Result<Option<HookSource>, LoadError> {
+    if ScriptHooks::from_file(path, &params, &limits)?.is_none() {
+        return Ok(None);
+    }
+    let source = crate::read_policy_source(path).map_err(|message| LoadError::Io {
+        path: path.display().to_string(),
+        message,
+    })?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "policy".to_string());
+    let chunk = format!("@{}", path.display());
+    Ok(Some(HookSource::new(move || {
+        let compiled = ScriptHooks::compile(
+            &name,
+            &chunk,
+            &source,
+            &params,
+            &limits,
+            Interrupt::default(),
+        );
+        match compiled {
+            Ok(Some(hooks)) => Box::new(hooks) as Box<dyn cache::hooks::ObjectHooks>,
+            // The same source compiled a moment ago: only a limit (memory, time) can make it
+            // fail now. The cache then runs LRU and reports why.
+            Ok(None) => Box::new(Unavailable("defines no hooks any more".into())),
+            Err(e) => Box::new(Unavailable(e.to_string())),
+        }
+    })))
+}
+
+/// Hooks that could not be built: the first insert reports why, and the cache runs LRU.
+struct Unavailable(String);
+
+impl cache::hooks::ObjectHooks for Unavailable {
+    fn defined(&self) -> cache::hooks::HookSet {
+        cache::hooks::HookSet {
+            admit: true,
+            ..Default::default()
+        }
+    }
+    fn admit(&mut self, _: &mut cache::hooks::HookObject) -> Result<bool, HookFailure> {
+        Err(HookFailure {
+            hook: "admit",
+            message: format!("the hooks could not be compiled: {}", self.0),
+        })
+    }
+    fn on_hit(&mut self, _: &mut cache::hooks::HookObject) -> Result<(), HookFailure> {
+        Ok(())
+    }
+    fn on_insert(&mut self, _: &mut cache::hooks::HookObject) -> Result<(), HookFailure> {
+        Ok(())
+    }
+    fn on_evict(&mut self, _: &mut cache::hooks::HookObject) -> Result<(), HookFailure> {
+        Ok(())
+    }
+    fn priority(
+        &mut self,
+        _: &mut cache::hooks::HookObject,
+    ) -> Result<cache::hooks::Placement, HookFailure> {
+        Ok(cache::hooks::Placement {
+            priority: 0.0,
+            queue: 0,
+        })
+    }
+    fn evict(&mut self, _: &[cache::hooks::HookObject]) -> Result<usize, HookFailure> {
+        Ok(0)
+    }
+}
+

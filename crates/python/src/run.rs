@@ -318,6 +318,7 @@ fn run_setup(
         timeseries_limit: setup.timeseries,
         classes: setup.classes.clone(),
         warmup,
+        hooks: None,
     };
     let mut signals = match cancelled {
         Some(flag) => Signals::watching(flag),

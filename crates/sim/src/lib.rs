@@ -24,6 +24,7 @@ pub use adapt::control::{
 };
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use replay::{
+    HookSource,
     replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport,
     TickRow, BATCH, MAX_EMPTY_TICKS,
 };

@@ -13,6 +13,7 @@ use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use adapt::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use cache::classes::ClassSet;
 use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
+pub use cache::hooks::HookSource;
 use std::time::{Duration, Instant};
 use trace::Request;
 
@@ -82,6 +83,9 @@ pub struct ReplayConfig {
     pub classes: Option<ClassSet>,
     /// Restart (and optionally warm up) the cache part-way (`--restart-at`, `--warmup`).
     pub warmup: Option<WarmupConfig>,
+    /// Per-request hooks of a policy (`admit`, `priority`, ...): the cache is scripted, its
+    /// fallback `algorithm` LRU. Not combined with `classes`.
+    pub hooks: Option<HookSource>,
 }
 
 impl Default for ReplayConfig {
@@ -95,6 +99,7 @@ impl Default for ReplayConfig {
             timeseries_limit: 1_000_000,
             classes: None,
             warmup: None,
+            hooks: None,
         }
     }
 }
@@ -165,6 +170,9 @@ pub struct ReplayReport {
     pub classes: Option<Vec<ClassReport>>,
     /// Restart and warm-up figures with `--restart-at` (null without).
     pub warmup: Option<WarmupReport>,
+    /// The hook failure that made a scripted cache fall back to LRU (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook_failure: Option<String>,
     #[serde(skip)]
     pub ticks: Vec<TickRow>,
 }
@@ -270,6 +278,14 @@ pub fn replay_batches<E>(
     controller: Option<&mut dyn Controller>,
     fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
+    if let Some(hooks) = &config.hooks {
+        return run(
+            config,
+            controller,
+            fill,
+            Cache::with_hooks(config.capacity, hooks.make()),
+        );
+    }
     // The one run-time choice of layer; each runs a loop compiled for it.
     match AnyCache::new(config.algorithm, config.capacity, config.classes.clone()) {
         AnyCache::Plain(cache) => run(config, controller, fill, cache),
@@ -638,6 +654,7 @@ impl<L: ClassLayer> Loop<'_, L> {
             },
             classes: class_reports(&self.cache),
             warmup: self.warmup.take().map(WarmupRun::finish),
+            hook_failure: self.cache.hook_failure().map(|f| f.to_string()),
             ticks: std::mem::take(&mut self.ticks),
         }
     }

@@ -62,6 +62,13 @@ pub fn run(args: Args) -> Result<()> {
     if let (Some(notice), true, false) = (notice, managed || record_ticks, args.quiet) {
         eprintln!("{notice}");
     }
+    let hooks = args.policy.hooks()?;
+    if hooks.is_some() && classes.is_some() {
+        anyhow::bail!(
+            "--policy {}: per-request hooks run without classes; drop --classes",
+            args.policy.policy.as_deref().unwrap_or(std::path::Path::new("")).display()
+        );
+    }
     let config = ReplayConfig {
         algorithm: args.eviction,
         capacity,
@@ -71,6 +78,7 @@ pub fn run(args: Args) -> Result<()> {
         timeseries_limit: args.policy.timeseries,
         classes,
         warmup,
+        hooks,
     };
     let label = format!("replay {}", super::progress::file_label(path));
     let show = Show::from_flags(args.quiet, args.progress);
@@ -91,6 +99,9 @@ pub fn run(args: Args) -> Result<()> {
         .as_mut()
         .map(|a| args.shadow.finish(a))
         .transpose()?;
+    if let (Some(failure), false) = (&report.hook_failure, args.quiet) {
+        eprintln!("policy hooks: {failure}; the cache fell back to LRU at that request");
+    }
     if let (Some(warning), false) = (ticks::never_ran(&report, tick), args.quiet) {
         eprintln!("{warning}");
     }
