@@ -93,6 +93,16 @@ impl Scripted {
             Ok(p) => p,
             Err(e) => return self.fail(e),
         };
+        let rec = &mut self.records[slot as usize];
+        if !fresh && rec.queue == queue {
+            // Same heap: one sift from where it is (for LRU-like orders, down to a leaf)
+            // instead of a removal and a push.
+            rec.priority = priority;
+            let at = rec.heap_at as usize;
+            self.sift_down(queue as usize, at);
+            self.sift_up(queue as usize, self.records[slot as usize].heap_at as usize);
+            return;
+        }
         if !fresh {
             self.heap_remove(slot);
         }
