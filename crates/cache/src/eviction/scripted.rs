@@ -18,11 +18,31 @@ use crate::queue::Queue;
 use crate::slab::{Node, Slot, NIL};
 use crate::Capacity;
 
+/// Children per heap node: a 4-ary heap is half as deep as a binary one, and an LRU-like
+/// order sinks every hit object to a leaf.
+const ARITY: usize = 4;
+
+/// A heap entry carries its ordering key, so a sift reads the heap, not the records.
+#[derive(Clone, Copy)]
+struct HeapEntry {
+    priority: f64,
+    /// Ties go to the earliest insert (unique per object).
+    inserted: u64,
+    slot: Slot,
+}
+
+impl HeapEntry {
+    #[inline]
+    fn before(&self, other: &HeapEntry) -> bool {
+        // A total order: the hook side refuses NaN.
+        (self.priority, self.inserted) < (other.priority, other.inserted)
+    }
+}
+
 /// What the cache keeps per object for the hooks, indexed by slot.
 #[derive(Clone, Copy, Default)]
 struct Record {
     obj: HookObject,
-    priority: f64,
     queue: u8,
     /// Position in its queue's heap.
     heap_at: u32,
@@ -32,7 +52,7 @@ pub(crate) struct Scripted {
     hooks: Box<dyn ObjectHooks>,
     defined: HookSet,
     records: Vec<Record>,
-    heaps: [Vec<Slot>; MAX_QUEUES],
+    heaps: [Vec<HeapEntry>; MAX_QUEUES],
     lru: Queue,
     /// Virtual time: requests seen (hits and misses).
     now: u64,
@@ -93,37 +113,34 @@ impl Scripted {
             Ok(p) => p,
             Err(e) => return self.fail(e),
         };
-        let rec = &mut self.records[slot as usize];
+        let rec = self.records[slot as usize];
         if !fresh && rec.queue == queue {
             // Same heap: one sift from where it is (for LRU-like orders, down to a leaf)
             // instead of a removal and a push.
-            rec.priority = priority;
-            let at = rec.heap_at as usize;
-            self.sift_down(queue as usize, at);
-            self.sift_up(queue as usize, self.records[slot as usize].heap_at as usize);
+            let (q, at) = (queue as usize, rec.heap_at as usize);
+            self.heaps[q][at].priority = priority;
+            let at = self.sift_down(q, at);
+            self.sift_up(q, at);
             return;
         }
         if !fresh {
             self.heap_remove(slot);
         }
-        let rec = &mut self.records[slot as usize];
-        rec.priority = priority;
-        rec.queue = queue;
-        self.heap_push(slot);
+        self.records[slot as usize].queue = queue;
+        self.heap_push(
+            queue as usize,
+            HeapEntry {
+                priority,
+                inserted: rec.obj.inserted,
+                slot,
+            },
+        );
     }
 
-    #[inline]
-    fn less(&self, a: Slot, b: Slot) -> bool {
-        let (a, b) = (&self.records[a as usize], &self.records[b as usize]);
-        // Total order (NaN is refused by the hook side); ties go to the earliest insert.
-        (a.priority, a.obj.inserted) < (b.priority, b.obj.inserted)
-    }
-
-    fn heap_push(&mut self, slot: Slot) {
-        let q = self.records[slot as usize].queue as usize;
-        self.heaps[q].push(slot);
+    fn heap_push(&mut self, q: usize, entry: HeapEntry) {
+        self.heaps[q].push(entry);
         let at = self.heaps[q].len() - 1;
-        self.records[slot as usize].heap_at = at as u32;
+        self.records[entry.slot as usize].heap_at = at as u32;
         self.sift_up(q, at);
     }
 
@@ -133,48 +150,56 @@ impl Scripted {
         let last = self.heaps[q].pop().expect("a placed object is in its heap");
         if at < self.heaps[q].len() {
             self.heaps[q][at] = last;
-            self.records[last as usize].heap_at = at as u32;
-            self.sift_down(q, at);
-            self.sift_up(q, self.records[last as usize].heap_at as usize);
+            self.records[last.slot as usize].heap_at = at as u32;
+            let at = self.sift_down(q, at);
+            self.sift_up(q, at);
         }
     }
 
-    fn sift_up(&mut self, q: usize, mut at: usize) {
+    /// Moves the entry at `at` up to its place; returns where it ends.
+    fn sift_up(&mut self, q: usize, mut at: usize) -> usize {
+        let heap = &mut self.heaps[q];
+        let entry = heap[at];
         while at > 0 {
-            let parent = (at - 1) / 2;
-            let (child, up) = (self.heaps[q][at], self.heaps[q][parent]);
-            if !self.less(child, up) {
+            let parent = (at - 1) / ARITY;
+            if !entry.before(&heap[parent]) {
                 break;
             }
-            self.swap(q, at, parent);
+            heap[at] = heap[parent];
+            self.records[heap[at].slot as usize].heap_at = at as u32;
             at = parent;
         }
+        heap[at] = entry;
+        self.records[entry.slot as usize].heap_at = at as u32;
+        at
     }
 
-    fn sift_down(&mut self, q: usize, mut at: usize) {
-        let len = self.heaps[q].len();
+    /// Moves the entry at `at` down to its place; returns where it ends.
+    fn sift_down(&mut self, q: usize, mut at: usize) -> usize {
+        let heap = &mut self.heaps[q];
+        let len = heap.len();
+        let entry = heap[at];
         loop {
-            let (l, r) = (2 * at + 1, 2 * at + 2);
-            let mut low = at;
-            if l < len && self.less(self.heaps[q][l], self.heaps[q][low]) {
-                low = l;
-            }
-            if r < len && self.less(self.heaps[q][r], self.heaps[q][low]) {
-                low = r;
-            }
-            if low == at {
+            let first = ARITY * at + 1;
+            if first >= len {
                 break;
             }
-            self.swap(q, at, low);
+            let mut low = first;
+            for child in first + 1..(first + ARITY).min(len) {
+                if heap[child].before(&heap[low]) {
+                    low = child;
+                }
+            }
+            if !heap[low].before(&entry) {
+                break;
+            }
+            heap[at] = heap[low];
+            self.records[heap[at].slot as usize].heap_at = at as u32;
             at = low;
         }
-    }
-
-    fn swap(&mut self, q: usize, i: usize, j: usize) {
-        self.heaps[q].swap(i, j);
-        let (a, b) = (self.heaps[q][i], self.heaps[q][j]);
-        self.records[a as usize].heap_at = i as u32;
-        self.records[b as usize].heap_at = j as u32;
+        heap[at] = entry;
+        self.records[entry.slot as usize].heap_at = at as u32;
+        at
     }
 
     /// The victim by the hooks' order, `None` to let the LRU queue decide (no `priority`
@@ -183,10 +208,12 @@ impl Scripted {
         let mut heads = [NIL; MAX_QUEUES];
         let mut candidates = [HookObject::default(); MAX_QUEUES];
         let mut n = 0;
+        let mut firsts = [None; MAX_QUEUES];
         for heap in &self.heaps {
-            if let Some(&slot) = heap.first() {
-                heads[n] = slot;
-                candidates[n] = self.records[slot as usize].obj;
+            if let Some(&first) = heap.first() {
+                heads[n] = first.slot;
+                firsts[n] = Some(first);
+                candidates[n] = self.records[first.slot as usize].obj;
                 n += 1;
             }
         }
@@ -210,7 +237,7 @@ impl Scripted {
             }
         } else {
             (1..n).fold(0, |low, i| {
-                if self.less(heads[i], heads[low]) {
+                if matches!((firsts[i], firsts[low]), (Some(a), Some(b)) if a.before(&b)) {
                     i
                 } else {
                     low
@@ -351,7 +378,7 @@ impl EvictionPolicy for Scripted {
             + self
                 .heaps
                 .iter()
-                .map(|h| h.capacity() * std::mem::size_of::<Slot>())
+                .map(|h| h.capacity() * std::mem::size_of::<HeapEntry>())
                 .sum::<usize>()
     }
 
