@@ -58,6 +58,9 @@ pub struct ScriptHooks {
     defined: HookSet,
     /// Registry ids of the hook functions (0: not defined).
     functions: [i32; 6],
+    /// Registry ids of the field names (`id`, `size`, ...): pushed from the registry, a
+    /// name costs no string lookup per call (`lua_setfield` interns its C string each time).
+    names: [i32; 5],
     /// Registry id of the reused `obj` table, and of the candidates' tables.
     obj: i32,
     candidates: [i32; MAX_QUEUES],
@@ -184,6 +187,13 @@ impl ScriptHooks {
         for c in &mut candidates {
             *c = table().map_err(setup)?;
         }
+        let mut names = [0; 5];
+        for (id, name) in names.iter_mut().zip(FIELDS) {
+            let key = lua.create_registry_value(lua.create_string(name).map_err(setup)?);
+            let key = key.map_err(setup)?;
+            *id = key.id();
+            keys.push(key);
+        }
         let defined = HookSet {
             admit: functions[ADMIT] != 0,
             on_hit: functions[ON_HIT] != 0,
@@ -198,6 +208,7 @@ impl ScriptHooks {
             limits: *limits,
             defined,
             functions,
+            names,
             obj,
             candidates,
             _keys: keys,
@@ -231,7 +242,7 @@ impl ScriptHooks {
                 ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.functions[which].into());
                 for (obj, &table) in objs.iter().zip(tables) {
                     ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
-                    fill(l, obj);
+                    fill(l, obj, &self.names);
                 }
                 let result = match ffi::lua_pcall(l, objs.len() as i32, results, 0) {
                     ffi::LUA_OK => {
@@ -281,26 +292,24 @@ impl ScriptHooks {
     }
 }
 
-/// Field names, as C strings: `lua_setfield` finds a constant's interned string through
-/// Lua's string cache by address.
-const ID: &CStr = c"id";
-const SIZE: &CStr = c"size";
-const HITS: &CStr = c"hits";
-const LAST_ACCESS: &CStr = c"last_access";
-const INSERTED: &CStr = c"inserted";
+/// The fields of `obj`, in [`ScriptHooks::names`]' order.
+const FIELDS: [&str; 5] = ["id", "size", "hits", "last_access", "inserted"];
 
-/// Writes `obj` into the table on top of the stack.
-unsafe fn fill(l: *mut ffi::lua_State, obj: &HookObject) {
-    ffi::lua_pushinteger(l, obj.id as i64);
-    ffi::lua_setfield(l, -2, ID.as_ptr());
-    ffi::lua_pushinteger(l, obj.size.into());
-    ffi::lua_setfield(l, -2, SIZE.as_ptr());
-    ffi::lua_pushinteger(l, obj.hits as i64);
-    ffi::lua_setfield(l, -2, HITS.as_ptr());
-    ffi::lua_pushinteger(l, obj.last_access as i64);
-    ffi::lua_setfield(l, -2, LAST_ACCESS.as_ptr());
-    ffi::lua_pushinteger(l, obj.inserted as i64);
-    ffi::lua_setfield(l, -2, INSERTED.as_ptr());
+/// Writes `obj` into the table on top of the stack; `names` are the registry ids of
+/// [`FIELDS`].
+unsafe fn fill(l: *mut ffi::lua_State, obj: &HookObject, names: &[i32; 5]) {
+    let values = [
+        obj.id as i64,
+        obj.size.into(),
+        obj.hits as i64,
+        obj.last_access as i64,
+        obj.inserted as i64,
+    ];
+    for (&name, value) in names.iter().zip(values) {
+        ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, name.into());
+        ffi::lua_pushinteger(l, value);
+        ffi::lua_rawset(l, -3);
+    }
     for (i, &n) in obj.user.iter().enumerate() {
         ffi::lua_pushnumber(l, n);
         ffi::lua_rawseti(l, -2, i as i64 + 1);
