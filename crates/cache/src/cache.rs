@@ -71,7 +71,11 @@ impl Cache {
     /// names that fallback; [`Cache::fresh`] gives a plain LRU cache (a script's state
     /// cannot be copied).
     pub fn with_hooks(capacity: Capacity, hooks: Box<dyn ObjectHooks>) -> Cache {
-        Cache::with_layer(Algorithm::Lru, capacity, NoClasses::scripted(hooks, capacity))
+        Cache::with_layer(
+            Algorithm::Lru,
+            capacity,
+            NoClasses::scripted(hooks, capacity),
+        )
     }
 
     /// Looks `key` up; a hit updates the algorithm's state. Never inserts.

@@ -170,7 +170,14 @@ fn evict_picks_among_the_heads_of_the_queues() {
 fn a_failing_hook_falls_back_to_lru_for_good() {
     let trace = trace();
     let capacity = Capacity::bytes(3_000);
-    for hook in ["admit", "on_hit", "on_insert", "on_evict", "priority", "evict"] {
+    for hook in [
+        "admit",
+        "on_hit",
+        "on_insert",
+        "on_evict",
+        "priority",
+        "evict",
+    ] {
         let mut defined = all_hooks();
         defined.evict = true;
         let hooks = Hooks {
@@ -198,7 +205,11 @@ fn a_failing_hook_falls_back_to_lru_for_good() {
         // From then on the cache is an LRU: emptied, it serves like a fresh built-in one.
         cache.clear();
         let mut reference = Cache::new(Algorithm::Lru, capacity);
-        assert_eq!(hits(&mut cache, &trace), hits(&mut reference, &trace), "{hook}");
+        assert_eq!(
+            hits(&mut cache, &trace),
+            hits(&mut reference, &trace),
+            "{hook}"
+        );
     }
 }
 

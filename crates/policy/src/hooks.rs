@@ -33,7 +33,14 @@ use crate::series_object::SeriesSlot;
 use crate::value::Params;
 
 /// The hooks a policy file may define, in the order of [`HookSet`]'s fields.
-pub const HOOKS: [&str; 6] = ["admit", "on_hit", "on_insert", "on_evict", "priority", "evict"];
+pub const HOOKS: [&str; 6] = [
+    "admit",
+    "on_hit",
+    "on_insert",
+    "on_evict",
+    "priority",
+    "evict",
+];
 
 const ADMIT: usize = 0;
 const ON_HIT: usize = 1;
@@ -282,13 +289,7 @@ impl ScriptHooks {
         results: i32,
         read: impl FnOnce(*mut ffi::lua_State, i32) -> Result<R, String>,
     ) -> Result<R, HookFailure> {
-        self.call(
-            which,
-            std::slice::from_mut(obj),
-            &[self.obj],
-            results,
-            read,
-        )
+        self.call(which, std::slice::from_mut(obj), &[self.obj], results, read)
     }
 }
 
@@ -518,4 +519,3 @@ impl cache::hooks::ObjectHooks for Unavailable {
         Ok(0)
     }
 }
-

@@ -7,20 +7,15 @@ use policy::{Interrupt, Limits, Params, ScriptHooks};
 use std::path::Path;
 
 fn repo_file(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
 }
 
 fn hooks_of(source: &str, params: &Params, limits: &Limits) -> ScriptHooks {
-    ScriptHooks::compile(
-        "t",
-        "@t.lua",
-        source,
-        params,
-        limits,
-        Interrupt::default(),
-    )
-    .expect("compiles")
-    .expect("defines hooks")
+    ScriptHooks::compile("t", "@t.lua", source, params, limits, Interrupt::default())
+        .expect("compiles")
+        .expect("defines hooks")
 }
 
 fn shipped(name: &str, params: &Params) -> ScriptHooks {
@@ -152,12 +147,7 @@ impl ReferenceArc {
             self.t2.push(x);
             return false;
         }
-        let (t1, t2, b1, b2) = (
-            self.t1.len(),
-            self.t2.len(),
-            self.b1.len(),
-            self.b2.len(),
-        );
+        let (t1, t2, b1, b2) = (self.t1.len(), self.t2.len(), self.b1.len(), self.b2.len());
         if t1 + b1 == self.c {
             if t1 < self.c {
                 self.b1.remove(0);
@@ -185,14 +175,18 @@ fn shipped_arc_hooks_equal_the_reference_arc() {
         let hooks = shipped("policies/hooks/arc.lua", &Params::new());
         let mut scripted = Cache::with_hooks(Capacity::objects(c as u64), Box::new(hooks));
         let got: Vec<bool> = trace.iter().map(|&(k, _)| scripted.access(k, 1)).collect();
-        assert!(scripted.hook_failure().is_none(), "{:?}", scripted.hook_failure());
+        assert!(
+            scripted.hook_failure().is_none(),
+            "{:?}",
+            scripted.hook_failure()
+        );
         let first = got.iter().zip(&expected).position(|(a, b)| a != b);
         assert_eq!(first, None, "c={c}: first differing request");
         // ARC is not LRU on this trace: the test can tell them apart.
-        let lru = hits(&mut Cache::new(Algorithm::Lru, Capacity::objects(c as u64)), &trace
-            .iter()
-            .map(|&(k, _)| (k, 1))
-            .collect::<Vec<_>>());
+        let lru = hits(
+            &mut Cache::new(Algorithm::Lru, Capacity::objects(c as u64)),
+            &trace.iter().map(|&(k, _)| (k, 1)).collect::<Vec<_>>(),
+        );
         assert_ne!(misses(&lru), misses(&got), "c={c}");
     }
 }
@@ -232,7 +226,10 @@ fn a_runtime_error_in_any_hook_falls_back_to_lru() {
         );
         let failure = failure_of(&source, &Limits::default());
         assert_eq!(failure.hook, hook);
-        assert!(failure.message.contains("t.lua:5: broken"), "{hook}: {failure}");
+        assert!(
+            failure.message.contains("t.lua:5: broken"),
+            "{hook}: {failure}"
+        );
     }
 }
 
@@ -243,10 +240,14 @@ fn a_spent_budget_or_memory_limit_falls_back_to_lru() {
         memory_bytes: 4 << 20,
         ..Limits::default()
     };
-    let spin = "n = 0\nfunction on_hit(o)\n  n = n + 1\n  if n > 300 then while true do end end\nend\n";
+    let spin =
+        "n = 0\nfunction on_hit(o)\n  n = n + 1\n  if n > 300 then while true do end end\nend\n";
     let failure = failure_of(spin, &limits);
     assert_eq!(failure.hook, "on_hit");
-    assert!(failure.message.contains("instruction budget of 200000"), "{failure}");
+    assert!(
+        failure.message.contains("instruction budget of 200000"),
+        "{failure}"
+    );
 
     let hog = "t = {}\nfunction on_insert(o)\n  for i = 1, 100000 do t[#t + 1] = {i} end\nend\n";
     let failure = failure_of(

@@ -715,7 +715,11 @@ impl Db {
         let capacity = state.cache.capacity();
         match &state.hooks {
             Some(hooks) => ServerCache::scripted(capacity, hooks.make()),
-            None => ServerCache::new(state.cache.algorithm(), capacity, self.shared.classes.clone()),
+            None => ServerCache::new(
+                state.cache.algorithm(),
+                capacity,
+                self.shared.classes.clone(),
+            ),
         }
     }
 

@@ -12,8 +12,8 @@ use crate::tick_schedule::{Tick, TickSchedule};
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use adapt::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use cache::classes::ClassSet;
-use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
 pub use cache::hooks::HookSource;
+use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
 use std::time::{Duration, Instant};
 use trace::Request;
 

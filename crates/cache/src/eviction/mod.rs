@@ -115,7 +115,9 @@ impl Evictor {
 
     /// The queue of a scripted cache: `hooks` decide admission and victims.
     pub(crate) fn scripted(hooks: Box<dyn ObjectHooks>, capacity: Capacity) -> Evictor {
-        Evictor(Kind::Scripted(Box::new(scripted::Scripted::new(hooks, capacity))))
+        Evictor(Kind::Scripted(Box::new(scripted::Scripted::new(
+            hooks, capacity,
+        ))))
     }
 }
 

@@ -66,7 +66,11 @@ pub fn run(args: Args) -> Result<()> {
     if hooks.is_some() && classes.is_some() {
         anyhow::bail!(
             "--policy {}: per-request hooks run without classes; drop --classes",
-            args.policy.policy.as_deref().unwrap_or(std::path::Path::new("")).display()
+            args.policy
+                .policy
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display()
         );
     }
     let config = ReplayConfig {
