@@ -35,7 +35,7 @@ impl ObjectHooks for Hooks {
     }
     fn admit(&mut self, obj: &mut HookObject) -> Result<bool, HookFailure> {
         self.call("admit")?;
-        Ok(self.admit.map_or(true, |f| f(obj)))
+        Ok(self.admit.is_none_or(|f| f(obj)))
     }
     fn on_hit(&mut self, _: &mut HookObject) -> Result<(), HookFailure> {
         self.call("on_hit")
