@@ -46,6 +46,19 @@ impl AnyCache {
         each!(self, c => c.set_admission(admission))
     }
 
+    /// The plain cache with admission and victims decided by `hooks` ([`Cache::with_hooks`]).
+    pub fn scripted(capacity: Capacity, hooks: Box<dyn crate::hooks::ObjectHooks>) -> Self {
+        AnyCache::Plain(Cache::with_hooks(capacity, hooks))
+    }
+
+    /// See [`Cache::hook_failure`] (never for a classed cache: hooks run without classes).
+    pub fn hook_failure(&mut self) -> Option<&crate::hooks::HookFailure> {
+        match self {
+            AnyCache::Plain(c) => c.hook_failure(),
+            AnyCache::Classed(_) => None,
+        }
+    }
+
     pub fn is_classed(&self) -> bool {
         matches!(self, AnyCache::Classed(_))
     }

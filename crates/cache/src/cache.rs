@@ -18,6 +18,7 @@
 
 use crate::admission::Admission;
 use crate::eviction::EvictionPolicy;
+use crate::hooks::{HookFailure, ObjectHooks};
 use crate::layer::{ClassLayer, NoClasses, Rewrite};
 use crate::slab::{Slab, Slot, NIL};
 use crate::{Algorithm, Capacity, ClassFigures};
@@ -66,6 +67,18 @@ pub struct Cache<L: ClassLayer = NoClasses> {
 impl Cache {
     pub fn new(algorithm: Algorithm, capacity: Capacity) -> Cache {
         Cache::with_layer(algorithm, capacity, NoClasses::new(algorithm, capacity))
+    }
+
+    /// A cache whose admission and victims `hooks` decide (see [`crate::hooks`]); LRU when
+    /// they define no `priority`, and LRU for good once a hook fails. [`Cache::algorithm`]
+    /// names that fallback; [`Cache::fresh`] gives a plain LRU cache (a script's state
+    /// cannot be copied).
+    pub fn with_hooks(capacity: Capacity, hooks: Box<dyn ObjectHooks>) -> Cache {
+        Cache::with_layer(
+            Algorithm::Lru,
+            capacity,
+            NoClasses::scripted(hooks, capacity),
+        )
     }
 
     /// Looks `key` up; a hit updates the algorithm's state. Never inserts.
@@ -165,6 +178,11 @@ impl<L: ClassLayer> Cache<L> {
             self.remove(key);
         }
         served
+    }
+
+    /// The failure that made the hooks of a scripted cache stop deciding, if any.
+    pub fn hook_failure(&mut self) -> Option<&HookFailure> {
+        self.layer.queue(L::Class::default()).hook_failure()
     }
 
     /// An empty cache with the same algorithm, capacity, classes and admission policy (its
@@ -354,6 +372,7 @@ impl<L: ClassLayer> Cache<L> {
         if !self.capacity.can_hold(size)
             || self.layer.too_big_for_class(class, size)
             || !self.layer.queue(class).can_admit(size)
+            || !self.layer.queue(class).admit(key, size)
         {
             self.layer.count_refused(class);
             return None;

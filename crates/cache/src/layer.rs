@@ -122,6 +122,12 @@ impl NoClasses {
             queue: Evictor::new(algorithm, capacity),
         }
     }
+
+    pub(crate) fn scripted(hooks: Box<dyn crate::hooks::ObjectHooks>, capacity: Capacity) -> Self {
+        NoClasses {
+            queue: Evictor::scripted(hooks, capacity),
+        }
+    }
 }
 
 impl ClassLayer for NoClasses {

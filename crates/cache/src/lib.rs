@@ -34,6 +34,8 @@ pub mod capacity;
 mod classed;
 mod eviction;
 pub mod future;
+/// Per-request hooks (a Lua policy's `admit`, `priority`, ...) behind one trait.
+pub mod hooks;
 mod layer;
 mod queue;
 mod request;

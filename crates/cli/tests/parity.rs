@@ -252,3 +252,15 @@ fn decay_decides_the_same_in_replay_and_serve() {
 fn classes_decide_the_same_in_replay_and_serve() {
     check_with("policies/fixed.lua", &[("n", "100")], Some(CLASSES));
 }
+
+/// Per-request hooks decide inside the cache of each host: the same victims give the same
+/// hits, misses and evictions at every tick.
+#[test]
+fn lru_hooks_decide_the_same_in_replay_and_serve() {
+    check("policies/hooks/lru.lua", &[]);
+}
+
+#[test]
+fn arc_hooks_decide_the_same_in_replay_and_serve() {
+    check("policies/hooks/arc.lua", &[]);
+}

@@ -210,6 +210,7 @@ impl Report {
             classes: None,
             warmup: None,
             capacity_clamps: None,
+            hook_failure: None,
             ticks: self.ticks.clone(),
         }
     }

@@ -148,6 +148,17 @@ impl Program {
             Dialect::Ceph {
                 chunk: lua.create_registry_value(chunk).map_err(setup)?,
             }
+        } else if crate::hooks::HOOKS
+            .iter()
+            .any(|h| matches!(globals.raw_get::<Value>(*h), Ok(Value::Function(_))))
+        {
+            // Only per-request hooks (run by the cache, see `hooks.rs`): no tick decisions.
+            Dialect::Callbacks {
+                load: None,
+                when: None,
+                howmuch: None,
+                where_: None,
+            }
         } else {
             return Err(LoadError::NoCallbacks {
                 chunk: chunk_name.trim_start_matches(['@', '=']).to_string(),

@@ -368,6 +368,7 @@ fn run_setup(
             true => Some(future_of(input)?),
             false => None,
         },
+        hooks: None,
     };
     let mut signals = match cancelled {
         Some(flag) => Signals::watching(flag),

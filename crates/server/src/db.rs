@@ -28,6 +28,7 @@ use crate::metrics::{Metrics, Stats};
 use crate::server_cache::{Request, ServerCache};
 use bytes::Bytes;
 use cache::classes::{ClassSet, RuleOp};
+use cache::hooks::HookSource;
 use cache::Capacity;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -90,6 +91,11 @@ struct State {
     cache: ServerCache,
     /// The names `SET ... HINT name` gave (an entry's `class`).
     hints: HintNames,
+    /// Per-request hooks of the policy (`--policy` with `admit`, `priority`, ...): the cache
+    /// is scripted, and a FLUSHALL starts it afresh with fresh hooks.
+    hooks: Option<HookSource>,
+    /// Whether the hooks' failure was handed to the journal already.
+    hook_failure_noted: bool,
 }
 
 impl State {
@@ -151,6 +157,8 @@ impl Db {
                         classes.iter().flat_map(|classes| classes.hint_names()),
                     ),
                     cache: ServerCache::new(algorithm, capacity, classes.clone()),
+                    hooks: None,
+                    hook_failure_noted: false,
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
@@ -278,6 +286,7 @@ impl Db {
             table,
             cache,
             hints,
+            ..
         } = &mut *state;
         let hint = cache.slot_hint(hash)?;
         let entry = table.get(hint).filter(|entry| entry.key() == key)?;
@@ -661,6 +670,59 @@ impl Db {
         self.state().cache.class_figures()
     }
 
+    /// Runs the cache with the per-request hooks `hooks` build from now on (an empty cache,
+    /// refilled from the store as keys are read, as after a change of algorithm).
+    pub fn set_hooks(&self, hooks: HookSource) -> Result<(), String> {
+        if self.shared.classes.is_some() {
+            return Err("per-request hooks run without classes (--classes)".into());
+        }
+        let mut state = self.state();
+        let State { table, cache, .. } = &mut *state;
+        *cache = ServerCache::scripted(cache.capacity(), hooks.make());
+        *table = KeyTable::default();
+        state.hooks = Some(hooks);
+        state.hook_failure_noted = false;
+        drop(state);
+        for stripe in self.shared.stripes.iter() {
+            stripe.generation.fetch_add(1, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Whether the cache runs per-request hooks, and why they stopped if they failed.
+    pub fn hooks_status(&self) -> Option<Result<(), String>> {
+        let mut state = self.state();
+        state.hooks.as_ref()?;
+        Some(match state.cache.hook_failure() {
+            Some(f) => Err(f.to_string()),
+            None => Ok(()),
+        })
+    }
+
+    /// The hooks' failure the first time it is asked after it happened (for the journal).
+    pub fn take_hook_failure(&self) -> Option<String> {
+        let mut state = self.state();
+        if state.hook_failure_noted {
+            return None;
+        }
+        let failure = state.cache.hook_failure()?.to_string();
+        state.hook_failure_noted = true;
+        Some(failure)
+    }
+
+    /// An empty cache like the current one (same algorithm, capacity, classes or hooks).
+    fn fresh_cache(&self, state: &State) -> ServerCache {
+        let capacity = state.cache.capacity();
+        match &state.hooks {
+            Some(hooks) => ServerCache::scripted(capacity, hooks.make()),
+            None => ServerCache::new(
+                state.cache.algorithm(),
+                capacity,
+                self.shared.classes.clone(),
+            ),
+        }
+    }
+
     pub fn cache_snapshot(&self) -> CacheSnapshot {
         let state = self.state();
         CacheSnapshot {
@@ -698,6 +760,7 @@ impl Db {
             table,
             cache,
             hints,
+            ..
         } = state;
         let class = cache.classify(&Request {
             key: entry.key(),

@@ -144,6 +144,15 @@ impl Server {
             config.capacity(),
             config.classes.clone(),
         );
+        if let (Some(path), false) = (&config.policy, config.no_policy) {
+            // Per-request hooks run in the cache itself, from the first request on.
+            let hooks = policy::hook_source(path, policy::Params::new(), config.policy_limits)
+                .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?;
+            if let Some(hooks) = hooks {
+                db.set_hooks(hooks)
+                    .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?;
+            }
+        }
         if matches!(config.backend, crate::config::Backend::RocksDb { .. }) {
             db.reserve_for_store(options.memory.total());
         }

@@ -25,8 +25,8 @@ pub use adapt::control::{
 };
 pub use backend::{BackendParams, BackendSpec, BackendSummary};
 pub use replay::{
-    replay, replay_batches, ClientFigures, LiveRun, ReplayConfig, ReplayError, ReplayReport,
-    TickRow, BATCH, MAX_EMPTY_TICKS,
+    replay, replay_batches, ClientFigures, HookSource, LiveRun, ReplayConfig, ReplayError,
+    ReplayReport, TickRow, BATCH, MAX_EMPTY_TICKS,
 };
 pub use replay_cache::ClassReport;
 pub use tick_schedule::Tick;

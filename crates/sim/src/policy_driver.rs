@@ -13,6 +13,15 @@ fn stderr_line(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
+/// The per-request hooks a policy file defines (see [`policy::hook_source`]).
+pub fn hook_source(
+    path: &Path,
+    params: Params,
+    limits: Limits,
+) -> Result<Option<crate::HookSource>, LoadError> {
+    policy::hook_source(path, params, limits)
+}
+
 pub struct PolicyController {
     engine: PolicyEngine,
     /// The version loaded from the file (the engine may later fall back from it).

@@ -12,6 +12,7 @@ use crate::tick_schedule::{Tick, TickSchedule};
 use crate::warmup::{WarmupConfig, WarmupReport, WarmupRun};
 use adapt::control::{Action, Controller, ControllerSummary, TickContext, TickMetrics};
 use cache::classes::ClassSet;
+pub use cache::hooks::HookSource;
 use cache::{AccessLog, Algorithm, AnyCache, Cache, Capacity, ClassLayer, RequestCounts, Served};
 use std::time::{Duration, Instant};
 use trace::Request;
@@ -90,6 +91,9 @@ pub struct ReplayConfig {
     /// Each request's next access time, in trace order ([`cache::future::next_accesses`]),
     /// for the offline algorithms (Belady, BeladySize); `None` for the others.
     pub future: Option<std::sync::Arc<[u64]>>,
+    /// Per-request hooks of a policy (`admit`, `priority`, ...): the cache is scripted, its
+    /// fallback `algorithm` LRU. Not combined with `classes`.
+    pub hooks: Option<HookSource>,
 }
 
 impl Default for ReplayConfig {
@@ -106,6 +110,7 @@ impl Default for ReplayConfig {
             max_capacity: Capacity::default(),
             admission: None,
             future: None,
+            hooks: None,
         }
     }
 }
@@ -179,6 +184,9 @@ pub struct ReplayReport {
     /// With `--max-cache-size`: how many policy capacity requests were cut to it (null
     /// without a ceiling).
     pub capacity_clamps: Option<u64>,
+    /// The hook failure that made a scripted cache fall back to LRU (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook_failure: Option<String>,
     #[serde(skip)]
     pub ticks: Vec<TickRow>,
 }
@@ -289,8 +297,13 @@ pub fn replay_batches<E>(
     controller: Option<&mut dyn Controller>,
     fill: impl FnMut(&mut Vec<Request>) -> Result<(), E>,
 ) -> Result<ReplayReport, ReplayError<E>> {
-    // The one run-time choice of layer; each runs a loop compiled for it.
     let (capacity, _) = crate::ceiling::clamp(config.capacity, config.max_capacity);
+    if let Some(hooks) = &config.hooks {
+        let mut cache = Cache::with_hooks(capacity, hooks.make());
+        cache.set_admission(config.admission.clone());
+        return run(config, controller, fill, cache);
+    }
+    // The one run-time choice of layer; each runs a loop compiled for it.
     let mut cache = AnyCache::new(config.algorithm, capacity, config.classes.clone());
     cache.set_admission(config.admission.clone());
     match cache {
@@ -683,6 +696,7 @@ impl<L: ClassLayer> Loop<'_, L> {
             warmup: self.warmup.take().map(WarmupRun::finish),
             capacity_clamps: (self.max_capacity != Capacity::default())
                 .then_some(self.capacity_clamps),
+            hook_failure: self.cache.hook_failure().map(|f| f.to_string()),
             ticks: std::mem::take(&mut self.ticks),
         }
     }

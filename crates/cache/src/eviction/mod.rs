@@ -20,10 +20,12 @@ mod lru;
 mod random;
 mod s3fifo;
 mod sample;
+mod scripted;
 mod sieve;
 mod slru;
 mod twoq;
 
+use crate::hooks::{HookFailure, ObjectHooks};
 use crate::slab::{Node, Slot};
 use crate::{Algorithm, Capacity};
 
@@ -44,6 +46,12 @@ pub(crate) trait EvictionPolicy {
 
     /// Whether an object of `size` bytes may enter at all, before anything is evicted.
     fn can_admit(&self, _size: u32) -> bool {
+        true
+    }
+
+    /// Whether the object `key` of `size` bytes, absent and about to enter, may (a script's
+    /// `admit` hook); asked before anything is evicted for it.
+    fn admit(&mut self, _key: u64, _size: u32) -> bool {
         true
     }
 
@@ -86,6 +94,11 @@ pub(crate) trait EvictionPolicy {
     fn heap_bytes(&self) -> usize {
         0
     }
+
+    /// The hook failure that made a scripted algorithm fall back to LRU.
+    fn hook_failure(&self) -> Option<&HookFailure> {
+        None
+    }
 }
 
 /// Static dispatch over the built-in algorithms. Opaque (`pub` only so that the class layers'
@@ -110,6 +123,7 @@ enum Kind {
     Random(Box<random::Random>),
     Hyperbolic(Box<hyperbolic::Hyperbolic>),
     Lirs(Box<lirs::Lirs>),
+    Scripted(Box<scripted::Scripted>),
 }
 
 macro_rules! dispatch {
@@ -137,6 +151,7 @@ macro_rules! dispatch {
             Kind::Random($p) => $e,
             Kind::Hyperbolic($p) => $e,
             Kind::Lirs($p) => $e,
+            Kind::Scripted($p) => $e,
         }
     };
 }
@@ -161,6 +176,13 @@ impl Evictor {
             Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
             Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
         })
+    }
+
+    /// The queue of a scripted cache: `hooks` decide admission and victims.
+    pub(crate) fn scripted(hooks: Box<dyn ObjectHooks>, capacity: Capacity) -> Evictor {
+        Evictor(Kind::Scripted(Box::new(scripted::Scripted::new(
+            hooks, capacity,
+        ))))
     }
 }
 
@@ -188,6 +210,10 @@ impl EvictionPolicy for Evictor {
     #[inline]
     fn can_admit(&self, size: u32) -> bool {
         dispatch!(&self, p => p.can_admit(size))
+    }
+    #[inline]
+    fn admit(&mut self, key: u64, size: u32) -> bool {
+        dispatch!(self, p => p.admit(key, size))
     }
     #[inline]
     fn admit_after_evictions(&mut self, key: u64, size: u32) -> bool {
@@ -222,6 +248,9 @@ impl EvictionPolicy for Evictor {
     }
     fn heap_bytes(&self) -> usize {
         dispatch!(&self, p => p.heap_bytes())
+    }
+    fn hook_failure(&self) -> Option<&HookFailure> {
+        dispatch!(&self, p => p.hook_failure())
     }
 }
 

@@ -81,6 +81,17 @@ pub fn run(args: Args) -> Result<()> {
         true => Some(next_accesses(path, open)?),
         false => None,
     };
+    let hooks = args.policy.hooks()?;
+    if hooks.is_some() && classes.is_some() {
+        anyhow::bail!(
+            "--policy {}: per-request hooks run without classes; drop --classes",
+            args.policy
+                .policy
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display()
+        );
+    }
     let config = ReplayConfig {
         algorithm: args.eviction,
         capacity,
@@ -93,6 +104,7 @@ pub fn run(args: Args) -> Result<()> {
         max_capacity,
         admission: args.admission.clone(),
         future,
+        hooks,
     };
     let label = format!("replay {}", super::progress::file_label(path));
     let show = Show::from_flags(args.quiet, args.progress);
@@ -113,6 +125,9 @@ pub fn run(args: Args) -> Result<()> {
         .as_mut()
         .map(|a| args.shadow.finish(a))
         .transpose()?;
+    if let (Some(failure), false) = (&report.hook_failure, args.quiet) {
+        eprintln!("policy hooks: {failure}; the cache fell back to LRU at that request");
+    }
     if let (Some(warning), false) = (ticks::never_ran(&report, tick), args.quiet) {
         eprintln!("{warning}");
     }

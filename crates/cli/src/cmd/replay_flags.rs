@@ -190,6 +190,16 @@ impl PolicyArgs {
         }
     }
 
+    /// The policy's per-request hooks, if `--policy` was given and defines any.
+    pub fn hooks(&self) -> Result<Option<sim::HookSource>> {
+        let Some(path) = &self.policy else {
+            return Ok(None);
+        };
+        let params = self.params.iter().cloned().collect();
+        sim::policy_driver::hook_source(path, params, self.limits())
+            .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))
+    }
+
     /// The policy's controller, if `--policy` was given.
     pub fn controller(&self) -> Result<Option<PolicyController>> {
         let Some(path) = &self.policy else {

@@ -90,7 +90,7 @@ pub fn stats(instance: &Instance) -> Vec<(&'static str, Frame)> {
         hits as f64 / (hits + misses) as f64
     };
     let int = |n: u64| Frame::Integer(n as i64);
-    vec![
+    let mut out = vec![
         ("algorithm", Frame::static_bulk(snapshot.algorithm.name())),
         ("objects", int(snapshot.objects)),
         ("bytes", int(snapshot.bytes)),
@@ -109,7 +109,16 @@ pub fn stats(instance: &Instance) -> Vec<(&'static str, Frame)> {
         ("store_errors", int(Stats::read(&stats.store_errors))),
         ("metadata_bytes", int(snapshot.metadata_bytes)),
         ("object_overhead_bytes", int(snapshot.object_overhead)),
-    ]
+    ];
+    // Only a scripted cache (a policy with per-request hooks) has the field.
+    if let Some(status) = instance.db.hooks_status() {
+        let text = match status {
+            Ok(()) => "running".to_string(),
+            Err(failure) => format!("failed, LRU decides: {failure}"),
+        };
+        out.push(("hooks", Frame::bulk_str(&text)));
+    }
+    out
 }
 
 /// With `--classes`: each class's counters as `class_<id>_<counter>` (CACHE STATS).

@@ -65,11 +65,11 @@ impl Db {
         let result = self.shared.store.delete_all();
         {
             let mut state = self.state();
-            let State { table, cache, .. } = &mut *state;
             // The cache holds only stored keys; whatever the store's outcome, start it empty
             // so the next read asks the store.
-            *cache = ServerCache::new(cache.algorithm(), cache.capacity(), self.classes());
-            *table = KeyTable::default();
+            state.cache = self.fresh_cache(&state);
+            state.hook_failure_noted = false;
+            state.table = KeyTable::default();
         }
         for stripe in self.shared.stripes.iter() {
             stripe.generation.fetch_add(1, Ordering::Release);
@@ -93,7 +93,14 @@ impl Db {
         if state.cache.algorithm() == algorithm {
             return false;
         }
-        let State { table, cache, .. } = &mut *state;
+        let State {
+            table,
+            cache,
+            hooks,
+            ..
+        } = &mut *state;
+        // Naming an algorithm ends the hooks' rule.
+        *hooks = None;
         *cache = ServerCache::new(algorithm, cache.capacity(), self.classes());
         *table = KeyTable::default();
         drop(state);

@@ -25,6 +25,10 @@ impl Runner {
         };
         let metrics = self.sampler.sample(&self.db, at);
         series.drain_into(&mut self.log, &mut self.spare);
+        if let Some(failure) = self.db.take_hook_failure() {
+            let message = format!("per-request hook {failure}; the cache falls back to LRU");
+            self.note(Level::Error, LogKind::Error, "", &message);
+        }
         self.tick_shadows(now);
         if self.activation.running().is_none() || self.engine.active().is_none() {
             return (String::new(), None);

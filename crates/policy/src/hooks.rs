@@ -1,0 +1,521 @@
+//! Per-request hooks of a policy file (`admit`, `on_hit`, `on_insert`, `on_evict`,
+//! `priority`, `evict`), run for the cache ([`cache::hooks::ObjectHooks`]) in a state of the
+//! policy sandbox: the same libraries, memory ceiling, and an instruction budget and time
+//! limit per hook call.
+//!
+//! The hooks get their own Lua state, separate from the tick callbacks': a hook runs on the
+//! request path under the cache's lock, a tick on the policy's task, and one state shared by
+//! both would let either hold the other up (and a tick's refilled budget would restart a
+//! hook's). The file's top level runs once in each.
+//!
+//! A call reuses one `obj` table (fields set through the C API with interned names, no
+//! allocation per call), so the cost of a hook is a protected call plus a handful of stores;
+//! `bench/hooks_vs_plugincache` measures it.
+
+use std::ffi::CStr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use cache::hooks::{
+    HookFailure, HookObject, HookSet, HookSource, ObjectHooks, Placement, MAX_QUEUES,
+};
+use mlua::{ffi, ChunkMode, Lua, RegistryKey, Value};
+
+use crate::budget::{Budget, Interrupt};
+use crate::env::{error_from, TickEnv, TickInput};
+use crate::error::{line_of, root_message, LoadError, PolicyId};
+use crate::host::HostShared;
+use crate::limits::Limits;
+use crate::metrics::Metrics;
+use crate::program::{describe, install_host_functions};
+use crate::series::NoSeries;
+use crate::series_object::SeriesSlot;
+use crate::value::Params;
+
+/// The hooks a policy file may define, in the order of [`HookSet`]'s fields.
+pub const HOOKS: [&str; 6] = [
+    "admit",
+    "on_hit",
+    "on_insert",
+    "on_evict",
+    "priority",
+    "evict",
+];
+
+const ADMIT: usize = 0;
+const ON_HIT: usize = 1;
+const ON_INSERT: usize = 2;
+const ON_EVICT: usize = 3;
+const PRIORITY: usize = 4;
+const EVICT: usize = 5;
+
+/// Whether `source` defines a hook at its top level (a cheap scan the hosts use before
+/// building a scripted cache; [`ScriptHooks::compile`] decides for certain).
+pub fn mentions_hooks(source: &str) -> bool {
+    HOOKS
+        .iter()
+        .any(|h| source.contains(&format!("function {h}(")) || source.contains(&format!("{h} =")))
+}
+
+/// A policy file's hooks, compiled in their own sandboxed state.
+pub struct ScriptHooks {
+    lua: Lua,
+    budget: Arc<Budget>,
+    limits: Limits,
+    defined: HookSet,
+    /// Registry ids of the hook functions (0: not defined).
+    functions: [i32; 6],
+    /// Registry ids of the field names (`id`, `size`, ...): pushed from the registry, a
+    /// name costs no string lookup per call (`lua_setfield` interns its C string each time).
+    names: [i32; 5],
+    /// Registry id of the reused `obj` table, and of the candidates' tables.
+    obj: i32,
+    candidates: [i32; MAX_QUEUES],
+    /// Keeps the registry entries above alive.
+    _keys: Vec<RegistryKey>,
+    _host: Arc<Mutex<HostShared>>,
+    // Declared last: the Lua state holds its address and must be dropped first.
+    _slot: Box<SeriesSlot>,
+}
+
+// A server's cache is shared by its threads: keep the hooks `Send` (mlua's `send` feature).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<ScriptHooks>();
+};
+
+impl ScriptHooks {
+    /// Compiles the policy file at `path` for its hooks; `Ok(None)` when it defines none.
+    pub fn from_file(
+        path: &Path,
+        params: &Params,
+        limits: &Limits,
+    ) -> Result<Option<ScriptHooks>, LoadError> {
+        let source = crate::read_policy_source(path).map_err(|message| LoadError::Io {
+            path: path.display().to_string(),
+            message,
+        })?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "policy".to_string());
+        ScriptHooks::compile(
+            &name,
+            &format!("@{}", path.display()),
+            &source,
+            params,
+            limits,
+            Interrupt::default(),
+        )
+    }
+
+    /// Runs `source`'s top level in a fresh sandbox (with `params` set, as a tick sees them)
+    /// and keeps the hooks it defines; `Ok(None)` when it defines none.
+    pub fn compile(
+        name: &str,
+        chunk_name: &str,
+        source: &str,
+        params: &Params,
+        limits: &Limits,
+        interrupt: Interrupt,
+    ) -> Result<Option<ScriptHooks>, LoadError> {
+        let setup = |e: mlua::Error| LoadError::Run {
+            message: format!("{chunk_name}: cannot set up the policy sandbox: {e}"),
+            line: None,
+        };
+        crate::source_scan::check_compile_cost(chunk_name, source.as_bytes()).map_err(
+            |message| LoadError::Compile {
+                message,
+                line: None,
+            },
+        )?;
+        let (lua, budget) = crate::sandbox::new_state(limits, interrupt).map_err(setup)?;
+        let host = Arc::new(Mutex::new(HostShared::default()));
+        let slot = SeriesSlot::new();
+        let id = PolicyId::new(name, 1);
+        install_host_functions(&lua, &id, &host, &slot, &budget).map_err(setup)?;
+        let chunk = lua
+            .load(source)
+            .set_name(chunk_name)
+            .set_mode(ChunkMode::Text)
+            .into_function()
+            .map_err(|e| {
+                let message = root_message(&e);
+                LoadError::Compile {
+                    line: line_of(&message),
+                    message,
+                }
+            })?;
+        let metrics = [Metrics::default()];
+        let input = TickInput {
+            now: 0.0,
+            tick: 0,
+            whoami: 0,
+            servers: &metrics,
+            params,
+            timeseries: &NoSeries,
+        };
+        {
+            let _series = slot.publish(input.timeseries);
+            TickEnv::default().set(&lua, &input).map_err(setup)?;
+            budget.refill();
+            let run = chunk.call::<Value>(());
+            let failed = run.as_ref().err().map(|e| describe(e, &budget, limits));
+            budget.refill();
+            run.map_err(|_| {
+                let message = failed.unwrap_or_default();
+                LoadError::Run {
+                    line: line_of(&message),
+                    message: format!("{chunk_name}: {message}"),
+                }
+            })?;
+        }
+        let globals = lua.globals();
+        let mut keys = Vec::new();
+        let mut functions = [0; 6];
+        for (i, name) in HOOKS.iter().enumerate() {
+            if let Ok(Value::Function(f)) = globals.raw_get::<Value>(*name) {
+                let key = lua.create_registry_value(f).map_err(setup)?;
+                functions[i] = key.id();
+                keys.push(key);
+            }
+        }
+        if functions.iter().all(|&f| f == 0) {
+            return Ok(None);
+        }
+        let mut table = || -> mlua::Result<i32> {
+            let key = lua.create_registry_value(lua.create_table_with_capacity(4, 6)?)?;
+            let id = key.id();
+            keys.push(key);
+            Ok(id)
+        };
+        let obj = table().map_err(setup)?;
+        let mut candidates = [0; MAX_QUEUES];
+        for c in &mut candidates {
+            *c = table().map_err(setup)?;
+        }
+        let mut names = [0; 5];
+        for (id, name) in names.iter_mut().zip(FIELDS) {
+            let key = lua.create_registry_value(lua.create_string(name).map_err(setup)?);
+            let key = key.map_err(setup)?;
+            *id = key.id();
+            keys.push(key);
+        }
+        let defined = HookSet {
+            admit: functions[ADMIT] != 0,
+            on_hit: functions[ON_HIT] != 0,
+            on_insert: functions[ON_INSERT] != 0,
+            on_evict: functions[ON_EVICT] != 0,
+            priority: functions[PRIORITY] != 0,
+            evict: functions[EVICT] != 0,
+        };
+        Ok(Some(ScriptHooks {
+            lua,
+            budget,
+            limits: *limits,
+            defined,
+            functions,
+            names,
+            obj,
+            candidates,
+            _keys: keys,
+            _host: host,
+            _slot: slot,
+        }))
+    }
+
+    /// Calls hook `which` with the objects in `tables` (filled from `objs`), then hands the
+    /// results to `read` with the stack holding them at `top + 1 ..`. User numbers the hook
+    /// set are copied back into `objs`.
+    fn call<R>(
+        &self,
+        which: usize,
+        objs: &mut [HookObject],
+        tables: &[i32],
+        results: i32,
+        read: impl FnOnce(*mut ffi::lua_State, i32) -> Result<R, String>,
+    ) -> Result<R, HookFailure> {
+        let hook = HOOKS[which];
+        self.budget.refill();
+        let outcome = self.lua.exec_raw_lua(|raw| {
+            let l = raw.state();
+            // SAFETY: pushes within the space checked for; a protected call that catches every
+            // Lua error; the stack restored to `top` on every path.
+            unsafe {
+                if ffi::lua_checkstack(l, 8 + objs.len() as i32) == 0 {
+                    return Err(Err("Lua stack exhausted".to_string()));
+                }
+                let top = ffi::lua_gettop(l);
+                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.functions[which].into());
+                for (obj, &table) in objs.iter().zip(tables) {
+                    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
+                    fill(l, obj, &self.names);
+                }
+                let result = match ffi::lua_pcall(l, objs.len() as i32, results, 0) {
+                    ffi::LUA_OK => {
+                        let read = read(l, top).map_err(Err);
+                        if read.is_ok() {
+                            for (obj, &table) in objs.iter_mut().zip(tables) {
+                                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
+                                let user = read_user(l, obj);
+                                ffi::lua_settop(l, -2);
+                                if let Err(m) = user {
+                                    ffi::lua_settop(l, top);
+                                    return Err(Err(m));
+                                }
+                            }
+                        }
+                        read
+                    }
+                    _ => Err(Ok(error_from(raw.pop_value()))),
+                };
+                ffi::lua_settop(l, top);
+                result
+            }
+        });
+        outcome.map_err(|e| HookFailure {
+            hook,
+            message: match e {
+                Ok(error) => describe(&error, &self.budget, &self.limits),
+                Err(bad) => format!("bad result: {bad}"),
+            },
+        })
+    }
+
+    fn call_one<R>(
+        &self,
+        which: usize,
+        obj: &mut HookObject,
+        results: i32,
+        read: impl FnOnce(*mut ffi::lua_State, i32) -> Result<R, String>,
+    ) -> Result<R, HookFailure> {
+        self.call(which, std::slice::from_mut(obj), &[self.obj], results, read)
+    }
+}
+
+/// The fields of `obj`, in [`ScriptHooks::names`]' order.
+const FIELDS: [&str; 5] = ["id", "size", "hits", "last_access", "inserted"];
+
+/// Writes `obj` into the table on top of the stack; `names` are the registry ids of
+/// [`FIELDS`].
+unsafe fn fill(l: *mut ffi::lua_State, obj: &HookObject, names: &[i32; 5]) {
+    let values = [
+        obj.id as i64,
+        obj.size.into(),
+        obj.hits as i64,
+        obj.last_access as i64,
+        obj.inserted as i64,
+    ];
+    for (&name, value) in names.iter().zip(values) {
+        ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, name.into());
+        ffi::lua_pushinteger(l, value);
+        ffi::lua_rawset(l, -3);
+    }
+    for (i, &n) in obj.user.iter().enumerate() {
+        ffi::lua_pushnumber(l, n);
+        ffi::lua_rawseti(l, -2, i as i64 + 1);
+    }
+}
+
+/// Reads `obj[1..4]` back from the table on top of the stack.
+unsafe fn read_user(l: *mut ffi::lua_State, obj: &mut HookObject) -> Result<(), String> {
+    for (i, n) in obj.user.iter_mut().enumerate() {
+        let kind = ffi::lua_rawgeti(l, -1, i as i64 + 1);
+        let v = ffi::lua_tonumberx(l, -1, std::ptr::null_mut());
+        ffi::lua_settop(l, -2);
+        if kind != ffi::LUA_TNUMBER {
+            return Err(format!(
+                "obj[{}] must be a number (the host keeps {} numbers per object)",
+                i + 1,
+                cache::hooks::USER_NUMBERS
+            ));
+        }
+        *n = v;
+    }
+    Ok(())
+}
+
+/// The type name of the value at `index`, for messages.
+unsafe fn type_name(l: *mut ffi::lua_State, index: i32) -> String {
+    let name = ffi::lua_typename(l, ffi::lua_type(l, index));
+    CStr::from_ptr(name).to_string_lossy().into_owned()
+}
+
+impl ObjectHooks for ScriptHooks {
+    fn defined(&self) -> HookSet {
+        self.defined
+    }
+
+    fn admit(&mut self, obj: &mut HookObject) -> Result<bool, HookFailure> {
+        self.call_one(ADMIT, obj, 1, |l, top| unsafe {
+            match ffi::lua_type(l, top + 1) {
+                ffi::LUA_TBOOLEAN => Ok(ffi::lua_toboolean(l, top + 1) != 0),
+                _ => Err(format!(
+                    "admit() must return true or false, not a {}",
+                    type_name(l, top + 1)
+                )),
+            }
+        })
+    }
+
+    fn on_hit(&mut self, obj: &mut HookObject) -> Result<(), HookFailure> {
+        self.call_one(ON_HIT, obj, 0, |_, _| Ok(()))
+    }
+
+    fn on_insert(&mut self, obj: &mut HookObject) -> Result<(), HookFailure> {
+        self.call_one(ON_INSERT, obj, 0, |_, _| Ok(()))
+    }
+
+    fn on_evict(&mut self, obj: &mut HookObject) -> Result<(), HookFailure> {
+        self.call_one(ON_EVICT, obj, 0, |_, _| Ok(()))
+    }
+
+    fn priority(&mut self, obj: &mut HookObject) -> Result<Placement, HookFailure> {
+        self.call_one(PRIORITY, obj, 2, |l, top| unsafe {
+            let mut ok = 0;
+            let priority = ffi::lua_tonumberx(l, top + 1, &mut ok);
+            if ok == 0 || ffi::lua_type(l, top + 1) != ffi::LUA_TNUMBER || priority.is_nan() {
+                return Err(format!(
+                    "priority() must return a number, not {}",
+                    if ok != 0 && priority.is_nan() {
+                        "NaN".to_string()
+                    } else {
+                        format!("a {}", type_name(l, top + 1))
+                    }
+                ));
+            }
+            let queue = match ffi::lua_type(l, top + 2) {
+                ffi::LUA_TNIL => 1,
+                _ => {
+                    let q = ffi::lua_tointegerx(l, top + 2, &mut ok);
+                    if ok == 0 || !(1..=MAX_QUEUES as i64).contains(&q) {
+                        return Err(format!(
+                            "priority()'s second result must be a queue number 1..{MAX_QUEUES}"
+                        ));
+                    }
+                    q
+                }
+            };
+            Ok(Placement {
+                priority,
+                queue: (queue - 1) as u8,
+            })
+        })
+    }
+
+    /// Sets the globals `capacity_objects` and `capacity_bytes` (nil when unbounded).
+    fn set_capacity(&mut self, capacity: cache::Capacity) {
+        let globals = self.lua.globals();
+        let number = |n: Option<u64>| n.map_or(Value::Nil, |n| Value::Integer(n as i64));
+        // Only fails when out of memory; the hooks then see the previous capacity.
+        let _ = globals.raw_set("capacity_objects", number(capacity.objects));
+        let _ = globals.raw_set("capacity_bytes", number(capacity.bytes));
+    }
+
+    fn evict(&mut self, candidates: &[HookObject]) -> Result<usize, HookFailure> {
+        let n = candidates.len().min(MAX_QUEUES);
+        let mut objs = [HookObject::default(); MAX_QUEUES];
+        objs[..n].copy_from_slice(&candidates[..n]);
+        let tables = self.candidates;
+        self.call(EVICT, &mut objs[..n], &tables[..n], 1, |l, top| unsafe {
+            let at = top + 1;
+            if ffi::lua_type(l, at) == ffi::LUA_TNUMBER {
+                let mut ok = 0;
+                let i = ffi::lua_tointegerx(l, at, &mut ok);
+                if ok != 0 && (1..=n as i64).contains(&i) {
+                    return Ok(i as usize - 1);
+                }
+            }
+            for (i, &table) in tables[..n].iter().enumerate() {
+                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
+                let same = ffi::lua_rawequal(l, at, -1) != 0;
+                ffi::lua_settop(l, -2);
+                if same {
+                    return Ok(i);
+                }
+            }
+            Err(format!(
+                "evict() must return one of its {n} candidates (or its position), not a {}",
+                type_name(l, at)
+            ))
+        })
+    }
+}
+
+/// The per-request hooks a policy file defines, as a [`HookSource`] (`None` when it
+/// defines none). Compiled once here so a bad file is refused before the replay starts; each
+/// replay then compiles the same source again for hooks of its own.
+pub fn hook_source(
+    path: &Path,
+    params: Params,
+    limits: Limits,
+) -> Result<Option<HookSource>, LoadError> {
+    if ScriptHooks::from_file(path, &params, &limits)?.is_none() {
+        return Ok(None);
+    }
+    let source = crate::read_policy_source(path).map_err(|message| LoadError::Io {
+        path: path.display().to_string(),
+        message,
+    })?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "policy".to_string());
+    let chunk = format!("@{}", path.display());
+    Ok(Some(HookSource::new(move || {
+        let compiled = ScriptHooks::compile(
+            &name,
+            &chunk,
+            &source,
+            &params,
+            &limits,
+            Interrupt::default(),
+        );
+        match compiled {
+            Ok(Some(hooks)) => Box::new(hooks) as Box<dyn cache::hooks::ObjectHooks>,
+            // The same source compiled a moment ago: only a limit (memory, time) can make it
+            // fail now. The cache then runs LRU and reports why.
+            Ok(None) => Box::new(Unavailable("defines no hooks any more".into())),
+            Err(e) => Box::new(Unavailable(e.to_string())),
+        }
+    })))
+}
+
+/// Hooks that could not be built: the first insert reports why, and the cache runs LRU.
+struct Unavailable(String);
+
+impl cache::hooks::ObjectHooks for Unavailable {
+    fn defined(&self) -> cache::hooks::HookSet {
+        cache::hooks::HookSet {
+            admit: true,
+            ..Default::default()
+        }
+    }
+    fn admit(&mut self, _: &mut cache::hooks::HookObject) -> Result<bool, HookFailure> {
+        Err(HookFailure {
+            hook: "admit",
+            message: format!("the hooks could not be compiled: {}", self.0),
+        })
+    }
+    fn on_hit(&mut self, _: &mut cache::hooks::HookObject) -> Result<(), HookFailure> {
+        Ok(())
+    }
+    fn on_insert(&mut self, _: &mut cache::hooks::HookObject) -> Result<(), HookFailure> {
+        Ok(())
+    }
+    fn on_evict(&mut self, _: &mut cache::hooks::HookObject) -> Result<(), HookFailure> {
+        Ok(())
+    }
+    fn priority(
+        &mut self,
+        _: &mut cache::hooks::HookObject,
+    ) -> Result<cache::hooks::Placement, HookFailure> {
+        Ok(cache::hooks::Placement {
+            priority: 0.0,
+            queue: 0,
+        })
+    }
+    fn evict(&mut self, _: &[cache::hooks::HookObject]) -> Result<usize, HookFailure> {
+        Ok(0)
+    }
+}
