@@ -151,6 +151,14 @@ pub fn miss_ratio_curves(open: &Open<'_>, options: &CurveOptions) -> Result<Curv
     if options.algorithms.is_empty() {
         return Err("algorithms: give at least one".to_string());
     }
+    if let Some(offline) = options.algorithms.iter().find(|a| a.is_offline()) {
+        // A curve's caches are served request by request without the next-access pre-pass
+        // the offline algorithms decide by.
+        return Err(format!(
+            "algorithms: {offline} is offline (it needs each request's next access); \
+             replay it at each size with mantle replay --eviction {offline}"
+        ));
+    }
     let rate = match options.method {
         Method::Exact => None,
         Method::Sampled(r) if r > 0.0 && r <= 1.0 => Some(threshold_of(r)),

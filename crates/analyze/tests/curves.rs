@@ -58,21 +58,29 @@ fn replay_miss_ratio(reqs: &[Request], algorithm: Algorithm, capacity: Capacity)
         .miss_ratio
 }
 
+/// Every algorithm a curve is drawn for: the offline ones need next-access times.
+fn online() -> Vec<Algorithm> {
+    Algorithm::ALL
+        .into_iter()
+        .filter(|a| !a.is_offline())
+        .collect()
+}
+
 #[test]
 fn exact_curves_equal_individual_replays_for_every_algorithm() {
     let reqs = trace(30_000, 3_000, 0x9e37_79b9_7f4a_7c15);
     let open = || Ok(Box::new(VecReader(reqs.clone().into_iter())) as Box<dyn TraceReader>);
     for unit in [Unit::Objects, Unit::Bytes] {
         let options = CurveOptions {
-            algorithms: Algorithm::ALL.to_vec(),
+            algorithms: online(),
             points: 6,
             unit,
             jobs: 2,
             ..CurveOptions::default()
         };
         let curves = miss_ratio_curves(&open, &options).unwrap();
-        assert_eq!(curves.curves.len(), Algorithm::ALL.len());
-        for (curve, &algorithm) in curves.curves.iter().zip(&Algorithm::ALL) {
+        assert_eq!(curves.curves.len(), online().len());
+        for (curve, &algorithm) in curves.curves.iter().zip(&online()) {
             assert_eq!(curve.method, "exact");
             assert_eq!(curve.points.len(), 6);
             for p in &curve.points {
@@ -151,7 +159,7 @@ fn sampled_curves_stay_close_to_exact() {
     let open = || Ok(Box::new(VecReader(reqs.clone().into_iter())) as Box<dyn TraceReader>);
     for unit in [Unit::Objects, Unit::Bytes] {
         let base = CurveOptions {
-            algorithms: Algorithm::ALL.to_vec(),
+            algorithms: online(),
             points: 8,
             unit,
             jobs: 2,
@@ -188,4 +196,13 @@ fn bad_options_are_named() {
     assert!(err.starts_with("sample rate: 1.5"), "{err}");
     let err = miss_ratio_curves(&open, &CurveOptions::default()).unwrap_err();
     assert!(err.contains("no requests"), "{err}");
+    let err = miss_ratio_curves(
+        &open,
+        &CurveOptions {
+            algorithms: vec![Algorithm::Lru, Algorithm::Belady],
+            ..CurveOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.starts_with("algorithms: belady is offline"), "{err}");
 }

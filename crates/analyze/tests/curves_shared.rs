@@ -31,7 +31,10 @@ fn measure(file: &str, unit: Unit, rates: &[(f64, f64)]) {
     };
     let open = || trace::open(&path, None, &trace::ReadOptions::default());
     let base = CurveOptions {
-        algorithms: Algorithm::ALL.to_vec(),
+        algorithms: Algorithm::ALL
+            .into_iter()
+            .filter(|a| !a.is_offline())
+            .collect(),
         unit,
         jobs: 2,
         ..CurveOptions::default()

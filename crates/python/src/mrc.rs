@@ -26,7 +26,10 @@ pub fn mrc_json(
 ) -> PyResult<String> {
     let input = TraceInput::from_py(trace, format)?;
     let algorithms = if algorithms.len() == 1 && algorithms[0] == "all" {
-        cache::Algorithm::ALL.to_vec()
+        cache::Algorithm::ALL
+            .into_iter()
+            .filter(|a| !a.is_offline())
+            .collect()
     } else {
         algorithms
             .iter()

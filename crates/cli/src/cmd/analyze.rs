@@ -78,7 +78,13 @@ pub struct Algorithms(pub Vec<Algorithm>);
 /// `lru,s3fifo` or `all`.
 fn parse_algorithms(text: &str) -> Result<Algorithms, String> {
     if text == "all" {
-        return Ok(Algorithms(Algorithm::ALL.to_vec()));
+        // The online ones: a curve is not drawn for the offline algorithms.
+        return Ok(Algorithms(
+            Algorithm::ALL
+                .into_iter()
+                .filter(|a| !a.is_offline())
+                .collect(),
+        ));
     }
     text.split(',')
         .map(|name| name.trim().parse::<Algorithm>())
