@@ -106,7 +106,12 @@ fn percent_sizes_agree_with_libcachesim_end_to_end() {
             .join(r["trace"].as_str().unwrap());
         let pct = format!("{}%", r["fraction"].as_f64().unwrap() * 100.0);
         let alg = r["algorithm"].as_str().unwrap();
-        let v = json_of(&mantle(&[
+        // Recorded but not built in (the cache crate's agreement test lists them), or a
+        // replay libCacheSim did not finish: nothing to compare.
+        if alg == "clockpro" || r["miss_ratio"].is_null() {
+            continue;
+        }
+        let mut args = vec![
             "replay",
             "--trace",
             trace.to_str().unwrap(),
@@ -118,7 +123,11 @@ fn percent_sizes_agree_with_libcachesim_end_to_end() {
             "none",
             "--json",
             "--quiet",
-        ]));
+        ];
+        if let Some(spec) = r["admission"].as_str() {
+            args.extend(["--admission", spec]);
+        }
+        let v = json_of(&mantle(&args));
         assert_eq!(
             v["capacity_bytes"].as_u64(),
             r["cache_bytes"].as_u64(),
@@ -126,8 +135,11 @@ fn percent_sizes_agree_with_libcachesim_end_to_end() {
         );
         let ours = v["miss_ratio"].as_f64().unwrap();
         let theirs = r["miss_ratio"].as_f64().unwrap();
+        // Random's victims come from another generator than libCacheSim's: the cache crate's
+        // agreement test gives it a measured 0.006 (docs/cache.md).
+        let tolerance = if alg == "random" { 0.006 } else { 0.002 };
         assert!(
-            (ours - theirs).abs() <= 0.002,
+            (ours - theirs).abs() <= tolerance,
             "{trace:?} {alg} {pct}: ours {ours} libCacheSim {theirs}"
         );
     }

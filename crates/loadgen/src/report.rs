@@ -401,6 +401,7 @@ mod tests {
                 "cache_size",
                 "capacity_objects",
                 "capacity_bytes",
+                "capacity_clamps",
                 "working_set",
                 "classes",
                 "warmup",

@@ -27,20 +27,10 @@ use crate::error::{line_of, root_message, LoadError, PolicyId};
 use crate::host::HostShared;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::program::{describe, install_host_functions};
+use crate::program::{describe, install_host_functions, HOOKS};
 use crate::series::NoSeries;
 use crate::series_object::SeriesSlot;
 use crate::value::Params;
-
-/// The hooks a policy file may define, in the order of [`HookSet`]'s fields.
-pub const HOOKS: [&str; 6] = [
-    "admit",
-    "on_hit",
-    "on_insert",
-    "on_evict",
-    "priority",
-    "evict",
-];
 
 const ADMIT: usize = 0;
 const ON_HIT: usize = 1;

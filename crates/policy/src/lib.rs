@@ -37,13 +37,14 @@ pub use engine::{EngineStats, Fallback, PolicyEngine, TickOutcome};
 pub use env::TickInput;
 pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
 pub use fans::Fan;
-pub use hooks::{hook_source, mentions_hooks, ScriptHooks, HOOKS};
+pub use hooks::{hook_source, mentions_hooks, ScriptHooks};
 pub use host::{LogLevel, LogRecord, SlotLoad};
 pub use limits::Limits;
 pub use metrics::Metrics;
 /// The Lua binding the sandbox is built on, for hosts that run other Lua in a [`Sandbox`].
 pub use mlua;
 pub use program::CALLBACKS;
+pub use program::HOOKS;
 pub use sandbox::{Meter, Sandbox, FORBIDDEN_GLOBALS};
 pub use series::{NoSeries, TimeSeries, VecSeries};
 pub use source_file::{read_policy_file, read_policy_source};

@@ -19,6 +19,16 @@ use crate::series::NoSeries;
 use crate::series_object::{build_series_object, SeriesSlot};
 use crate::value::{number_to_lua, Params, Scalar, StateValue};
 
+/// The hooks a policy file may define, in the order of `cache::hooks::HookSet`'s fields (`crate::hooks` runs them).
+pub const HOOKS: [&str; 6] = [
+    "admit",
+    "on_hit",
+    "on_insert",
+    "on_evict",
+    "priority",
+    "evict",
+];
+
 /// The callbacks a libmantle-style policy defines, or the chunk of a Ceph balancer.
 /// Each callback is kept as a registry slot: a tick pushes it with one `lua_rawgeti` and calls
 /// it directly, which costs a fraction of mlua's generic call path (a message handler, a
@@ -148,7 +158,7 @@ impl Program {
             Dialect::Ceph {
                 chunk: lua.create_registry_value(chunk).map_err(setup)?,
             }
-        } else if crate::hooks::HOOKS
+        } else if HOOKS
             .iter()
             .any(|h| matches!(globals.raw_get::<Value>(*h), Ok(Value::Function(_))))
         {

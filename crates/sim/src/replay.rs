@@ -767,7 +767,9 @@ mod tests {
     #[test]
     fn the_unwatched_loop_reports_what_the_watched_one_does() {
         let reqs = trace(20_000);
-        for alg in Algorithm::ALL {
+        // The offline algorithms decide by next-access times, which these configs do not give
+        // (crates/cache tests them with `access_with_future`).
+        for alg in Algorithm::ALL.into_iter().filter(|a| !a.is_offline()) {
             // LIRS refuses objects above 1% of the cache: at 20 kB it would cache only the
             // small ones, which all fit.
             let capacity = match alg {

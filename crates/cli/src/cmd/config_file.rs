@@ -265,7 +265,7 @@ mod tests {
             ("\n\nmaxkeys 5\n", ":3: unknown directive 'maxkeys'"),
             ("no-policy maybe\n", ":1: no-policy takes yes or no"),
             ("eviction\n", ":1: eviction needs a value"),
-            ("eviction arc\n", ":1: eviction arc: "),
+            ("eviction nosuch\n", ":1: eviction nosuch: "),
             ("config other.conf\n", ":1: unknown directive 'config'"),
             ("requirepass \"open\n", ":1: unterminated quote"),
         ] {

@@ -11,7 +11,7 @@ use super::{function_exec, store_error, CommandSpec, Declared, Flags, Keys};
 use crate::db::Transaction;
 use crate::frame::Frame;
 use crate::functions::exec::FunctionRun;
-use crate::functions::vm::Outcome;
+use crate::functions::exec::Outcome;
 use crate::instance::{Instance, Session};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;

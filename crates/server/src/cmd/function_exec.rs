@@ -9,8 +9,8 @@
 use super::Command;
 use crate::db::Transaction;
 use crate::frame::Frame;
+use crate::functions::exec::Outcome;
 use crate::functions::exec::{CallRequest, Called, FunctionRun, DENIED};
-use crate::functions::vm::Outcome;
 use crate::instance::{Instance, Session};
 use bytes::Bytes;
 use std::future::Future;

@@ -10,6 +10,15 @@ use crate::frame::Frame;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+/// A finished call: its reply, whether it wrote (the reply then waits for the commit), and
+/// whether it was stopped (budget, memory, time, FUNCTION KILL) rather than ending on its
+/// own: its writes are then discarded.
+pub struct Outcome {
+    pub reply: Frame,
+    pub wrote: bool,
+    pub stopped: bool,
+}
+
 /// One `redis.call` / `redis.pcall` of the running function.
 pub struct CallRequest {
     /// The command and its arguments (`args[0]` is its name).
@@ -30,7 +39,7 @@ pub struct Called {
 /// ([`FunctionRun::next_call`]) until it ends, then takes its outcome.
 pub struct FunctionRun {
     pub(super) calls: mpsc::Receiver<CallRequest>,
-    pub(super) outcome: oneshot::Receiver<super::vm::Outcome>,
+    pub(super) outcome: oneshot::Receiver<Outcome>,
 }
 
 impl FunctionRun {
@@ -41,7 +50,7 @@ impl FunctionRun {
     }
 
     /// How the function ended.
-    pub async fn outcome(self) -> super::vm::Outcome {
+    pub async fn outcome(self) -> Outcome {
         self.outcome
             .await
             .unwrap_or_else(|_| super::failed(super::stopped()))

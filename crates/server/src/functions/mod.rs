@@ -28,11 +28,12 @@ use crate::frame::Frame;
 use bytes::Bytes;
 use catalog::{FunctionInfo, LibraryInfo};
 use exec::FunctionRun;
+use exec::Outcome;
 use library::LibraryHistory;
 use registry::Registry;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use tokio::sync::oneshot;
-use vm::{lock, Job, Outcome, Shared, Target};
+use vm::{lock, Job, Shared, Target};
 
 /// `FUNCTION RESTORE`'s policy for libraries that already exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 
 use super::catalog::{Catalog, FunctionInfo, LibraryInfo, Running, KNOWN_FLAGS};
 use super::convert::{self, error_line};
-use super::exec::{CallRequest, Called};
+use super::exec::{CallRequest, Called, Outcome};
 use super::library::{self, LibraryHistory};
 use super::registry::Snapshot;
 use crate::frame::Frame;
@@ -62,15 +62,6 @@ pub enum Target {
         sha: String,
         code: Option<Bytes>,
     },
-}
-
-/// A finished call: its reply, whether it wrote (the reply then waits for the commit), and
-/// whether it was stopped (budget, memory, time, FUNCTION KILL) rather than ending on its
-/// own: its writes are then discarded.
-pub struct Outcome {
-    pub reply: Frame,
-    pub wrote: bool,
-    pub stopped: bool,
 }
 
 /// State the thread shares with the connections.
