@@ -84,7 +84,7 @@ def test_get_insert_remove_find():
         (("lru", 0), "must be > 0"),
         (("lru", 1.5), "must be whole"),
         (("lru", -3), "invalid cache size '-3'"),
-        (("lfu", 10), "eviction: "),
+        (("nosuch", 10), "eviction: "),
     ],
 )
 def test_bad_arguments_raise(args, message):
