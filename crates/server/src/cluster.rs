@@ -170,24 +170,33 @@ pub struct ClusterNode {
 /// How long a starting node keeps trying to reach etcd before it gives up.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(30);
 
-/// Connects to etcd, retrying for up to [`STARTUP_WAIT`] (a node and its etcd started
-/// together, or etcd restarting), and saying so in the log.
-async fn connect_patiently(config: ClusterConfig) -> Result<ControlPlane, ClusterError> {
-    let give_up = std::time::Instant::now() + STARTUP_WAIT;
-    let mut said = false;
+/// Runs one step of joining the cluster (connect, announce, bootstrap, watch), retrying it
+/// while etcd is unreachable until `give_up` (a node and its etcd started together, or etcd
+/// restarting: a freshly started etcd accepts connections before it has a leader, so a later
+/// step can fail where the connection did not), and saying so in the log once.
+async fn patiently<T, F, Fut>(
+    give_up: std::time::Instant,
+    said: &mut bool,
+    endpoints: &str,
+    mut step: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
     loop {
-        match ControlPlane::connect(config.clone()).await {
-            Ok(plane) => return Ok(plane),
+        match step().await {
+            Ok(done) => return Ok(done),
             Err(e @ ClusterError::Unreachable { .. }) if std::time::Instant::now() < give_up => {
-                if !said {
+                if !*said {
                     store::log_line!("mantle: cluster: {e}; retrying for up to {STARTUP_WAIT:?}");
-                    said = true;
+                    *said = true;
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(e @ ClusterError::Unreachable { .. }) => {
                 return Err(ClusterError::Unreachable {
-                    endpoints: config.endpoints.join(","),
+                    endpoints: endpoints.to_string(),
                     reason: format!("still unreachable after {STARTUP_WAIT:?} of retries ({e})"),
                 })
             }
@@ -217,17 +226,26 @@ impl ClusterNode {
         };
         let config = ClusterConfig::new(&settings.etcd, &settings.name)
             .map_err(|e| anyhow::anyhow!("--cluster: {e}"))?;
-        let plane = connect_patiently(config).await?;
+        let give_up = std::time::Instant::now() + STARTUP_WAIT;
+        let endpoints = config.endpoints.join(",");
+        let mut said = false;
+        let plane = patiently(give_up, &mut said, &endpoints, || {
+            ControlPlane::connect(config.clone())
+        })
+        .await?;
         let member = Member {
             id: id.clone(),
             addr: addr.clone(),
             joined_ms: cluster::control::now_ms(),
         };
-        let membership = plane.join(member, settings.ttl).await?;
+        let membership = patiently(give_up, &mut said, &endpoints, || {
+            plane.join(member.clone(), settings.ttl)
+        })
+        .await?;
         let lease = membership.lease_clock();
         log_membership(&id, membership.changes());
-        plane.bootstrap(&id).await?;
-        let watch = plane.watch().await?;
+        patiently(give_up, &mut said, &endpoints, || plane.bootstrap(&id)).await?;
+        let watch = patiently(give_up, &mut said, &endpoints, || plane.watch()).await?;
         let routing = Arc::new(Routing::build(&id, watch.view(), &[]));
         // A node that holds no keys itself is a cache tier in front of an upstream.
         let cache_tier = db.store().slot_data().is_none();
@@ -544,6 +562,68 @@ fn log_membership(id: &NodeId, mut changes: tokio::sync::watch::Receiver<Members
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unreachable() -> ClusterError {
+        ClusterError::Unreachable {
+            endpoints: "127.0.0.1:1".into(),
+            reason: "no leader yet".into(),
+        }
+    }
+
+    fn run<T>(future: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    /// A step of joining (not only the connection) that meets an etcd without a leader yet
+    /// is retried until it succeeds.
+    #[test]
+    fn a_join_step_that_fails_while_etcd_starts_is_retried() {
+        let mut calls = 0;
+        let mut said = false;
+        let give_up = std::time::Instant::now() + STARTUP_WAIT;
+        let done = run(patiently(give_up, &mut said, "127.0.0.1:1", || {
+            calls += 1;
+            let attempt = calls;
+            async move {
+                if attempt < 3 {
+                    Err(unreachable())
+                } else {
+                    Ok(attempt)
+                }
+            }
+        }));
+        assert_eq!(done.unwrap(), 3);
+        assert!(said, "the retry is logged");
+    }
+
+    /// Only an unreachable etcd is waited for; any other error ends the join at once, and
+    /// one past the deadline names the wait.
+    #[test]
+    fn other_errors_and_an_expired_wait_end_the_join() {
+        let mut said = false;
+        let give_up = std::time::Instant::now() + STARTUP_WAIT;
+        let mut calls = 0;
+        let err = run(patiently(give_up, &mut said, "e", || {
+            calls += 1;
+            async { Err::<(), _>(ClusterError::Conflict(1)) }
+        }))
+        .unwrap_err();
+        assert!(matches!(err, ClusterError::Conflict(1)));
+        assert_eq!(calls, 1);
+        let past = std::time::Instant::now();
+        let err = run(patiently(past, &mut said, "e", || async {
+            Err::<(), _>(unreachable())
+        }))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("still unreachable after 30s"),
+            "{err}"
+        );
+    }
 
     fn view(map: SlotMap, members: &[(&str, &str)]) -> ClusterView {
         ClusterView {
