@@ -22,11 +22,12 @@ pub enum Algorithm {
     Random,
     Hyperbolic,
     Lirs,
+    LeCaR,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 16] = [
+    pub const ALL: [Algorithm; 17] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -40,6 +41,7 @@ impl Algorithm {
         Algorithm::Random,
         Algorithm::Hyperbolic,
         Algorithm::Lirs,
+        Algorithm::LeCaR,
         Algorithm::Gdsf,
         Algorithm::Belady,
         Algorithm::BeladySize,
@@ -64,6 +66,7 @@ impl Algorithm {
             Algorithm::Random => "random",
             Algorithm::Hyperbolic => "hyperbolic",
             Algorithm::Lirs => "lirs",
+            Algorithm::LeCaR => "lecar",
         }
     }
 }
@@ -107,6 +110,7 @@ impl FromStr for Algorithm {
             "random" => Ok(Algorithm::Random),
             "hyperbolic" => Ok(Algorithm::Hyperbolic),
             "lirs" => Ok(Algorithm::Lirs),
+            "lecar" => Ok(Algorithm::LeCaR),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of: {})",
                 Algorithm::names()

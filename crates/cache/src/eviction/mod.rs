@@ -9,14 +9,17 @@ mod belady;
 mod belady_size;
 mod clock;
 mod fifo;
+mod freq_lists;
 mod gdsf;
 mod ghost;
 mod heap;
 mod hyperbolic;
+mod lecar;
 mod lfu;
 mod lfuda;
 mod lirs;
 mod lru;
+mod next_rand;
 mod random;
 mod s3fifo;
 mod sample;
@@ -123,6 +126,7 @@ enum Kind {
     Random(Box<random::Random>),
     Hyperbolic(Box<hyperbolic::Hyperbolic>),
     Lirs(Box<lirs::Lirs>),
+    LeCaR(Box<lecar::LeCaR>),
     Scripted(Box<scripted::Scripted>),
 }
 
@@ -151,6 +155,7 @@ macro_rules! dispatch {
             Kind::Random($p) => $e,
             Kind::Hyperbolic($p) => $e,
             Kind::Lirs($p) => $e,
+            Kind::LeCaR($p) => $e,
             Kind::Scripted($p) => $e,
         }
     };
@@ -175,6 +180,7 @@ impl Evictor {
             Algorithm::Random => Kind::Random(Box::default()),
             Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
             Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
+            Algorithm::LeCaR => Kind::LeCaR(Box::new(lecar::LeCaR::new(capacity))),
         })
     }
 
