@@ -23,11 +23,12 @@ pub enum Algorithm {
     Hyperbolic,
     Lirs,
     LeCaR,
+    Cacheus,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 17] = [
+    pub const ALL: [Algorithm; 18] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -42,6 +43,7 @@ impl Algorithm {
         Algorithm::Hyperbolic,
         Algorithm::Lirs,
         Algorithm::LeCaR,
+        Algorithm::Cacheus,
         Algorithm::Gdsf,
         Algorithm::Belady,
         Algorithm::BeladySize,
@@ -67,6 +69,7 @@ impl Algorithm {
             Algorithm::Hyperbolic => "hyperbolic",
             Algorithm::Lirs => "lirs",
             Algorithm::LeCaR => "lecar",
+            Algorithm::Cacheus => "cacheus",
         }
     }
 }
@@ -111,6 +114,7 @@ impl FromStr for Algorithm {
             "hyperbolic" => Ok(Algorithm::Hyperbolic),
             "lirs" => Ok(Algorithm::Lirs),
             "lecar" => Ok(Algorithm::LeCaR),
+            "cacheus" => Ok(Algorithm::Cacheus),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of: {})",
                 Algorithm::names()

@@ -4,7 +4,8 @@
 //!
 //! Objects are grouped by request count; each count keeps its objects in arrival order (the
 //! oldest first), as libCacheSim's `freq_node_t` chains do: a newcomer or a promoted object
-//! joins at the back, and the LFU victim is the front of the lowest non-empty count.
+//! joins at the back, and the LFU victim is the front of the lowest non-empty count (CR-LFU,
+//! Cacheus's expert, takes the back instead).
 
 use crate::slab::{Slot, NIL};
 
@@ -147,6 +148,16 @@ impl FreqLists {
         NIL
     }
 
+    /// The newest member of the lowest count (CR-LFU's churn-resistant victim); `NIL` when
+    /// empty.
+    pub fn newest_of_lowest(&mut self) -> Slot {
+        let oldest = self.victim();
+        if oldest == NIL {
+            return NIL;
+        }
+        self.chains[self.min_freq].back
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.links.capacity() * size_of::<Links>()
             + self.freq.capacity() * size_of::<u32>()
@@ -179,6 +190,9 @@ mod tests {
         assert_eq!(f.victim(), 0);
         f.insert(7);
         assert_eq!(f.victim(), 7);
+        f.insert(8);
+        assert_eq!((f.victim(), f.newest_of_lowest()), (7, 8));
+        f.remove(8);
         assert_eq!((f.freq(0), f.freq(1), f.freq(7)), (3, 3, 1));
         for s in [7, 0, 1] {
             f.remove(s);

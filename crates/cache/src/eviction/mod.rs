@@ -7,6 +7,7 @@
 mod arc;
 mod belady;
 mod belady_size;
+mod cacheus;
 mod clock;
 mod fifo;
 mod freq_lists;
@@ -127,6 +128,7 @@ enum Kind {
     Hyperbolic(Box<hyperbolic::Hyperbolic>),
     Lirs(Box<lirs::Lirs>),
     LeCaR(Box<lecar::LeCaR>),
+    Cacheus(Box<cacheus::Cacheus>),
     Scripted(Box<scripted::Scripted>),
 }
 
@@ -156,6 +158,7 @@ macro_rules! dispatch {
             Kind::Hyperbolic($p) => $e,
             Kind::Lirs($p) => $e,
             Kind::LeCaR($p) => $e,
+            Kind::Cacheus($p) => $e,
             Kind::Scripted($p) => $e,
         }
     };
@@ -181,6 +184,7 @@ impl Evictor {
             Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
             Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
             Algorithm::LeCaR => Kind::LeCaR(Box::new(lecar::LeCaR::new(capacity))),
+            Algorithm::Cacheus => Kind::Cacheus(Box::new(cacheus::Cacheus::new(capacity))),
         })
     }
 
