@@ -138,6 +138,10 @@ impl Cacheus {
 
     /// libCacheSim's `update_lr`.
     fn update_lr(&mut self) {
+        if self.units.total == 0 {
+            // The capacity dropped to nothing since the update fell due.
+            return;
+        }
         // `num_hit / update_interval` divides integers in libCacheSim.
         let hit_rate = (self.hits / self.units.total) as f64;
         let delta_hit_rate = hit_rate - self.hit_rate_prev;
@@ -345,6 +349,15 @@ impl EvictionPolicy for Cacheus {
             self.link_sr(nodes, slot);
         }
         self.lfu.insert_with(slot, placed.freq);
+    }
+
+    fn on_resize(&mut self, nodes: &mut [Node], slot: Slot, old_size: u32) {
+        let new_size = nodes[slot as usize].size;
+        if nodes[slot as usize].meta() == IN_R {
+            self.r_usage.resize(old_size, new_size);
+        } else {
+            self.sr_usage.resize(old_size, new_size);
+        }
     }
 
     fn evict(&mut self, nodes: &mut [Node]) -> Slot {
