@@ -2,7 +2,7 @@
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
 For every algorithm in ALGORITHMS (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC, LIRS, 2Q, SLRU,
-LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
+LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF, LeCaR, Cacheus) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
 bytes, runs libCacheSim's own C simulator (through its Python package) and writes the exact
 byte cache sizes and miss ratios to reference.json next to this script; ADMISSIONS are run
 in front of LRU the same way. The cache crate's test `libcachesim_agreement` replays the same
@@ -13,9 +13,18 @@ oracleGeneral trace carries it; for the CSV trace libCacheSim's reader has none 
 then loops forever), so this script computes it (the 1-based index of the key's next
 request, INT64_MAX for none, as oracleGeneral stores it) and feeds the requests one by one.
 
+Every online replay runs in a freshly spawned process: libCacheSim's random generator
+(`next_rand`) is one per thread, starts at 0 and is advanced by whatever drew from it before,
+so only a fresh process gives the learning algorithms (LeCaR, Cacheus) the sequence of draws Mantle
+reproduces.
+
 Usage (the package lives in a private virtualenv):
     python3 -m venv ~/.cache/lcs-venv && ~/.cache/lcs-venv/bin/pip install libcachesim==0.3.5
-    ~/.cache/lcs-venv/bin/python bench/libcachesim/reference.py [TRACES_DIR]
+    ~/.cache/lcs-venv/bin/python bench/libcachesim/reference.py [--only ALG[,ALG...]] [TRACES_DIR]
+
+`--only` replays just the named online algorithms and merges their results into the existing
+reference.json (an entry is replaced when trace, algorithm, fraction and admission match;
+every other entry is kept).
 
 TRACES_DIR defaults to ../shared/traces relative to the repository root.
 """
@@ -46,6 +55,8 @@ ALGORITHMS = {
     "random": lcs.Random,
     "hyperbolic": lcs.Hyperbolic,
     "gdsf": lcs.GDSF,
+    "lecar": lcs.LeCaR,
+    "cacheus": lcs.Cacheus,
 }
 # Offline algorithms: they need next-access times (see the module doc).
 OFFLINE = {
@@ -128,8 +139,9 @@ def replay(traces_dir, name, alg, fraction, out):
 
 
 def timed_replay(traces_dir, name, alg, fraction, wss_bytes):
-    out = multiprocessing.Queue()
-    child = multiprocessing.Process(target=replay, args=(traces_dir, name, alg, fraction, out))
+    spawn = multiprocessing.get_context("spawn")
+    out = spawn.Queue()
+    child = spawn.Process(target=replay, args=(traces_dir, name, alg, fraction, out))
     child.start()
     child.join(TIMEOUT_S)
     result = {"trace": name, "algorithm": alg, "fraction": fraction}
@@ -149,10 +161,24 @@ def timed_replay(traces_dir, name, alg, fraction, wss_bytes):
     return result
 
 
+def result_key(result):
+    return (result["trace"], result["algorithm"], result["fraction"], result.get("admission"))
+
+
 def main():
     if lcs.__version__ != VERSION:
         sys.exit(f"libcachesim {lcs.__version__} is installed; the reference is for {VERSION}")
-    traces_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "..", "shared", "traces")
+    args = sys.argv[1:]
+    only = None
+    if args[:1] == ["--only"]:
+        if len(args) < 2:
+            sys.exit("--only needs a comma-separated list of algorithms")
+        only = args[1].split(",")
+        unknown = [alg for alg in only if alg not in ALGORITHMS]
+        if unknown:
+            sys.exit(f"--only: not online algorithms of this script: {', '.join(unknown)}")
+        args = args[2:]
+    traces_dir = args[0] if args else os.path.join(REPO, "..", "shared", "traces")
     traces = []
     results = []
     for name in ["cloudPhysicsIO.oracleGeneral.bin", "twitter_cluster52.csv"]:
@@ -170,8 +196,10 @@ def main():
         fed = None
         for fraction in FRACTIONS:
             # Online algorithms run in a child process each, so that a slow one can be timed out.
-            for alg in ALGORITHMS:
+            for alg in only or ALGORITHMS:
                 results.append(timed_replay(traces_dir, name, alg, fraction, wss_bytes))
+            if only is not None:
+                continue
             runs = [(alg, lambda f, c=cls: c(f, reader=reader), None) for alg, cls in OFFLINE.items()]
             mean = wss_bytes // wss_objects
             runs += [
@@ -200,14 +228,22 @@ def main():
                     result["admission"] = admission
                 results.append(result)
                 print(f"{name:36} {alg:10} {admission or '':16} {fraction:5} {cache.cache_size:>10} B  miss {miss_ratio:.6f}", flush=True)
-    out = {
-        "generator": "bench/libcachesim/reference.py",
-        "libcachesim_version": VERSION,
-        "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests",
-        "traces": traces,
-        "results": results,
-    }
-    with open(os.path.join(HERE, "reference.json"), "w") as f:
+    path = os.path.join(HERE, "reference.json")
+    if only is not None:
+        with open(path) as f:
+            kept = json.load(f)
+        fresh = {result_key(r): r for r in results}
+        merged = [fresh.pop(result_key(r), r) for r in kept["results"]]
+        out = dict(kept, results=merged + list(fresh.values()))
+    else:
+        out = {
+            "generator": "bench/libcachesim/reference.py",
+            "libcachesim_version": VERSION,
+            "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests",
+            "traces": traces,
+            "results": results,
+        }
+    with open(path, "w") as f:
         json.dump(out, f, indent=2)
         f.write("\n")
 

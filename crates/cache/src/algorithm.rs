@@ -22,11 +22,13 @@ pub enum Algorithm {
     Random,
     Hyperbolic,
     Lirs,
+    LeCaR,
+    Cacheus,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 16] = [
+    pub const ALL: [Algorithm; 18] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -40,6 +42,8 @@ impl Algorithm {
         Algorithm::Random,
         Algorithm::Hyperbolic,
         Algorithm::Lirs,
+        Algorithm::LeCaR,
+        Algorithm::Cacheus,
         Algorithm::Gdsf,
         Algorithm::Belady,
         Algorithm::BeladySize,
@@ -64,6 +68,8 @@ impl Algorithm {
             Algorithm::Random => "random",
             Algorithm::Hyperbolic => "hyperbolic",
             Algorithm::Lirs => "lirs",
+            Algorithm::LeCaR => "lecar",
+            Algorithm::Cacheus => "cacheus",
         }
     }
 }
@@ -107,6 +113,8 @@ impl FromStr for Algorithm {
             "random" => Ok(Algorithm::Random),
             "hyperbolic" => Ok(Algorithm::Hyperbolic),
             "lirs" => Ok(Algorithm::Lirs),
+            "lecar" => Ok(Algorithm::LeCaR),
+            "cacheus" => Ok(Algorithm::Cacheus),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of: {})",
                 Algorithm::names()

@@ -45,13 +45,14 @@ impl Ghosts {
         self.store.remove(slot);
     }
 
-    /// Adds `key` (absent from every list) at the head of `list`.
-    pub fn push(&mut self, list: usize, key: u64, size: u32) {
-        if let Some(slot) = self.store.insert(key, size) {
-            self.store.nodes[slot as usize].set_meta(list as u32);
-            self.lists[list].push_head(&mut self.store.nodes, slot);
-            self.usage[list].add(size);
-        }
+    /// Adds `key` (absent from every list) at the head of `list`; returns the entry's slot,
+    /// which stays its own until it is removed (for callers that keep more per entry).
+    pub fn push(&mut self, list: usize, key: u64, size: u32) -> Option<Slot> {
+        let slot = self.store.insert(key, size)?;
+        self.store.nodes[slot as usize].set_meta(list as u32);
+        self.lists[list].push_head(&mut self.store.nodes, slot);
+        self.usage[list].add(size);
+        Some(slot)
     }
 
     /// Forgets the oldest entry of `list`; false if it is empty.

@@ -7,16 +7,20 @@
 mod arc;
 mod belady;
 mod belady_size;
+mod cacheus;
 mod clock;
 mod fifo;
+mod freq_lists;
 mod gdsf;
 mod ghost;
 mod heap;
 mod hyperbolic;
+mod lecar;
 mod lfu;
 mod lfuda;
 mod lirs;
 mod lru;
+mod next_rand;
 mod random;
 mod s3fifo;
 mod sample;
@@ -123,6 +127,8 @@ enum Kind {
     Random(Box<random::Random>),
     Hyperbolic(Box<hyperbolic::Hyperbolic>),
     Lirs(Box<lirs::Lirs>),
+    LeCaR(Box<lecar::LeCaR>),
+    Cacheus(Box<cacheus::Cacheus>),
     Scripted(Box<scripted::Scripted>),
 }
 
@@ -151,6 +157,8 @@ macro_rules! dispatch {
             Kind::Random($p) => $e,
             Kind::Hyperbolic($p) => $e,
             Kind::Lirs($p) => $e,
+            Kind::LeCaR($p) => $e,
+            Kind::Cacheus($p) => $e,
             Kind::Scripted($p) => $e,
         }
     };
@@ -175,6 +183,8 @@ impl Evictor {
             Algorithm::Random => Kind::Random(Box::default()),
             Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
             Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
+            Algorithm::LeCaR => Kind::LeCaR(Box::new(lecar::LeCaR::new(capacity))),
+            Algorithm::Cacheus => Kind::Cacheus(Box::new(cacheus::Cacheus::new(capacity))),
         })
     }
 
