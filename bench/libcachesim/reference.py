@@ -2,7 +2,7 @@
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
 For every algorithm in ALGORITHMS (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC, LIRS, 2Q, SLRU,
-LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
+LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF, W-TinyLFU) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
 bytes, runs libCacheSim's own C simulator (through its Python package) and writes the exact
 byte cache sizes and miss ratios to reference.json next to this script; ADMISSIONS are run
 in front of LRU the same way. The cache crate's test `libcachesim_agreement` replays the same
@@ -15,9 +15,12 @@ request, INT64_MAX for none, as oracleGeneral stores it) and feeds the requests 
 
 Usage (the package lives in a private virtualenv):
     python3 -m venv ~/.cache/lcs-venv && ~/.cache/lcs-venv/bin/pip install libcachesim==0.3.5
-    ~/.cache/lcs-venv/bin/python bench/libcachesim/reference.py [TRACES_DIR]
+    ~/.cache/lcs-venv/bin/python bench/libcachesim/reference.py [TRACES_DIR] [--only NAME,...]
 
-TRACES_DIR defaults to ../shared/traces relative to the repository root.
+TRACES_DIR defaults to ../shared/traces relative to the repository root. With --only, just
+the named algorithms and admission policies (an admission spec's name before any ':', e.g.
+`adaptsize`) are run, and their entries are merged into the existing reference.json by
+(trace, algorithm, fraction, admission); every other entry is kept as it is.
 """
 
 import json
@@ -46,6 +49,7 @@ ALGORITHMS = {
     "random": lcs.Random,
     "hyperbolic": lcs.Hyperbolic,
     "gdsf": lcs.GDSF,
+    "wtinylfu": lcs.WTinyLFU,
 }
 # Offline algorithms: they need next-access times (see the module doc).
 OFFLINE = {
@@ -59,6 +63,7 @@ ADMISSIONS = {
     "size:size={mean}": lambda mean: lcs.SizeAdmissioner(mean),
     "prob": lambda mean: lcs.ProbAdmissioner(),
     "bloomfilter": lambda mean: lcs.BloomFilterAdmissioner(),
+    "adaptsize": lambda mean: lcs.AdaptSizeAdmissioner(),
 }
 # A replay that runs longer than this is recorded as timed out rather than waited for:
 # libCacheSim's LFUDA scans every frequency between the minimum and the maximum on each
@@ -149,10 +154,42 @@ def timed_replay(traces_dir, name, alg, fraction, wss_bytes):
     return result
 
 
+def result_key(result):
+    return (result["trace"], result["algorithm"], result["fraction"], result.get("admission"))
+
+
+def merge(old_results, new_results):
+    """`old_results` with every entry of `new_results` replacing the one with its key."""
+    new_by_key = {result_key(r): r for r in new_results}
+    merged = [new_by_key.pop(result_key(r), r) for r in old_results]
+    return merged + [r for r in new_results if result_key(r) in new_by_key]
+
+
+def parse_args(argv):
+    """(traces_dir, only): `only` is None (everything) or a set of names."""
+    args = list(argv)
+    only = None
+    if "--only" in args:
+        at = args.index("--only")
+        if at + 1 >= len(args):
+            sys.exit("--only needs a comma-separated list of names")
+        only = set(args[at + 1].split(","))
+        del args[at : at + 2]
+        unknown = only - set(ALGORITHMS) - set(OFFLINE) - {s.split(":")[0] for s in ADMISSIONS}
+        if unknown:
+            sys.exit(f"--only: unknown names {sorted(unknown)}")
+    traces_dir = args[0] if args else os.path.join(REPO, "..", "shared", "traces")
+    return traces_dir, only
+
+
 def main():
     if lcs.__version__ != VERSION:
         sys.exit(f"libcachesim {lcs.__version__} is installed; the reference is for {VERSION}")
-    traces_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "..", "shared", "traces")
+    traces_dir, only = parse_args(sys.argv[1:])
+
+    def wanted(name):
+        return only is None or name.split(":")[0] in only
+
     traces = []
     results = []
     for name in ["cloudPhysicsIO.oracleGeneral.bin", "twitter_cluster52.csv"]:
@@ -170,13 +207,18 @@ def main():
         fed = None
         for fraction in FRACTIONS:
             # Online algorithms run in a child process each, so that a slow one can be timed out.
-            for alg in ALGORITHMS:
+            for alg in filter(wanted, ALGORITHMS):
                 results.append(timed_replay(traces_dir, name, alg, fraction, wss_bytes))
-            runs = [(alg, lambda f, c=cls: c(f, reader=reader), None) for alg, cls in OFFLINE.items()]
+            runs = [
+                (alg, lambda f, c=cls: c(f, reader=reader), None)
+                for alg, cls in OFFLINE.items()
+                if wanted(alg)
+            ]
             mean = wss_bytes // wss_objects
             runs += [
                 ("lru", lambda f, m=make: lcs.LRU(f, reader=reader, admissioner=m(mean)), spec.format(mean=mean))
                 for spec, make in ADMISSIONS.items()
+                if wanted(spec)
             ]
             for alg, make, admission in runs:
                 # A float size is libCacheSim's "fraction of the working set in bytes":
@@ -200,14 +242,21 @@ def main():
                     result["admission"] = admission
                 results.append(result)
                 print(f"{name:36} {alg:10} {admission or '':16} {fraction:5} {cache.cache_size:>10} B  miss {miss_ratio:.6f}", flush=True)
+    path = os.path.join(HERE, "reference.json")
+    if only is not None:
+        with open(path) as f:
+            results = merge(json.load(f)["results"], results)
     out = {
         "generator": "bench/libcachesim/reference.py",
         "libcachesim_version": VERSION,
-        "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests",
+        "semantics": (
+            "every request is a lookup that inserts on miss; miss_ratio = misses / requests; "
+            "miss_ratio null: libCacheSim did not finish within timed_out_s seconds"
+        ),
         "traces": traces,
         "results": results,
     }
-    with open(os.path.join(HERE, "reference.json"), "w") as f:
+    with open(path, "w") as f:
         json.dump(out, f, indent=2)
         f.write("\n")
 
