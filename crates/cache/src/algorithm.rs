@@ -22,11 +22,13 @@ pub enum Algorithm {
     Random,
     Hyperbolic,
     Lirs,
+    WTinyLfu,
+    ClockPro,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 16] = [
+    pub const ALL: [Algorithm; 18] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -40,6 +42,8 @@ impl Algorithm {
         Algorithm::Random,
         Algorithm::Hyperbolic,
         Algorithm::Lirs,
+        Algorithm::WTinyLfu,
+        Algorithm::ClockPro,
         Algorithm::Gdsf,
         Algorithm::Belady,
         Algorithm::BeladySize,
@@ -64,6 +68,8 @@ impl Algorithm {
             Algorithm::Random => "random",
             Algorithm::Hyperbolic => "hyperbolic",
             Algorithm::Lirs => "lirs",
+            Algorithm::WTinyLfu => "wtinylfu",
+            Algorithm::ClockPro => "clockpro",
         }
     }
 }
@@ -107,6 +113,8 @@ impl FromStr for Algorithm {
             "random" => Ok(Algorithm::Random),
             "hyperbolic" => Ok(Algorithm::Hyperbolic),
             "lirs" => Ok(Algorithm::Lirs),
+            "wtinylfu" | "w-tinylfu" | "tinylfu" => Ok(Algorithm::WTinyLfu),
+            "clockpro" | "clock-pro" => Ok(Algorithm::ClockPro),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of: {})",
                 Algorithm::names()

@@ -8,7 +8,9 @@ mod arc;
 mod belady;
 mod belady_size;
 mod clock;
+mod clockpro;
 mod fifo;
+mod frequency_sketch;
 mod gdsf;
 mod ghost;
 mod heap;
@@ -24,6 +26,7 @@ mod scripted;
 mod sieve;
 mod slru;
 mod twoq;
+mod wtinylfu;
 
 use crate::hooks::{HookFailure, ObjectHooks};
 use crate::slab::{Node, Slot};
@@ -123,6 +126,8 @@ enum Kind {
     Random(Box<random::Random>),
     Hyperbolic(Box<hyperbolic::Hyperbolic>),
     Lirs(Box<lirs::Lirs>),
+    WTinyLfu(Box<wtinylfu::WTinyLfu>),
+    ClockPro(Box<clockpro::ClockPro>),
     Scripted(Box<scripted::Scripted>),
 }
 
@@ -151,6 +156,8 @@ macro_rules! dispatch {
             Kind::Random($p) => $e,
             Kind::Hyperbolic($p) => $e,
             Kind::Lirs($p) => $e,
+            Kind::WTinyLfu($p) => $e,
+            Kind::ClockPro($p) => $e,
             Kind::Scripted($p) => $e,
         }
     };
@@ -175,6 +182,8 @@ impl Evictor {
             Algorithm::Random => Kind::Random(Box::default()),
             Algorithm::Hyperbolic => Kind::Hyperbolic(Box::default()),
             Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
+            Algorithm::WTinyLfu => Kind::WTinyLfu(Box::new(wtinylfu::WTinyLfu::new(capacity))),
+            Algorithm::ClockPro => Kind::ClockPro(Box::new(clockpro::ClockPro::new(capacity))),
         })
     }
 
