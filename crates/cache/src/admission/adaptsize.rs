@@ -229,10 +229,15 @@ fn best_c(objects: &[Seen], cache: f64, max_iteration: u64) -> Option<f64> {
 /// original AdaptSize's rational approximation.
 fn model_hit_ratio(objects: &[Seen], cache: f64, log2c: f64) -> f64 {
     let c = log2c.exp2();
-    let admission = |seen: &Seen| (-f64::from(seen.size) / c).exp();
+    // Each object's admission probability, once per call (the loops below reuse it).
+    let admission: Vec<f64> = objects
+        .iter()
+        .map(|o| (-f64::from(o.size) / c).exp())
+        .collect();
     let weighted: f64 = objects
         .iter()
-        .map(|o| o.times * admission(o) * f64::from(o.size))
+        .zip(&admission)
+        .map(|(o, p)| o.times * p * f64::from(o.size))
         .sum();
     if weighted <= 0.0 {
         return 0.0;
@@ -243,12 +248,12 @@ fn model_hit_ratio(objects: &[Seen], cache: f64, log2c: f64) -> f64 {
             break;
         }
         let mut occupied = 0.0;
-        for o in objects {
+        for (o, p) in objects.iter().zip(&admission) {
             let rate_t = o.times * t;
             if rate_t > 150.0 {
                 occupied += f64::from(o.size);
             } else {
-                let admitted = admission(o) * (rate_t.exp() - 1.0);
+                let admitted = p * (rate_t.exp() - 1.0);
                 occupied += f64::from(o.size) * admitted / (1.0 + admitted);
             }
         }
@@ -256,8 +261,9 @@ fn model_hit_ratio(objects: &[Seen], cache: f64, log2c: f64) -> f64 {
     }
     objects
         .iter()
-        .map(|o| {
-            let (l, p) = (o.times, admission(o));
+        .zip(&admission)
+        .map(|(o, &p)| {
+            let l = o.times;
             let num =
                 l * p * t * (840.0 + 60.0 * l * t + 20.0 * l * l * t * t + l * l * l * t * t * t);
             let den = 840.0
