@@ -2,7 +2,7 @@
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
 For every algorithm in ALGORITHMS (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC, LIRS, 2Q, SLRU,
-LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF, LeCaR, Cacheus) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
+LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF, LeCaR, Cacheus, W-TinyLFU) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
 bytes, runs libCacheSim's own C simulator (through its Python package) and writes the exact
 byte cache sizes and miss ratios to reference.json next to this script; ADMISSIONS are run
 in front of LRU the same way. The cache crate's test `libcachesim_agreement` replays the same
@@ -20,13 +20,12 @@ reproduces.
 
 Usage (the package lives in a private virtualenv):
     python3 -m venv ~/.cache/lcs-venv && ~/.cache/lcs-venv/bin/pip install libcachesim==0.3.5
-    ~/.cache/lcs-venv/bin/python bench/libcachesim/reference.py [--only ALG[,ALG...]] [TRACES_DIR]
+    ~/.cache/lcs-venv/bin/python bench/libcachesim/reference.py [TRACES_DIR] [--only NAME,...]
 
-`--only` replays just the named online algorithms and merges their results into the existing
-reference.json (an entry is replaced when trace, algorithm, fraction and admission match;
-every other entry is kept).
-
-TRACES_DIR defaults to ../shared/traces relative to the repository root.
+TRACES_DIR defaults to ../shared/traces relative to the repository root. With --only, just
+the named algorithms and admission policies (an admission spec's name before any ':', e.g.
+`adaptsize`) are run, and their entries are merged into the existing reference.json by
+(trace, algorithm, fraction, admission); every other entry is kept as it is.
 """
 
 import json
@@ -57,6 +56,7 @@ ALGORITHMS = {
     "gdsf": lcs.GDSF,
     "lecar": lcs.LeCaR,
     "cacheus": lcs.Cacheus,
+    "wtinylfu": lcs.WTinyLFU,
 }
 # Offline algorithms: they need next-access times (see the module doc).
 OFFLINE = {
@@ -70,6 +70,7 @@ ADMISSIONS = {
     "size:size={mean}": lambda mean: lcs.SizeAdmissioner(mean),
     "prob": lambda mean: lcs.ProbAdmissioner(),
     "bloomfilter": lambda mean: lcs.BloomFilterAdmissioner(),
+    "adaptsize": lambda mean: lcs.AdaptSizeAdmissioner(),
 }
 # A replay that runs longer than this is recorded as timed out rather than waited for:
 # libCacheSim's LFUDA scans every frequency between the minimum and the maximum on each
@@ -165,20 +166,38 @@ def result_key(result):
     return (result["trace"], result["algorithm"], result["fraction"], result.get("admission"))
 
 
+def merge(old_results, new_results):
+    """`old_results` with every entry of `new_results` replacing the one with its key."""
+    new_by_key = {result_key(r): r for r in new_results}
+    merged = [new_by_key.pop(result_key(r), r) for r in old_results]
+    return merged + [r for r in new_results if result_key(r) in new_by_key]
+
+
+def parse_args(argv):
+    """(traces_dir, only): `only` is None (everything) or a set of names."""
+    args = list(argv)
+    only = None
+    if "--only" in args:
+        at = args.index("--only")
+        if at + 1 >= len(args):
+            sys.exit("--only needs a comma-separated list of names")
+        only = set(args[at + 1].split(","))
+        del args[at : at + 2]
+        unknown = only - set(ALGORITHMS) - set(OFFLINE) - {s.split(":")[0] for s in ADMISSIONS}
+        if unknown:
+            sys.exit(f"--only: unknown names {sorted(unknown)}")
+    traces_dir = args[0] if args else os.path.join(REPO, "..", "shared", "traces")
+    return traces_dir, only
+
+
 def main():
     if lcs.__version__ != VERSION:
         sys.exit(f"libcachesim {lcs.__version__} is installed; the reference is for {VERSION}")
-    args = sys.argv[1:]
-    only = None
-    if args[:1] == ["--only"]:
-        if len(args) < 2:
-            sys.exit("--only needs a comma-separated list of algorithms")
-        only = args[1].split(",")
-        unknown = [alg for alg in only if alg not in ALGORITHMS]
-        if unknown:
-            sys.exit(f"--only: not online algorithms of this script: {', '.join(unknown)}")
-        args = args[2:]
-    traces_dir = args[0] if args else os.path.join(REPO, "..", "shared", "traces")
+    traces_dir, only = parse_args(sys.argv[1:])
+
+    def wanted(name):
+        return only is None or name.split(":")[0] in only
+
     traces = []
     results = []
     for name in ["cloudPhysicsIO.oracleGeneral.bin", "twitter_cluster52.csv"]:
@@ -196,15 +215,18 @@ def main():
         fed = None
         for fraction in FRACTIONS:
             # Online algorithms run in a child process each, so that a slow one can be timed out.
-            for alg in only or ALGORITHMS:
+            for alg in filter(wanted, ALGORITHMS):
                 results.append(timed_replay(traces_dir, name, alg, fraction, wss_bytes))
-            if only is not None:
-                continue
-            runs = [(alg, lambda f, c=cls: c(f, reader=reader), None) for alg, cls in OFFLINE.items()]
+            runs = [
+                (alg, lambda f, c=cls: c(f, reader=reader), None)
+                for alg, cls in OFFLINE.items()
+                if wanted(alg)
+            ]
             mean = wss_bytes // wss_objects
             runs += [
                 ("lru", lambda f, m=make: lcs.LRU(f, reader=reader, admissioner=m(mean)), spec.format(mean=mean))
                 for spec, make in ADMISSIONS.items()
+                if wanted(spec)
             ]
             for alg, make, admission in runs:
                 # A float size is libCacheSim's "fraction of the working set in bytes":
@@ -231,18 +253,17 @@ def main():
     path = os.path.join(HERE, "reference.json")
     if only is not None:
         with open(path) as f:
-            kept = json.load(f)
-        fresh = {result_key(r): r for r in results}
-        merged = [fresh.pop(result_key(r), r) for r in kept["results"]]
-        out = dict(kept, results=merged + list(fresh.values()))
-    else:
-        out = {
-            "generator": "bench/libcachesim/reference.py",
-            "libcachesim_version": VERSION,
-            "semantics": "every request is a lookup that inserts on miss; miss_ratio = misses / requests",
-            "traces": traces,
-            "results": results,
-        }
+            results = merge(json.load(f)["results"], results)
+    out = {
+        "generator": "bench/libcachesim/reference.py",
+        "libcachesim_version": VERSION,
+        "semantics": (
+            "every request is a lookup that inserts on miss; miss_ratio = misses / requests; "
+            "miss_ratio null: libCacheSim did not finish within timed_out_s seconds"
+        ),
+        "traces": traces,
+        "results": results,
+    }
     with open(path, "w") as f:
         json.dump(out, f, indent=2)
         f.write("\n")

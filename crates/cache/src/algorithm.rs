@@ -24,6 +24,8 @@ pub enum Algorithm {
     Lirs,
     LeCaR,
     Cacheus,
+    WTinyLfu,
+    ClockPro,
 }
 
 impl Algorithm {
@@ -44,6 +46,8 @@ impl Algorithm {
         Algorithm::Lirs,
         Algorithm::LeCaR,
         Algorithm::Cacheus,
+        Algorithm::WTinyLfu,
+        Algorithm::ClockPro,
         Algorithm::Gdsf,
         Algorithm::Belady,
         Algorithm::BeladySize,
@@ -70,6 +74,8 @@ impl Algorithm {
             Algorithm::Lirs => "lirs",
             Algorithm::LeCaR => "lecar",
             Algorithm::Cacheus => "cacheus",
+            Algorithm::WTinyLfu => "wtinylfu",
+            Algorithm::ClockPro => "clockpro",
         }
     }
 }
@@ -115,6 +121,8 @@ impl FromStr for Algorithm {
             "lirs" => Ok(Algorithm::Lirs),
             "lecar" => Ok(Algorithm::LeCaR),
             "cacheus" => Ok(Algorithm::Cacheus),
+            "wtinylfu" | "w-tinylfu" | "tinylfu" => Ok(Algorithm::WTinyLfu),
+            "clockpro" | "clock-pro" => Ok(Algorithm::ClockPro),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of: {})",
                 Algorithm::names()

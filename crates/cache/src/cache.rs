@@ -258,6 +258,10 @@ impl<L: ClassLayer> Cache<L> {
     #[inline]
     fn hit(&mut self, slot: Slot, class: L::Class) -> bool {
         self.reported_miss = None;
+        if let Some(admission) = self.admission.as_deref_mut() {
+            let node = &self.store.nodes[slot as usize];
+            admission.observe(node.key, node.size, admission_bytes(self.capacity));
+        }
         let own = self.layer.class_at(slot);
         self.layer.queue(own).on_hit(&mut self.store.nodes, slot);
         self.layer.count_lookup(class, true);
@@ -364,6 +368,7 @@ impl<L: ClassLayer> Cache<L> {
         }
         // libCacheSim asks the admissioner first, even about objects too large to fit.
         if let Some(admission) = self.admission.as_deref_mut() {
+            admission.observe(key, size, admission_bytes(self.capacity));
             if !admission.admit(key, size) {
                 self.layer.count_refused(class);
                 return None;
@@ -634,6 +639,13 @@ impl<L: ClassLayer> Cache<L> {
             + self.layer.heap_bytes()
             + self.admission().map_or(0, Admission::heap_bytes)
     }
+}
+
+/// The capacity an admission policy's model sizes for: the byte limit; with an object limit
+/// only, none (AdaptSize then never finds enough bytes seen to re-tune `c`).
+#[inline]
+fn admission_bytes(capacity: Capacity) -> u64 {
+    capacity.bytes.unwrap_or(u64::MAX / 4)
 }
 
 #[cfg(test)]

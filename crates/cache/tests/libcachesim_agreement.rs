@@ -12,6 +12,12 @@
 //! Deterministic algorithms must agree within [`TOLERANCE`]; Random and Hyperbolic sample
 //! victims with a random generator, neither libCacheSim's nor reproducible between its own
 //! runs, and get the measured tolerance of [`tolerance`] (see docs/cache.md).
+//!
+//! CLOCK-Pro is the published algorithm, which libCacheSim 0.3.5's `ClockPro.c` is not (it
+//! misses far more often, more than LRU): its libCacheSim numbers are printed, not compared;
+//! instead its own misses are pinned ([`CLOCKPRO_PINNED`]) and it must stay within
+//! [`CLOCKPRO_NEAR_LIRS`] of LIRS's libCacheSim miss ratio, which the paper's CLOCK-Pro
+//! approximates (docs/cache.md).
 
 use cache::{Admission, Algorithm, Cache, Capacity};
 use serde_json::Value;
@@ -23,13 +29,26 @@ const TOLERANCE: f64 = 0.002;
 
 /// Names in reference.json that are not built-in algorithms (yet): listed here so that a
 /// reference entry can never be skipped silently.
-const NOT_BUILT_IN: &[&str] = &["clockpro"];
+const NOT_BUILT_IN: &[&str] = &[];
+
+/// Mantle's CLOCK-Pro misses per (trace, fraction), pinned when it was added.
+const CLOCKPRO_PINNED: &[(&str, f64, u64)] = &[
+    ("cloudPhysicsIO.oracleGeneral.bin", 0.01, 93_555),
+    ("cloudPhysicsIO.oracleGeneral.bin", 0.1, 82_761),
+    ("twitter_cluster52.csv", 0.01, 353_713),
+    ("twitter_cluster52.csv", 0.1, 197_623),
+];
+
+/// How far CLOCK-Pro's miss ratio may be from LIRS's (measured: within 0.0121).
+const CLOCKPRO_NEAR_LIRS: f64 = 0.015;
 
 /// The largest miss-ratio difference accepted. Where agreement cannot be bit-exact the
 /// deterministic bound still holds, with room to spare (measured on these traces, docs/cache.md
 /// "Agreement with libCacheSim"): BeladySize samples its victims (measured differences up to
 /// 0.0007), probabilistic admission draws from a generator libCacheSim shares process-wide
-/// (up to 0.0006), Hyperbolic evicts the worst of 64 draws (within 0.0002). Random draws its
+/// (up to 0.0006), Hyperbolic evicts the worst of 64 draws (within 0.0002), W-TinyLFU counts
+/// lookups of objects libCacheSim evicted during a hit as hits, among other differences not
+/// established (up to 0.0017, cloudPhysicsIO at 10%). Random draws its
 /// victims, in libCacheSim, as the newest object of a random non-empty hash bucket with a
 /// clock-seeded generator; here uniformly with a fixed seed. Measured: libCacheSim's own runs
 /// spread by up to 0.0015 (five runs each), ours is up to 0.0043 below libCacheSim's on
@@ -228,6 +247,32 @@ fn miss_ratios_match_libcachesim() {
         println!(
             "{name:34} {label:24} {fraction:>5} {cache_bytes:>10} B  ours {ours:.6}  libCacheSim {theirs:.6}  {verdict} ({misses} vs {their_misses} misses)"
         );
+        if algorithm == Algorithm::ClockPro {
+            let pinned = CLOCKPRO_PINNED
+                .iter()
+                .find(|(t, f, _)| *t == name && *f == fraction)
+                .map(|p| p.2);
+            let lirs = results
+                .iter()
+                .find(|r| {
+                    r["trace"] == name
+                        && r["algorithm"] == "lirs"
+                        && r["fraction"] == fraction
+                        && r["admission"].is_null()
+                })
+                .and_then(|r| r["miss_ratio"].as_f64())
+                .expect("LIRS reference");
+            println!(
+                "{:34} {:24} {fraction:>5} LIRS in libCacheSim {lirs:.6}",
+                "", ""
+            );
+            if pinned != Some(misses) || (ours - lirs).abs() > CLOCKPRO_NEAR_LIRS {
+                failures.push(format!(
+                    "{name} clockpro {fraction}: {misses} misses (pinned {pinned:?}), ours {ours} vs LIRS {lirs}"
+                ));
+            }
+            continue;
+        }
         if must_be_exact(algorithm) && admission_spec.is_none() && misses != their_misses {
             failures.push(format!(
                 "{name} {label} {fraction}: {misses} misses, libCacheSim {their_misses} (must be exact)"

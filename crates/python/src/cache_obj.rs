@@ -92,7 +92,8 @@ impl Cache {
     #[new]
     ///
     /// `admission` puts an admission policy in front of the eviction algorithm, as `mantle
-    /// replay --admission` takes it: "size:size=4096", "prob:prob=0.3", "bloomfilter".
+    /// replay --admission` takes it: "size:size=4096", "prob:prob=0.3", "bloomfilter",
+    /// "adaptsize".
     #[pyo3(signature = (eviction, cache_size, *, reader=None, admission=None, admissioner=None))]
     fn new(
         py: Python<'_>,

@@ -11,10 +11,13 @@
 //! | `size[:size=N]` | objects strictly smaller than `N` bytes (default: all) | `SizeAdmissioner` |
 //! | `prob[:prob=P]` | each miss with probability `P` (default 0.5) | `ProbAdmissioner` |
 //! | `bloomfilter` | an object's second and later misses | `BloomFilterAdmissioner` |
+//! | `adaptsize[:max-iteration=N,reconf-interval=N]` | each miss with probability `exp(-size/c)`, `c` tuned by a model | `AdaptSizeAdmissioner` |
 //!
 //! A cache without admission ([`crate::Cache::set_admission`] never called) pays one
-//! predictable branch per insertion.
+//! predictable branch per hit and per insertion. AdaptSize also learns from hits: the cache
+//! tells every policy of each lookup ([`Admission::observe`]), which only AdaptSize uses.
 
+mod adaptsize;
 mod bloom_filter;
 mod probabilistic;
 mod size;
@@ -22,6 +25,7 @@ mod size;
 use std::fmt;
 use std::str::FromStr;
 
+pub use adaptsize::AdaptSize;
 pub use bloom_filter::BloomFilter;
 pub use probabilistic::Probabilistic;
 pub use size::SizeThreshold;
@@ -32,7 +36,11 @@ pub enum Admission {
     Size(SizeThreshold),
     Probabilistic(Probabilistic),
     BloomFilter(BloomFilter),
+    AdaptSize(Box<AdaptSize>),
 }
+
+/// libCacheSim's AdaptSize defaults (`max-iteration=15,reconf-interval=30000`).
+const ADAPTSIZE_DEFAULTS: (u64, u64) = (15, 30000);
 
 impl Admission {
     /// Whether the object that just missed may be inserted.
@@ -42,6 +50,17 @@ impl Admission {
             Admission::Size(a) => a.admit(size),
             Admission::Probabilistic(a) => a.admit(),
             Admission::BloomFilter(a) => a.admit(key),
+            Admission::AdaptSize(a) => a.admit(size),
+        }
+    }
+
+    /// A lookup of `key` (`size` bytes) hit or missed, in a cache of `cache_bytes`: asked
+    /// on every lookup before a miss asks [`Admission::admit`], as libCacheSim's
+    /// `admissioner->update`.
+    #[inline]
+    pub fn observe(&mut self, key: u64, size: u32, cache_bytes: u64) {
+        if let Admission::AdaptSize(a) = self {
+            a.observe(key, size, cache_bytes);
         }
     }
 
@@ -51,6 +70,7 @@ impl Admission {
             Admission::Size(a) => Admission::Size(*a),
             Admission::Probabilistic(a) => Admission::Probabilistic(a.fresh()),
             Admission::BloomFilter(_) => Admission::BloomFilter(BloomFilter::default()),
+            Admission::AdaptSize(a) => Admission::AdaptSize(Box::new(a.fresh())),
         }
     }
 
@@ -58,12 +78,13 @@ impl Admission {
     pub fn heap_bytes(&self) -> usize {
         match self {
             Admission::BloomFilter(a) => a.heap_bytes(),
+            Admission::AdaptSize(a) => a.heap_bytes(),
             _ => 0,
         }
     }
 
     /// Every policy name, for help texts and errors.
-    pub const NAMES: [&'static str; 3] = ["size", "prob", "bloomfilter"];
+    pub const NAMES: [&'static str; 4] = ["size", "prob", "bloomfilter", "adaptsize"];
 }
 
 /// `key=value` pairs of a spec, with the error naming the spec.
@@ -123,6 +144,23 @@ impl FromStr for Admission {
                 Some(pair) => Err(unknown(pair?.0)),
                 None => Ok(Admission::BloomFilter(BloomFilter::default())),
             },
+            "adaptsize" => {
+                let (mut max_iteration, mut reconf_interval) = ADAPTSIZE_DEFAULTS;
+                for pair in params(spec, rest) {
+                    let (k, v) = pair?;
+                    let n: u64 = v.parse().map_err(|_| {
+                        format!("admission '{spec}': {k} must be a whole number, got '{v}'")
+                    })?;
+                    match k {
+                        "max-iteration" => max_iteration = n,
+                        "reconf-interval" => reconf_interval = n,
+                        _ => return Err(unknown(k)),
+                    }
+                }
+                let admission = AdaptSize::new(max_iteration, reconf_interval)
+                    .map_err(|e| format!("admission '{spec}': {e}"))?;
+                Ok(Admission::AdaptSize(Box::new(admission)))
+            }
             _ => Err(format!(
                 "unknown admission policy '{name}' (expected one of: {})",
                 Admission::NAMES.join(", ")
@@ -141,6 +179,10 @@ impl fmt::Display for Admission {
             },
             Admission::Probabilistic(a) => write!(f, "prob:prob={}", a.probability()),
             Admission::BloomFilter(_) => f.write_str("bloomfilter"),
+            Admission::AdaptSize(a) => match (a.max_iteration(), a.reconf_interval()) {
+                ADAPTSIZE_DEFAULTS => f.write_str("adaptsize"),
+                (m, r) => write!(f, "adaptsize:max-iteration={m},reconf-interval={r}"),
+            },
         }
     }
 }
@@ -151,7 +193,14 @@ mod tests {
 
     #[test]
     fn specs_parse_and_print_back() {
-        for spec in ["size", "size:size=4096", "prob:prob=0.25", "bloomfilter"] {
+        for spec in [
+            "size",
+            "size:size=4096",
+            "prob:prob=0.25",
+            "bloomfilter",
+            "adaptsize",
+            "adaptsize:max-iteration=5,reconf-interval=1000",
+        ] {
             let a: Admission = spec.parse().unwrap();
             assert_eq!(a.to_string(), spec);
         }
@@ -171,6 +220,9 @@ mod tests {
             ("prob:prob=1.5", "(0, 1]"),
             ("prob:0.3", "param=value"),
             ("bloomfilter:window=3", "no parameter 'window'"),
+            ("adaptsize:max-iteration=-1", "whole number"),
+            ("adaptsize:reconf-interval=0", "at least 1"),
+            ("adaptsize:c=3", "no parameter 'c'"),
         ] {
             let err = spec.parse::<Admission>().unwrap_err();
             assert!(err.contains(needle), "{spec}: {err}");

@@ -9,8 +9,10 @@ mod belady;
 mod belady_size;
 mod cacheus;
 mod clock;
+mod clockpro;
 mod fifo;
 mod freq_lists;
+mod frequency_sketch;
 mod gdsf;
 mod ghost;
 mod heap;
@@ -28,6 +30,7 @@ mod scripted;
 mod sieve;
 mod slru;
 mod twoq;
+mod wtinylfu;
 
 use crate::hooks::{HookFailure, ObjectHooks};
 use crate::slab::{Node, Slot};
@@ -129,6 +132,8 @@ enum Kind {
     Lirs(Box<lirs::Lirs>),
     LeCaR(Box<lecar::LeCaR>),
     Cacheus(Box<cacheus::Cacheus>),
+    WTinyLfu(Box<wtinylfu::WTinyLfu>),
+    ClockPro(Box<clockpro::ClockPro>),
     Scripted(Box<scripted::Scripted>),
 }
 
@@ -159,6 +164,8 @@ macro_rules! dispatch {
             Kind::Lirs($p) => $e,
             Kind::LeCaR($p) => $e,
             Kind::Cacheus($p) => $e,
+            Kind::WTinyLfu($p) => $e,
+            Kind::ClockPro($p) => $e,
             Kind::Scripted($p) => $e,
         }
     };
@@ -185,6 +192,8 @@ impl Evictor {
             Algorithm::Lirs => Kind::Lirs(Box::new(lirs::Lirs::new(capacity))),
             Algorithm::LeCaR => Kind::LeCaR(Box::new(lecar::LeCaR::new(capacity))),
             Algorithm::Cacheus => Kind::Cacheus(Box::new(cacheus::Cacheus::new(capacity))),
+            Algorithm::WTinyLfu => Kind::WTinyLfu(Box::new(wtinylfu::WTinyLfu::new(capacity))),
+            Algorithm::ClockPro => Kind::ClockPro(Box::new(clockpro::ClockPro::new(capacity))),
         })
     }
 

@@ -29,7 +29,8 @@ pub struct Args {
     #[arg(long, default_value = "lru", value_name = "ALGORITHM")]
     pub eviction: Algorithm,
     /// Admission policy in front of the eviction algorithm: size[:size=BYTES],
-    /// prob[:prob=P] or bloomfilter (docs/cache.md, "Admission policies").
+    /// prob[:prob=P], bloomfilter or adaptsize[:max-iteration=N,reconf-interval=N]
+    /// (docs/cache.md, "Admission policies").
     #[arg(long, value_name = "NAME[:param=value,...]")]
     pub admission: Option<cache::Admission>,
     /// Model of the store behind the cache: lsm (default), lsm:rate=N,compact_every=N,stall=S, or none.

@@ -1,0 +1,410 @@
+//! CLOCK-Pro (Jiang, Chen, Zhang, USENIX ATC'05), the published algorithm, sized in
+//! [`Units`] as libCacheSim sizes its queues:
+//!
+//! - One clock (a ring) holds resident hot objects, resident cold objects and non-resident
+//!   cold keys ("ghosts") still in their test period. New entries go to the list head, just
+//!   behind HAND_hot, so every hand reaches them last. A hit only sets a reference bit.
+//! - HAND_cold makes room: at a resident cold object with its bit clear it evicts it (its
+//!   key stays as a ghost if it was in its test period); with the bit set it clears it and
+//!   either promotes the object to hot (re-accessed in its test period) or starts a test
+//!   period and moves it to the list head.
+//! - HAND_hot keeps the hot objects within `m - m_c`: it clears set bits and demotes the
+//!   first hot object with a clear bit to cold; on its way it ends the test periods of cold
+//!   entries and drops ghosts. HAND_test drops ghosts (ending their test periods) while they
+//!   add up to more than the cache.
+//! - The cold target `m_c` adapts: up by the object's units when a cold object is
+//!   re-accessed in its test period (resident or not), down when a test period ends
+//!   without one; it stays within `[m / 100, m]` (at least one unit) and starts at its
+//!   lower bound.
+//!
+//! libCacheSim 0.3.5's `ClockPro.c` is a different implementation (it starts with every
+//! object cold, `init-ratio-cold=1`) and its miss ratios are far from this one's; see
+//! docs/cache.md.
+
+use super::{EvictionPolicy, Units};
+use crate::slab::{Node, Slab, Slot, NIL};
+use crate::Capacity;
+
+/// Clock entry `meta`: its status in the low 2 bits, [`IN_TEST`] above.
+const HOT: u32 = 0;
+const COLD: u32 = 1;
+const GHOST: u32 = 2;
+const STATUS: u32 = 3;
+/// A cold entry in its test period (ghosts always are).
+const IN_TEST: u32 = 4;
+/// Cache node `meta`: the reference bit.
+const REFERENCED: u32 = 1;
+
+pub(crate) struct ClockPro {
+    units: Units,
+    /// Clock entries: resident objects and ghosts, keyed like the cache.
+    clock: Slab,
+    /// Cache slot of each resident clock entry (by clock slot).
+    resident: Vec<Slot>,
+    /// Clock slot of each cached object (by cache slot).
+    entry_of: Vec<Slot>,
+    hand_hot: Slot,
+    hand_cold: Slot,
+    hand_test: Slot,
+    hot: u64,
+    cold: u64,
+    ghosts: u64,
+    /// The cold target `m_c`.
+    cold_target: u64,
+}
+
+impl ClockPro {
+    pub fn new(capacity: Capacity) -> ClockPro {
+        let units = Units::of(capacity);
+        ClockPro {
+            units,
+            clock: Slab::new(),
+            resident: Vec::new(),
+            entry_of: Vec::new(),
+            hand_hot: NIL,
+            hand_cold: NIL,
+            hand_test: NIL,
+            hot: 0,
+            cold: 0,
+            ghosts: 0,
+            cold_target: min_cold(units),
+        }
+    }
+
+    fn status(&self, e: Slot) -> u32 {
+        self.clock.nodes[e as usize].meta() & STATUS
+    }
+
+    fn in_test(&self, e: Slot) -> bool {
+        self.clock.nodes[e as usize].meta() & IN_TEST != 0
+    }
+
+    fn set(&mut self, e: Slot, status: u32, in_test: bool) {
+        let flag = if in_test { IN_TEST } else { 0 };
+        self.clock.nodes[e as usize].set_meta(status | flag);
+    }
+
+    fn entry_units(&self, e: Slot) -> u64 {
+        self.units.of_size(self.clock.nodes[e as usize].size)
+    }
+
+    fn next(&self, e: Slot) -> Slot {
+        self.clock.nodes[e as usize].next
+    }
+
+    /// Links `e` into the ring at the list head: just behind HAND_hot.
+    fn link_at_head(&mut self, e: Slot) {
+        let nodes = &mut self.clock.nodes;
+        if self.hand_hot == NIL {
+            nodes[e as usize].prev = e;
+            nodes[e as usize].next = e;
+            self.hand_hot = e;
+            self.hand_cold = e;
+            self.hand_test = e;
+            return;
+        }
+        let after = self.hand_hot;
+        let before = nodes[after as usize].prev;
+        nodes[e as usize].prev = before;
+        nodes[e as usize].next = after;
+        nodes[before as usize].next = e;
+        nodes[after as usize].prev = e;
+    }
+
+    /// Takes `e` out of the ring, moving any hand on it to its successor.
+    fn unlink(&mut self, e: Slot) {
+        let (prev, next) = {
+            let node = &self.clock.nodes[e as usize];
+            (node.prev, node.next)
+        };
+        let successor = if next == e { NIL } else { next };
+        for hand in [&mut self.hand_hot, &mut self.hand_cold, &mut self.hand_test] {
+            if *hand == e {
+                *hand = successor;
+            }
+        }
+        if successor != NIL {
+            self.clock.nodes[prev as usize].next = next;
+            self.clock.nodes[next as usize].prev = prev;
+        }
+    }
+
+    /// Forgets the ghost `e` (its test period ended unused): `m_c` shrinks.
+    fn drop_ghost(&mut self, e: Slot) {
+        let units = self.entry_units(e);
+        self.ghosts -= units;
+        self.shrink_cold_target(units);
+        self.unlink(e);
+        self.clock.remove(e);
+    }
+
+    fn grow_cold_target(&mut self, units: u64) {
+        self.cold_target = (self.cold_target + units).min(self.units.total);
+    }
+
+    fn shrink_cold_target(&mut self, units: u64) {
+        self.cold_target = self
+            .cold_target
+            .saturating_sub(units)
+            .max(min_cold(self.units));
+    }
+
+    fn hot_limit(&self) -> u64 {
+        self.units.total - self.cold_target.min(self.units.total)
+    }
+
+    /// Makes `e` (resident) hot at the list head and lets HAND_hot restore the limit.
+    fn promote(&mut self, nodes: &mut [Node], e: Slot) {
+        let units = self.entry_units(e);
+        self.cold -= units;
+        self.hot += units;
+        self.grow_cold_target(units);
+        self.set(e, HOT, false);
+        self.unlink(e);
+        self.link_at_head(e);
+        self.run_hot(nodes);
+    }
+
+    /// HAND_hot: while the hot objects exceed `m - m_c`, demote one.
+    fn run_hot(&mut self, nodes: &mut [Node]) {
+        while self.hot > self.hot_limit() {
+            self.step_hot(nodes);
+        }
+    }
+
+    /// One step of HAND_hot; true if it demoted a hot object.
+    fn step_hot(&mut self, nodes: &mut [Node]) -> bool {
+        let e = self.hand_hot;
+        self.hand_hot = self.next(e);
+        match self.status(e) {
+            HOT => {
+                let slot = self.resident[e as usize];
+                if nodes[slot as usize].meta() & REFERENCED != 0 {
+                    nodes[slot as usize].set_meta(0);
+                    return false;
+                }
+                let units = self.entry_units(e);
+                self.hot -= units;
+                self.cold += units;
+                self.set(e, COLD, false);
+                true
+            }
+            COLD => {
+                let slot = self.resident[e as usize];
+                if self.in_test(e) && nodes[slot as usize].meta() & REFERENCED == 0 {
+                    self.shrink_cold_target(self.entry_units(e));
+                }
+                self.set(e, COLD, false);
+                false
+            }
+            _ => {
+                self.drop_ghost(e);
+                false
+            }
+        }
+    }
+
+    /// HAND_test: drops ghosts while they add up to more than the cache.
+    fn run_test(&mut self) {
+        while self.ghosts > self.units.total {
+            let e = self.hand_test;
+            self.hand_test = self.next(e);
+            if self.status(e) == GHOST {
+                self.drop_ghost(e);
+            }
+        }
+    }
+
+    /// The next resident cold object HAND_cold evicts (unlinked from the cache's view: the
+    /// caller frees its slot); `NIL` if nothing is cached.
+    fn run_cold(&mut self, nodes: &mut [Node]) -> Slot {
+        if self.hot + self.cold == 0 {
+            return NIL;
+        }
+        loop {
+            if self.cold == 0 {
+                // Everything resident is hot (the cache shrank below the hot objects): HAND_hot
+                // demotes one so that HAND_cold has a candidate.
+                while !self.step_hot(nodes) {}
+                continue;
+            }
+            let e = self.hand_cold;
+            if self.status(e) != COLD {
+                self.hand_cold = self.next(e);
+                continue;
+            }
+            let slot = self.resident[e as usize];
+            if nodes[slot as usize].meta() & REFERENCED != 0 {
+                nodes[slot as usize].set_meta(0);
+                self.hand_cold = self.next(e);
+                if self.in_test(e) {
+                    self.promote(nodes, e);
+                } else {
+                    self.set(e, COLD, true);
+                    self.unlink(e);
+                    self.link_at_head(e);
+                }
+                continue;
+            }
+            self.hand_cold = self.next(e);
+            let units = self.entry_units(e);
+            self.cold -= units;
+            self.entry_of[slot as usize] = NIL;
+            if self.in_test(e) {
+                self.set(e, GHOST, true);
+                self.ghosts += units;
+                self.run_test();
+            } else {
+                self.unlink(e);
+                self.clock.remove(e);
+            }
+            return slot;
+        }
+    }
+
+    fn map(&mut self, e: Slot, slot: Slot) {
+        if self.resident.len() <= e as usize {
+            self.resident.resize(e as usize + 1, NIL);
+        }
+        self.resident[e as usize] = slot;
+        if self.entry_of.len() <= slot as usize {
+            self.entry_of.resize(slot as usize + 1, NIL);
+        }
+        self.entry_of[slot as usize] = e;
+    }
+}
+
+/// `m_c`'s lower bound: 1% of the cache, at least one unit.
+fn min_cold(units: Units) -> u64 {
+    (units.total / 100).max(1)
+}
+
+impl EvictionPolicy for ClockPro {
+    #[inline]
+    fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
+        nodes[slot as usize].set_meta(REFERENCED);
+    }
+
+    fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
+        let (key, size) = (nodes[slot as usize].key, nodes[slot as usize].size);
+        nodes[slot as usize].set_meta(0);
+        let units = self.units.of_size(size);
+        if let Some(e) = self.clock.find(key) {
+            // A ghost re-accessed in its test period: back as hot, and `m_c` grows.
+            self.ghosts -= self.entry_units(e);
+            self.clock.resize(e, size);
+            self.map(e, slot);
+            self.cold += units;
+            self.promote(nodes, e);
+            return;
+        }
+        let Some(e) = self.clock.insert(key, size) else {
+            return;
+        };
+        self.map(e, slot);
+        self.set(e, COLD, true);
+        self.cold += units;
+        self.link_at_head(e);
+    }
+
+    fn on_resize(&mut self, nodes: &mut [Node], slot: Slot, old_size: u32) {
+        let e = self.entry_of[slot as usize];
+        let size = nodes[slot as usize].size;
+        let (old, new) = (self.units.of_size(old_size), self.units.of_size(size));
+        let total = if self.status(e) == HOT {
+            &mut self.hot
+        } else {
+            &mut self.cold
+        };
+        *total = *total - old + new;
+        self.clock.resize(e, size);
+    }
+
+    fn evict(&mut self, nodes: &mut [Node]) -> Slot {
+        self.run_cold(nodes)
+    }
+
+    fn on_remove(&mut self, _nodes: &mut [Node], slot: Slot) {
+        let e = self.entry_of[slot as usize];
+        self.entry_of[slot as usize] = NIL;
+        let units = self.entry_units(e);
+        if self.status(e) == HOT {
+            self.hot -= units;
+        } else {
+            self.cold -= units;
+        }
+        self.unlink(e);
+        self.clock.remove(e);
+    }
+
+    fn on_capacity(&mut self, capacity: Capacity) {
+        self.units = Units::of(capacity);
+        self.cold_target = self
+            .cold_target
+            .clamp(min_cold(self.units), self.units.total.max(1));
+        self.run_test();
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.clock.heap_bytes() + (self.resident.capacity() + self.entry_of.capacity()) * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eviction::Harness;
+
+    fn clockpro(objects: u64) -> Harness<ClockPro> {
+        let capacity = Capacity::objects(objects);
+        Harness::new(ClockPro::new(capacity), capacity)
+    }
+
+    #[test]
+    fn unreferenced_cold_objects_leave_first_and_are_remembered() {
+        let mut h = clockpro(4);
+        for k in 1..=4 {
+            h.access(k, 1);
+        }
+        assert!(h.access(2, 1), "hit");
+        h.access(5, 1);
+        // HAND_cold starts at 1 (bit clear): 1 leaves, its key stays as a ghost.
+        assert_eq!(h.evicted, vec![1]);
+        assert_eq!(h.policy.status(h.policy.clock.find(1).unwrap()), GHOST);
+        h.access(6, 1);
+        // 2 was referenced in its test period: promoted to hot; 3 leaves.
+        assert_eq!(h.evicted, vec![1, 3]);
+        assert_eq!(h.policy.status(h.policy.clock.find(2).unwrap()), HOT);
+    }
+
+    #[test]
+    fn a_ghost_that_returns_is_hot_and_grows_the_cold_target() {
+        let mut h = clockpro(100);
+        for k in 0..100 {
+            h.access(k, 1);
+        }
+        h.access(1000, 1);
+        assert_eq!(h.evicted, vec![0]);
+        let before = h.policy.cold_target;
+        assert!(!h.access(0, 1), "a miss: only its key was kept");
+        let e = h.policy.clock.find(0).unwrap();
+        assert_eq!(h.policy.status(e), HOT);
+        assert_eq!(h.policy.cold_target, before + 1);
+    }
+
+    #[test]
+    fn ghosts_never_exceed_the_cache_and_invariants_hold() {
+        let mut h = clockpro(50);
+        let mut x = 7u64;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let key = (x >> 33) % 400;
+            h.access(key, 1);
+            let p = &h.policy;
+            assert!(p.ghosts <= 50);
+            assert_eq!(p.hot + p.cold, h.store.len());
+            assert!(h.store.len() <= 50);
+            assert!(p.hot <= p.hot_limit() || p.cold == 0);
+        }
+    }
+}
