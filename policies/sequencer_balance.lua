@@ -96,7 +96,10 @@ end
 local decided -- this tick's plan, from when() to howmuch() and where()
 
 function when()
-  local state = RDstate() or {}
+  local state = RDstate() -- 0 until the first WRstate
+  if type(state) ~= "table" then
+    state = {}
+  end
   local wait, seen = state.wait or 0, state.seen or 0
   decided = nil
   if wait > 0 then
