@@ -159,8 +159,8 @@ struct Acked {
     data: Vec<u8>,
 }
 
-/// Every acknowledged append of `log` reads back with its bytes, none shares a position,
-/// and no position below the tail is empty except ones a fill invalidates.
+/// No two acknowledged appends of `name` share a position, and each reads back below the
+/// tail with its bytes.
 fn check<C: redis::ConnectionLike>(mut log: Log<C>, name: &str, acked: &[&Acked]) {
     let mut by_pos: HashMap<u64, &Acked> = HashMap::new();
     for a in acked {
@@ -172,7 +172,10 @@ fn check<C: redis::ConnectionLike>(mut log: Log<C>, name: &str, acked: &[&Acked]
     }
     let tail = log.tail().unwrap();
     for (&pos, a) in &by_pos {
-        assert!(pos < tail, "{name}: acknowledged position {pos} past the tail {tail}");
+        assert!(
+            pos < tail,
+            "{name}: acknowledged position {pos} past the tail {tail}"
+        );
         match log.read(pos).unwrap() {
             Entry::Data(d) => assert_eq!(d, a.data, "{name}: position {pos}"),
             other => panic!("{name}: acknowledged position {pos} reads {other:?}"),
@@ -209,7 +212,9 @@ fn balance_sequencers(name: &'static str, mode: &str) {
     let urls = cluster.urls();
     if mode == "proxy" {
         let url = urls[0].clone();
-        run(&cluster, &logs, mode, move |log| Log::open(&url, log).unwrap());
+        run(&cluster, &logs, mode, move |log| {
+            Log::open(&url, log).unwrap()
+        });
     } else {
         run(&cluster, &logs, mode, move |log| {
             Log::open_cluster(&urls, log).unwrap()
@@ -331,7 +336,10 @@ where
         decisions.entry(node).or_default().push(tick);
     }
     eprintln!("{mode} mode: ticks of each node's moves: {decisions:?}");
-    assert!(!decisions.is_empty(), "no balance decision in the central log: {log:#?}");
+    assert!(
+        !decisions.is_empty(),
+        "no balance decision in the central log: {log:#?}"
+    );
     for (node, ticks) in &mut decisions {
         ticks.sort_unstable();
         for w in ticks.windows(2) {

@@ -156,7 +156,10 @@ fn sequencer_tick(
     });
     assert!(out.error.is_none(), "{:?}", out.error);
     let seq_load: f64 = seqs.iter().map(|s| s.2).sum();
-    assert_eq!(out.decision.load, seq_load, "load() is the sequencers' load");
+    assert_eq!(
+        out.decision.load, seq_load,
+        "load() is the sequencers' load"
+    );
     (out.decision.targets, out.decision.units)
 }
 
@@ -177,14 +180,20 @@ fn the_sequencer_balancer_moves_one_hot_sequencer_to_the_coolest_node_then_backs
     );
     // Back-off: three ticks without a move, whatever the loads (kept with WRstate, so a
     // reload half-way does not cut it short).
-    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 0.0], &three).0.is_empty());
+    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 0.0], &three)
+        .0
+        .is_empty());
     e.replace(&shipped("sequencer_balance.lua")).unwrap();
     for _ in 0..2 {
-        assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 0.0], &three).0.is_empty());
+        assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 0.0], &three)
+            .0
+            .is_empty());
     }
     // Then it holds for two ticks again before the next move.
     let two = [("b", 200, 400.0), ("c", 300, 300.0)];
-    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 500.0], &two).0.is_empty());
+    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 500.0], &two)
+        .0
+        .is_empty());
     assert_eq!(
         sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 500.0], &two),
         (vec![(1, 400.0)], vec![(200, 200)])
@@ -199,13 +208,17 @@ fn the_sequencer_balancer_never_makes_a_move_that_would_swap_the_hotter_node() {
         let mut e = engine("sb", &shipped("sequencer_balance.lua"));
         let loads = [310.0, 290.0, 300.0];
         let own = [("x", whoami as u16, loads[whoami])];
-        assert!(sequencer_tick(&mut e, &p, whoami, &loads, &own).0.is_empty());
+        assert!(sequencer_tick(&mut e, &p, whoami, &loads, &own)
+            .0
+            .is_empty());
     }
     // Two sequencers against one: moving one would only swap the nodes (600 vs 300 becomes
     // 300 vs 600): no move, so the two cannot pass it back and forth.
     let mut e = engine("sb", &shipped("sequencer_balance.lua"));
     let two = [("a", 1, 300.0), ("b", 2, 300.0)];
-    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 300.0], &two).0.is_empty());
+    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 300.0], &two)
+        .0
+        .is_empty());
     // A hot sequencer that would overshoot is skipped for a smaller one that fits.
     let mut e = engine("sb", &shipped("sequencer_balance.lua"));
     let mixed = [("hot", 1, 900.0), ("warm", 2, 200.0)];
@@ -216,7 +229,9 @@ fn the_sequencer_balancer_never_makes_a_move_that_would_swap_the_hotter_node() {
     // Below min_rate a sequencer stays put however unbalanced the nodes are.
     let mut e = engine("sb", &shipped("sequencer_balance.lua"));
     let idle = [("a", 1, 5.0), ("b", 2, 5.0)];
-    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0], &idle).0.is_empty());
+    assert!(sequencer_tick(&mut e, &p, 0, &[0.0, 0.0], &idle)
+        .0
+        .is_empty());
 }
 
 #[test]
@@ -247,6 +262,9 @@ fn the_sequencer_balancer_in_half_units_sends_half_the_gap_as_whole_sequencers()
             timeseries: &none,
         })
     };
-    let error = out.error.expect("an unknown unit fails the tick").to_string();
+    let error = out
+        .error
+        .expect("an unknown unit fails the tick")
+        .to_string();
     assert!(error.contains("units must be"), "{error}");
 }

@@ -29,9 +29,9 @@
 //! to the central log with its reason.
 
 use crate::cluster::ClusterNode;
+use bytes::Bytes;
 use cluster::board::Board;
 use cluster::{exports, CentralLog, Level, LogEntry, LogKind, LogQueue, NodeId, SlotMap};
-use bytes::Bytes;
 use policy::{Decision, Metrics, SequencerLoad, SlotLoad};
 use slots::{key_slot, SlotRange, SLOTS};
 use std::collections::{BTreeMap, HashMap};
@@ -475,10 +475,9 @@ fn sequencer_loads(
     let mut loads = Vec::new();
     for c in counts {
         let (requests, positions) = match state.sequencer_counts.get(&c.log) {
-            Some(&(epoch, r, p)) if epoch == c.epoch => (
-                c.requests.saturating_sub(r),
-                c.positions.saturating_sub(p),
-            ),
+            Some(&(epoch, r, p)) if epoch == c.epoch => {
+                (c.requests.saturating_sub(r), c.positions.saturating_sub(p))
+            }
             _ => (c.requests, c.positions),
         };
         let slot = key_slot(&c.log);
@@ -488,7 +487,11 @@ fn sequencer_loads(
                 slot,
                 rate: requests as f64 / seconds,
                 positions: positions as f64 / seconds,
-                load: state.slot_rates.get(usize::from(slot)).copied().unwrap_or(0.0),
+                load: state
+                    .slot_rates
+                    .get(usize::from(slot))
+                    .copied()
+                    .unwrap_or(0.0),
             });
         }
         seen.insert(c.log, (c.epoch, c.requests, c.positions));
