@@ -37,7 +37,6 @@ fn conn(port: u16) -> redis::Connection {
 struct Cluster {
     etcd: Etcd,
     _root: tempfile::TempDir,
-    name: &'static str,
     /// (id, port, process) of n1, n2, n3.
     nodes: Vec<(String, u16, Proc)>,
 }
@@ -89,7 +88,6 @@ impl Cluster {
         Cluster {
             etcd,
             _root: root,
-            name,
             nodes,
         }
     }
@@ -196,7 +194,9 @@ fn balance_sequencers(name: &'static str, mode: &str) {
     let mut c = conn(n1);
     for (k, v) in [("wait", WAIT), ("hold", HOLD)] {
         let _: () = redis::cmd("POLICY")
-            .arg(["PARAM", k, &v.to_string()])
+            .arg("PARAM")
+            .arg(k)
+            .arg(v)
             .query(&mut c)
             .unwrap();
     }
