@@ -124,6 +124,9 @@ fn hot_key_sends_nearly_the_whole_gap_to_the_coolest_server_then_backs_off() {
     assert!(targets(&mut e, &Params::new(), 0, &[140.0, 80.0, 80.0]).is_empty());
 }
 
+/// A decision's targets (server, amount) and units (slot ranges).
+type Moves = (Vec<(usize, f64)>, Vec<(u16, u16)>);
+
 /// One tick of the sequencer balancer on `whoami`, which runs `seqs` (log, slot, NEXT/s),
 /// beside servers with these loads: its decision's targets and units.
 fn sequencer_tick(
@@ -132,7 +135,7 @@ fn sequencer_tick(
     whoami: usize,
     ls: &[f64],
     seqs: &[(&str, u16, f64)],
-) -> (Vec<(usize, f64)>, Vec<(u16, u16)>) {
+) -> Moves {
     e.set_sequencers(
         seqs.iter()
             .map(|&(log, slot, rate)| policy::SequencerLoad {
