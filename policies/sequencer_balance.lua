@@ -18,8 +18,9 @@
 --                            swaps which node is hotter and two nodes never pass a
 --                            sequencer back and forth.
 --   units = "half"           half the gap to the least-loaded node, as whole sequencers (the
---                            host picks them by its 80-120% rule): Malacology's migration unit
---                            as a share of the load, several sequencers in one decision.
+--                            host picks them by its 80-120% rule) among those that would each
+--                            pass the "one" test: Malacology's migration unit as a share of
+--                            the load, several sequencers in one decision.
 --
 -- Conservative under noise: sequencers below `min_rate` ZLOG.NEXT requests/s never move,
 -- the imbalance must show on `hold` consecutive ticks before a move, and after a move the
@@ -79,9 +80,10 @@ local function plan()
     end
     return nil
   elseif units == "half" then
+    local margin = param("margin", 0.2)
     local slots = {}
     for _, s in ipairs(sequencers()) do
-      if s.rate >= min_rate then
+      if s.rate >= min_rate and s.load * (1 + margin) < gap then
         slots[#slots + 1] = s.slot
       end
     end

@@ -250,6 +250,13 @@ fn the_sequencer_balancer_in_half_units_sends_half_the_gap_as_whole_sequencers()
     let (targets, units) = sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 0.0], &six);
     assert_eq!(targets, vec![(1, 300.0)]);
     assert_eq!(units.len(), 6);
+    // Only sequencers that narrow the gap by the margin on their own are candidates: the
+    // 500 one would leave node 1 hotter than this one was (600 - 500 < 500 + margin).
+    let mixed = [("big", 1, 500.0), ("small", 2, 100.0)];
+    assert_eq!(
+        sequencer_tick(&mut e, &p, 0, &[0.0, 0.0, 0.0], &mixed),
+        (vec![(1, 300.0)], vec![(2, 2)])
+    );
     // A bad unit name is an error of the tick, not a silent default.
     let p = params(&[("units", "all")]);
     let out = {
