@@ -14,7 +14,7 @@ use crate::budget::Interrupt;
 use crate::decision::Decision;
 use crate::env::TickInput;
 use crate::error::{ErrorKind, LoadError, PolicyError, PolicyId};
-use crate::host::{HostShared, LogLevel, LogRecord, SlotLoad};
+use crate::host::{HostShared, LogLevel, LogRecord, SequencerLoad, SlotLoad};
 use crate::limits::Limits;
 use crate::program::Program;
 use crate::value::StateValue;
@@ -357,6 +357,12 @@ impl PolicyEngine {
     /// [`SlotLoad::hottest`]); hosts outside a cluster never call it and `slots()` is empty.
     pub fn set_slots(&mut self, slots: Vec<SlotLoad>) {
         self.host().slots = slots;
+    }
+
+    /// Sets what `sequencers()` returns from the next tick on (the shared logs' sequencers
+    /// this node runs, see [`SequencerLoad::busiest`]); empty outside a cluster.
+    pub fn set_sequencers(&mut self, sequencers: Vec<SequencerLoad>) {
+        self.host().sequencers = sequencers;
     }
 
     /// Takes the log lines written since the last call, and how many were dropped because

@@ -113,6 +113,8 @@ pub(crate) struct HostShared {
     pub(crate) logs: LogBuffer,
     /// What `slots()` returns this tick, hottest first.
     pub(crate) slots: Vec<SlotLoad>,
+    /// What `sequencers()` returns this tick, busiest first.
+    pub(crate) sequencers: Vec<SequencerLoad>,
 }
 
 /// One entry of `slots()`: a range of this node's slots (a single slot as the host measures
@@ -150,6 +152,71 @@ impl SlotLoad {
             })
             .collect()
     }
+}
+
+/// One entry of `sequencers()`: a shared log's sequencer this node runs (issue 27), the slot
+/// it lives in (its migration unit: moving the slot moves the sequencer) and its rates over
+/// the last tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequencerLoad {
+    /// The log's name (lossy UTF-8).
+    pub log: String,
+    /// The slot of the log's name.
+    pub slot: u16,
+    /// `ZLOG.NEXT` requests per second.
+    pub rate: f64,
+    /// Positions handed out per second (a batched `ZLOG.NEXT log N` hands out N).
+    pub positions: f64,
+    /// Every keyed request per second in the slot (the sequencer's and those of the log
+    /// object sharing it): what moving the slot relieves, as `slots()` counts it.
+    #[serde(default)]
+    pub load: f64,
+}
+
+impl SequencerLoad {
+    /// Most entries `sequencers()` holds, as for `slots()`.
+    pub const MAX: usize = 64;
+
+    /// The [`SequencerLoad::MAX`] busiest of `loads` by request rate, busiest first, ties by
+    /// log name; idle sequencers are left out (moving them relieves nothing).
+    pub fn busiest(loads: impl IntoIterator<Item = SequencerLoad>) -> Vec<SequencerLoad> {
+        let mut busy: Vec<SequencerLoad> = loads.into_iter().filter(|s| s.rate > 0.0).collect();
+        let order = |a: &SequencerLoad, b: &SequencerLoad| {
+            b.rate.total_cmp(&a.rate).then_with(|| a.log.cmp(&b.log))
+        };
+        if busy.len() > Self::MAX {
+            busy.select_nth_unstable_by(Self::MAX - 1, order);
+            busy.truncate(Self::MAX);
+        }
+        busy.sort_unstable_by(order);
+        busy
+    }
+}
+
+/// Installs `sequencers()`: a fresh table, busiest first, of `{log=, slot=, rate=,
+/// positions=, load=}` for the sequencers the host set for this tick (empty outside a
+/// cluster).
+pub(crate) fn install_sequencers(lua: &Lua, host: &Arc<Mutex<HostShared>>) -> mlua::Result<()> {
+    let h = Arc::clone(host);
+    let sequencers = lua.create_function(move |lua, ()| {
+        let entries = h
+            .lock()
+            .map(|host| host.sequencers.clone())
+            .unwrap_or_default();
+        let table = lua.create_table_with_capacity(entries.len(), 0)?;
+        for (i, e) in (1..).zip(entries) {
+            let entry = lua.create_table_with_capacity(0, 5)?;
+            entry.raw_set("log", e.log)?;
+            entry.raw_set("slot", e.slot)?;
+            entry.raw_set("rate", e.rate)?;
+            entry.raw_set("positions", e.positions)?;
+            entry.raw_set("load", e.load)?;
+            table.raw_set(i, entry)?;
+        }
+        Ok(table)
+    })?;
+    lua.globals().raw_set("sequencers", sequencers)
 }
 
 /// Installs `slots()`: a fresh table, hottest first, of `{first=, last=, load=}` for the
@@ -196,6 +263,23 @@ mod tests {
         // Idle slots never show.
         assert!(SlotLoad::hottest([(1, 0.0), (2, 0.0)]).is_empty());
         assert_eq!(SlotLoad::hottest([(5, 2.0), (1, 3.0)]).len(), 2);
+    }
+
+    #[test]
+    fn busiest_sequencers_are_bounded_and_ordered() {
+        let seq = |i: usize, rate: f64| SequencerLoad {
+            log: format!("log{i:03}"),
+            slot: i as u16,
+            rate,
+            positions: rate,
+            load: rate,
+        };
+        let busy = SequencerLoad::busiest((0..100).map(|i| seq(i, (i % 10) as f64)));
+        assert_eq!(busy.len(), SequencerLoad::MAX);
+        assert!(busy.windows(2).all(|w| w[0].rate >= w[1].rate));
+        assert_eq!(busy[0].log, "log009");
+        assert!(busy.iter().all(|s| s.rate > 0.0));
+        assert!(SequencerLoad::busiest([seq(1, 0.0)]).is_empty());
     }
 
     #[test]

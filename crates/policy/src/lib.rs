@@ -38,7 +38,7 @@ pub use env::TickInput;
 pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
 pub use fans::Fan;
 pub use hooks::{hook_source, mentions_hooks, ScriptHooks};
-pub use host::{LogLevel, LogRecord, SlotLoad};
+pub use host::{LogLevel, LogRecord, SequencerLoad, SlotLoad};
 pub use limits::Limits;
 pub use metrics::Metrics;
 /// The Lua binding the sandbox is built on, for hosts that run other Lua in a [`Sandbox`].

@@ -572,6 +572,7 @@ pub(crate) fn install_host_functions(
         .call((object, charge))?;
     g.raw_set("timeseries", timeseries)?;
     crate::host::install_slots(lua, host)?;
+    crate::host::install_sequencers(lua, host)?;
     Ok(cell)
 }
 

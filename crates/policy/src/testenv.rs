@@ -10,12 +10,14 @@
 //!   "servers": [{"cachesize": 150000, "capacity": null, "reqrate": 900}],
 //!   "params": {"n": 100000},
 //!   "timeseries": [[119.5, 0], [119.7, 1], [119.9, 0]],
-//!   "slots": [{"first": 42, "last": 42, "load": 300.0}]
+//!   "slots": [{"first": 42, "last": 42, "load": 300.0}],
+//!   "sequencers": [{"log": "orders", "slot": 42, "rate": 250.0, "positions": 250.0, "load": 300.0}]
 //! }
 //! ```
 //! `servers` entries take the metric names of [`Metrics`] (`capacity: null` = unlimited);
 //! `timeseries` is `[timestamp, keyid]` pairs, oldest first; `slots` is what `slots()` returns
-//! (at most [`SlotLoad::MAX`] entries).
+//! (at most [`SlotLoad::MAX`] entries); `sequencers` what `sequencers()` returns (at most
+//! [`SequencerLoad::MAX`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +25,7 @@ use crate::decision::Decision;
 use crate::engine::PolicyEngine;
 use crate::env::TickInput;
 use crate::error::PolicyId;
-use crate::host::{LogRecord, SlotLoad};
+use crate::host::{LogRecord, SequencerLoad, SlotLoad};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::series::VecSeries;
@@ -40,6 +42,7 @@ pub struct TestEnv {
     pub params: Params,
     pub timeseries: Vec<(f64, u64)>,
     pub slots: Vec<SlotLoad>,
+    pub sequencers: Vec<SequencerLoad>,
 }
 
 impl Default for TestEnv {
@@ -52,6 +55,7 @@ impl Default for TestEnv {
             params: Params::new(),
             timeseries: Vec::new(),
             slots: Vec::new(),
+            sequencers: Vec::new(),
         }
     }
 }
@@ -66,6 +70,13 @@ impl TestEnv {
                 "{file}: `slots` has {} entries; slots() holds at most {}",
                 env.slots.len(),
                 SlotLoad::MAX
+            ));
+        }
+        if env.sequencers.len() > SequencerLoad::MAX {
+            return Err(format!(
+                "{file}: `sequencers` has {} entries; sequencers() holds at most {}",
+                env.sequencers.len(),
+                SequencerLoad::MAX
             ));
         }
         Ok(env)
@@ -110,6 +121,7 @@ pub fn run_test(
     }
     let series = VecSeries::new(env.timeseries);
     engine.set_slots(env.slots);
+    engine.set_sequencers(env.sequencers);
     let outcome = engine.tick(&TickInput {
         now: env.now,
         tick: env.tick,
@@ -187,6 +199,45 @@ mod tests {
         let err = TestEnv::from_json("e.json", &format!(r#"{{"slots": [{}]}}"#, many.join(",")))
             .unwrap_err();
         assert!(err.contains("at most 64"), "{err}");
+    }
+
+    #[test]
+    fn sequencers_reach_the_policy_and_their_slot_may_be_the_unit() {
+        let env = TestEnv::from_json(
+            "env.json",
+            r#"{"servers": [{"load": 900}, {"load": 0}],
+                "sequencers": [{"log": "orders", "slot": 866, "rate": 600, "positions": 6000, "load": 640},
+                               {"log": "audit", "slot": 12, "rate": 300, "positions": 300}]}"#,
+        )
+        .unwrap();
+        let src = "function when() local s = sequencers()\n\
+                     return #s == 2 and s[1].log == 'orders' and s[1].positions == 6000\n\
+                       and s[2].load == 0 end\n\
+                   function howmuch() return {sequencers()[1].slot} end\n\
+                   function where() return {[1] = sequencers()[1].load} end";
+        let report = run_test("p.lua", src, env, &[], &Limits::default()).unwrap();
+        assert!(report.error.is_none(), "{:?}", report.error);
+        assert_eq!(report.decision.when, Some(true));
+        assert_eq!(report.decision.units, vec![(866, 866)]);
+        assert_eq!(report.decision.targets, vec![(1, 640.0)]);
+
+        // Without a cluster, sequencers() is an empty table.
+        let src = "function when() return next(sequencers()) == nil end";
+        let report = run_test("p.lua", src, TestEnv::default(), &[], &Limits::default()).unwrap();
+        assert_eq!(report.decision.when, Some(true));
+
+        let many: Vec<String> = (0..65)
+            .map(|s| format!(r#"{{"log": "l{s}", "slot": {s}, "rate": 1, "positions": 1}}"#))
+            .collect();
+        let err = TestEnv::from_json(
+            "e.json",
+            &format!(r#"{{"sequencers": [{}]}}"#, many.join(",")),
+        )
+        .unwrap_err();
+        assert!(err.contains("sequencers() holds at most 64"), "{err}");
+        let err = TestEnv::from_json("e.json", r#"{"sequencers": [{"log": "a", "slots": 1}]}"#)
+            .unwrap_err();
+        assert!(err.contains("slots"), "{err}");
     }
 
     #[test]

@@ -156,6 +156,9 @@ pub struct ClusterNode {
     pub proxy: proxy::Pool,
     /// Requests served per slot since the last tick, for the balancer.
     pub slot_counts: crate::cluster::balance::SlotCounts,
+    /// The shared logs' sequencers this node runs (the instance's, shared so the balancer
+    /// can list them in `sequencers()`).
+    pub sequencers: Arc<crate::log::sequencer::Sequencers>,
     /// Sent as AUTH on connections to other nodes (see [`ClusterSettings::password`]).
     pub(crate) password: Option<String>,
     /// The membership lease's TTL (`--cluster-ttl`).
@@ -266,6 +269,7 @@ impl ClusterNode {
             imports: import::Imports::default(),
             proxy: proxy::Pool::new(settings.password.clone()),
             slot_counts: Default::default(),
+            sequencers: Default::default(),
             password: settings.password.clone(),
             ttl: settings.ttl,
             lease,

@@ -32,8 +32,9 @@ pub struct Instance {
     pub scan_cursors: crate::scan_cursors::ScanCursors,
     /// Libraries, scripts and the thread that runs them (`FUNCTION`, `FCALL`, `EVAL`).
     pub functions: crate::functions::Functions,
-    /// The shared logs this node sequences (`ZLOG.NEXT`), in memory only.
-    pub sequencers: crate::log::sequencer::Sequencers,
+    /// The shared logs this node sequences (`ZLOG.NEXT`), in memory only; a cluster node's
+    /// balancer reads them too.
+    pub sequencers: std::sync::Arc<crate::log::sequencer::Sequencers>,
     next_client_id: AtomicU64,
 }
 

@@ -202,6 +202,9 @@ impl Server {
             .await
             .context("starting the policy engine")?;
         let mut instance = Instance::new(db, live, config, local_addr);
+        if let Some(node) = &cluster {
+            instance.sequencers = Arc::clone(&node.sequencers);
+        }
         instance.cluster = cluster;
         let instance = Arc::new(instance);
         start_functions(&instance, functions_space)

@@ -5,7 +5,9 @@
 //! 1. measures each of its slots' request rate since the last tick ([`SlotCounts`], bumped by
 //!    the request router for the keyed requests it serves); its own `load` and `reqrate` are
 //!    their sum, so redirections and commands without a key (POLICY, CACHE, CLUSTER) do not
-//!    count, as in the simulator; `slots()` shows the hottest of them;
+//!    count, as in the simulator; `slots()` shows the hottest of them, and `sequencers()`
+//!    the shared logs' sequencers in them with their `ZLOG.NEXT` and position rates
+//!    (the sequencer's own counters, differenced between ticks);
 //! 2. reads every node's last published metrics from the board (`cluster::board`) and hands
 //!    the policy `servers[i]` for all live members, ordered by node id, with `whoami` = its
 //!    own place;
@@ -27,11 +29,12 @@
 //! to the central log with its reason.
 
 use crate::cluster::ClusterNode;
+use bytes::Bytes;
 use cluster::board::Board;
 use cluster::{exports, CentralLog, Level, LogEntry, LogKind, LogQueue, NodeId, SlotMap};
-use policy::{Decision, Metrics, SlotLoad};
-use slots::{SlotRange, SLOTS};
-use std::collections::BTreeMap;
+use policy::{Decision, Metrics, SequencerLoad, SlotLoad};
+use slots::{key_slot, SlotRange, SLOTS};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -92,6 +95,11 @@ struct State {
     slot_rates: Vec<f64>,
     /// What `slots()` shows this tick.
     hottest: Vec<SlotLoad>,
+    /// Each sequencer's epoch, requests and positions at the last tick: what this tick's
+    /// rates are differenced from.
+    sequencer_counts: HashMap<Bytes, (u64, u64, u64)>,
+    /// What `sequencers()` shows this tick.
+    sequencers: Vec<SequencerLoad>,
     /// This tick is a lock-step one (manual clock): its record is already published.
     lockstep: bool,
     /// Metrics last read from the board (and when they were measured), used while etcd
@@ -224,8 +232,13 @@ impl Balance {
                 .filter(|&s| map.value.migration_of(s).is_none())
                 .map(|s| (s, rates[usize::from(s)]));
             state.hottest = SlotLoad::hottest(available);
+            let movable = |slot: u16| {
+                table.owner_of(slot) == Some(&node.id) && map.value.migration_of(slot).is_none()
+            };
+            state.sequencers = sequencer_loads(&node, &mut state, seconds, movable);
         } else {
             state.hottest.clear();
+            state.sequencers.clear();
         }
         match board {
             Ok(records) => state.board = records,
@@ -262,6 +275,12 @@ impl Balance {
     /// that may move, with their request rates.
     pub fn slots(&self) -> Vec<SlotLoad> {
         self.state().hottest.clone()
+    }
+
+    /// What `sequencers()` shows at the tick [`Balance::env`] prepared: the sequencers in
+    /// this node's slots that may move, with their rates.
+    pub fn sequencers(&self) -> Vec<SequencerLoad> {
+        self.state().sequencers.clone()
     }
 
     fn publish(&self, now: f64, metrics: &Metrics) {
@@ -439,6 +458,46 @@ impl Balance {
             false
         });
     }
+}
+
+/// This tick's `sequencers()`: every sequencer of `node` whose slot may move (`movable`),
+/// its rates since the last tick over `seconds`. A sequencer new since then (installed, or
+/// re-installed at a newer epoch) counts from its start. One left behind in a slot that
+/// moved away is not listed: its slot is no longer this node's to move.
+fn sequencer_loads(
+    node: &ClusterNode,
+    state: &mut State,
+    seconds: f64,
+    movable: impl Fn(u16) -> bool,
+) -> Vec<SequencerLoad> {
+    let counts = node.sequencers.counts();
+    let mut seen = HashMap::with_capacity(counts.len());
+    let mut loads = Vec::new();
+    for c in counts {
+        let (requests, positions) = match state.sequencer_counts.get(&c.log) {
+            Some(&(epoch, r, p)) if epoch == c.epoch => {
+                (c.requests.saturating_sub(r), c.positions.saturating_sub(p))
+            }
+            _ => (c.requests, c.positions),
+        };
+        let slot = key_slot(&c.log);
+        if movable(slot) {
+            loads.push(SequencerLoad {
+                log: String::from_utf8_lossy(&c.log).into_owned(),
+                slot,
+                rate: requests as f64 / seconds,
+                positions: positions as f64 / seconds,
+                load: state
+                    .slot_rates
+                    .get(usize::from(slot))
+                    .copied()
+                    .unwrap_or(0.0),
+            });
+        }
+        seen.insert(c.log, (c.epoch, c.requests, c.positions));
+    }
+    state.sequencer_counts = seen;
+    SequencerLoad::busiest(loads)
 }
 
 fn sep(text: &str) -> &'static str {

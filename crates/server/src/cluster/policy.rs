@@ -453,6 +453,10 @@ impl Shared for EtcdRegistry {
         self.balance.slots()
     }
 
+    fn cluster_sequencers(&self) -> Vec<policy::SequencerLoad> {
+        self.balance.sequencers()
+    }
+
     fn after_cluster_tick(
         &self,
         tick: u64,

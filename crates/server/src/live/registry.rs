@@ -192,6 +192,10 @@ pub trait Shared: Send + Sync {
     fn cluster_slots(&self) -> Vec<policy::SlotLoad> {
         Vec::new()
     }
+    /// In a cluster, what `sequencers()` shows at the tick [`Shared::cluster_env`] prepared.
+    fn cluster_sequencers(&self) -> Vec<policy::SequencerLoad> {
+        Vec::new()
+    }
     /// In a cluster, after a tick: publishes this node's metrics and moves slots as the
     /// decision's targets ask (`cluster::balance`).
     fn after_cluster_tick(

@@ -23,6 +23,22 @@ pub const MAX_LOGS: usize = 100_000;
 struct Sequencer {
     epoch: u64,
     next: AtomicU64,
+    /// `ZLOG.NEXT` requests served, for the balancer's rates (`sequencers()`).
+    requests: AtomicU64,
+    /// The position it started at: `next - start` positions were handed out.
+    start: u64,
+}
+
+/// What the balancer reads of one sequencer: totals since it was installed, which it turns
+/// into rates by differencing two ticks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequencerCount {
+    pub log: Bytes,
+    pub epoch: u64,
+    /// `ZLOG.NEXT` requests served.
+    pub requests: u64,
+    /// Positions handed out.
+    pub positions: u64,
 }
 
 /// Why `install` refused.
@@ -51,6 +67,7 @@ impl Sequencers {
     /// Reserves `count` positions: the epoch and the first; `None` without a sequencer.
     pub fn next(&self, log: &[u8], count: u64) -> Option<(u64, u64)> {
         let seq = self.get(log)?;
+        seq.requests.fetch_add(1, Ordering::Relaxed);
         Some((seq.epoch, seq.next.fetch_add(count, Ordering::Relaxed)))
     }
 
@@ -76,9 +93,24 @@ impl Sequencers {
             Arc::new(Sequencer {
                 epoch,
                 next: AtomicU64::new(tail),
+                requests: AtomicU64::new(0),
+                start: tail,
             }),
         );
         Ok(())
+    }
+
+    /// Every sequencer's counts, for the balancer (which keeps only the hottest it is shown).
+    pub fn counts(&self) -> Vec<SequencerCount> {
+        let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
+        logs.iter()
+            .map(|(log, seq)| SequencerCount {
+                log: log.clone(),
+                epoch: seq.epoch,
+                requests: seq.requests.load(Ordering::Relaxed),
+                positions: seq.next.load(Ordering::Relaxed).wrapping_sub(seq.start),
+            })
+            .collect()
     }
 
     /// How many logs this node sequences.
@@ -106,5 +138,24 @@ mod tests {
         assert_eq!(seqs.install(b"l", 1, 0), Err(InstallError::Stale(1)));
         seqs.install(b"l", 2, 40).unwrap();
         assert_eq!(seqs.next(b"l", 1), Some((2, 40)));
+    }
+
+    #[test]
+    fn counts_follow_requests_and_positions() {
+        let seqs = Sequencers::default();
+        seqs.install(b"l", 3, 10).unwrap();
+        seqs.next(b"l", 1);
+        seqs.next(b"l", 5);
+        seqs.tail(b"l");
+        let counts = seqs.counts();
+        assert_eq!(
+            counts,
+            vec![SequencerCount {
+                log: Bytes::from_static(b"l"),
+                epoch: 3,
+                requests: 2,
+                positions: 6,
+            }]
+        );
     }
 }

@@ -38,6 +38,7 @@ impl Runner {
         let cluster = shared.as_ref().and_then(|s| s.cluster_env(&own[0], now));
         if let (Some(shared), Some(_)) = (&shared, &cluster) {
             self.engine.set_slots(shared.cluster_slots());
+            self.engine.set_sequencers(shared.cluster_sequencers());
         }
         let (servers, whoami) = cluster
             .as_ref()
