@@ -30,7 +30,7 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 18] = [
+    pub const ALL: [Algorithm; 20] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
