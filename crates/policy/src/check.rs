@@ -87,10 +87,14 @@ pub fn check_source(file: &str, source: &str, limits: &Limits) -> CheckReport {
         .unwrap_or_else(|| "policy".into());
     let (callbacks, ceph_dialect) =
         match engine.load_version(PolicyId::new(&name, 1), &format!("@{file}"), source) {
-            Ok(_) => (
-                engine.callbacks().iter().map(|s| s.to_string()).collect(),
-                engine.is_ceph_dialect(),
-            ),
+            Ok(_) => {
+                let mut callbacks: Vec<String> =
+                    engine.callbacks().iter().map(|s| s.to_string()).collect();
+                if defines_lease(&name, file, source, limits) {
+                    callbacks.push(crate::lease::LEASE_HOOK.to_string());
+                }
+                (callbacks, engine.is_ceph_dialect())
+            }
             // A switch policy (docs/adaptive.md) defines `switch` instead of the callbacks.
             Err(crate::error::LoadError::NoCallbacks { .. })
                 if crate::switch::SwitchPolicy::load(
@@ -120,6 +124,21 @@ pub fn check_source(file: &str, source: &str, limits: &Limits) -> CheckReport {
         ceph_dialect,
         problems,
     }
+}
+
+/// Whether the file defines a shared log's `lease` hook (which the server's sequencers run).
+fn defines_lease(name: &str, file: &str, source: &str, limits: &Limits) -> bool {
+    matches!(
+        crate::lease::LeaseHook::compile(
+            name,
+            &format!("@{file}"),
+            source,
+            &crate::value::Params::new(),
+            limits,
+            crate::budget::Interrupt::default(),
+        ),
+        Ok(Some(_))
+    )
 }
 
 /// Splits `file:line: message` (as Lua reports) into its line and message.
@@ -361,6 +380,18 @@ mod tests {
                 .contains("q.lua:1: policy defines none of the callbacks"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn lists_a_lease_hook_and_accepts_a_file_with_only_that() {
+        let r = check_source(
+            "l.lua",
+            "function lease(log) return {mode = \"roundtrip\"} end",
+            &Limits::default(),
+        );
+        assert!(r.ok(), "{r}");
+        assert_eq!(r.callbacks, vec!["lease"]);
+        assert_eq!(r.to_string(), "l.lua: ok: callbacks: lease\n");
     }
 
     #[test]

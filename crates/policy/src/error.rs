@@ -94,6 +94,7 @@ impl fmt::Display for LoadError {
                 f,
                 "{chunk}:1: policy defines none of the callbacks load, when, howmuch, where nor a \
                  per-request hook (admit, on_hit, on_insert, on_evict, priority, evict) \
+                 nor a lease hook \
                  (as globals) and does not return a table of targets (Ceph dialect)"
             ),
             LoadError::NothingToReplace => write!(f, "no policy is loaded, nothing to replace"),

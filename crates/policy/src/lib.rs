@@ -16,6 +16,7 @@ mod error;
 mod fans;
 mod hooks;
 mod host;
+mod lease;
 mod limits;
 mod metrics;
 mod pattern;
@@ -39,6 +40,7 @@ pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
 pub use fans::Fan;
 pub use hooks::{hook_source, mentions_hooks, ScriptHooks};
 pub use host::{LogLevel, LogRecord, SequencerLoad, SlotLoad};
+pub use lease::{Contention, Lease, LeaseHook, LEASE_HOOK, MAX_LEASE_MS, MAX_LEASE_POSITIONS};
 pub use limits::Limits;
 pub use metrics::Metrics;
 /// The Lua binding the sandbox is built on, for hosts that run other Lua in a [`Sandbox`].

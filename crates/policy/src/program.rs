@@ -160,9 +160,11 @@ impl Program {
             }
         } else if HOOKS
             .iter()
+            .chain([&crate::lease::LEASE_HOOK])
             .any(|h| matches!(globals.raw_get::<Value>(*h), Ok(Value::Function(_))))
         {
-            // Only per-request hooks (run by the cache, see `hooks.rs`): no tick decisions.
+            // Only per-request hooks (run by the cache, see `hooks.rs`) or a shared log's
+            // lease hook (run by its sequencer, see `lease.rs`): no tick decisions.
             Dialect::Callbacks {
                 load: None,
                 when: None,

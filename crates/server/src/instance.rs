@@ -47,6 +47,8 @@ impl Instance {
         config: Config,
         local_addr: SocketAddr,
     ) -> Instance {
+        let sequencers =
+            crate::log::sequencer::Sequencers::new(live.lease.clone(), config.policy_limits);
         Instance {
             db,
             live,
@@ -64,7 +66,7 @@ impl Instance {
             slowlog: Default::default(),
             scan_cursors: Default::default(),
             functions: crate::functions::Functions::new(),
-            sequencers: Default::default(),
+            sequencers,
             next_client_id: AtomicU64::new(1),
         }
     }

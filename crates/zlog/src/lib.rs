@@ -17,8 +17,10 @@
 //! ```
 
 pub mod layout;
+mod lease;
 
 pub use layout::Layout;
+pub use lease::MAX_WANT;
 use redis::{ConnectionLike, ErrorKind, RedisError, Value};
 use std::time::{Duration, Instant};
 
@@ -94,6 +96,9 @@ pub struct Log<C> {
     /// The newest epoch this client has seen; requests carry it.
     epoch: u64,
     deadline: Duration,
+    /// Positions held under the log's lease (`lease`), and how many to ask for next.
+    held: Option<lease::Held>,
+    sizing: lease::Sizing,
 }
 
 /// What opens a connection of type `C`.
@@ -159,6 +164,8 @@ impl<C: ConnectionLike> Log<C> {
             layout: Layout::new(name, 1, 1),
             epoch: 0,
             deadline: DEFAULT_DEADLINE,
+            held: None,
+            sizing: lease::Sizing::default(),
         };
         let started = Instant::now();
         let info = log.call(started, redis::cmd("ZLOG.OPEN").arg(name))?;
@@ -273,13 +280,15 @@ impl<C: ConnectionLike> Log<C> {
         }
     }
 
-    /// Appends `data`: its position, once every replica holds it.
+    /// Appends `data`: its position, once every replica holds it. The position comes from
+    /// [`Log::reserve`], so the log's lease policy decides whether this is a round trip to
+    /// the sequencer or a position this client holds.
     pub fn append(&mut self, data: &[u8]) -> Result<u64> {
         let started = Instant::now();
         while started.elapsed() < self.deadline {
-            let reserved = self.next(1)?;
-            if self.write_at(started, reserved.epoch, reserved.first, data)? {
-                return Ok(reserved.first);
+            let (epoch, pos) = self.reserve()?;
+            if self.write_at(started, epoch, pos, data)? {
+                return Ok(pos);
             }
         }
         self.give_up(started, "append")
@@ -526,6 +535,29 @@ fn pair(value: Value) -> Result<(u64, u64)> {
         },
         other => Err(Error::Refused(format!(
             "expected [epoch, position], got {other:?}"
+        ))),
+    }
+}
+
+/// `[a, b, ...]`: `N` non-negative integers.
+fn pair_at<const N: usize>(value: Value) -> Result<[u64; N]> {
+    let mut out = [0; N];
+    match &value {
+        Value::Bulk(items) if items.len() == N => {
+            for (slot, item) in out.iter_mut().zip(items) {
+                match item {
+                    Value::Int(n) if *n >= 0 => *slot = *n as u64,
+                    _ => {
+                        return Err(Error::Refused(format!(
+                            "expected {N} integers, got {value:?}"
+                        )))
+                    }
+                }
+            }
+            Ok(out)
+        }
+        _ => Err(Error::Refused(format!(
+            "expected {N} integers, got {value:?}"
         ))),
     }
 }

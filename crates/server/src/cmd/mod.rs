@@ -284,6 +284,7 @@ commands! {
     Watch(watch::Watch),
     ZlogFill(zlog::Fill),
     ZlogInit(zlog::Init),
+    ZlogLease(zlog::LeaseNext),
     ZlogNext(zlog::Next),
     ZlogOpen(zlog::Open),
     ZlogRead(zlog::Read),
@@ -565,7 +566,7 @@ mod tests {
             "zlog.write" => &["obj", "3", "4", "entry"],
             "zlog.seal" => &["obj", "2"],
             "zlog.init" => &["log", "1", "0"],
-            "zlog.next" | "zlog.open" | "zlog.tail" => &["log"],
+            "zlog.next" | "zlog.lease" | "zlog.open" | "zlog.tail" => &["log"],
             other => panic!("no sample request for '{other}': add one here"),
         }
     }

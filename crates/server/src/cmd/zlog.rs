@@ -4,7 +4,8 @@
 //!   data`, `ZLOG.READ obj epoch pos`, `ZLOG.FILL`, `ZLOG.TRIM`, `ZLOG.TRIMTO obj epoch pos`,
 //!   `ZLOG.SEAL obj epoch`;
 //! - the sequencer of one log (`crate::log::sequencer`), on the node owning the log name's
-//!   slot: `ZLOG.NEXT log [count]`, `ZLOG.TAIL log`, `ZLOG.INIT log epoch tail`,
+//!   slot: `ZLOG.NEXT log [count]`, `ZLOG.LEASE log [want]` (positions as the log's lease
+//!   policy grants them, `crate::log::lease`), `ZLOG.TAIL log`, `ZLOG.INIT log epoch tail`,
 //!   `ZLOG.OPEN log`.
 
 use super::{committed, txn_error, CommandSpec, Declared, Flags, Keys};
@@ -15,6 +16,7 @@ use crate::log::sequencer::{InstallError, MAX_BATCH};
 use crate::log::storage::{bad_object, entry_key, Object, Refusal, Slot, MAX_TRIM_SPAN};
 use crate::parse::{Parse, ParseError};
 use bytes::Bytes;
+use policy::Lease;
 
 const fn spec(name: &'static str, arity: i64, flags: Flags) -> CommandSpec {
     CommandSpec {
@@ -244,9 +246,56 @@ impl Declared<'_> for Next {
         Ok(Next { log, count })
     }
 
-    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
-        match instance.sequencers.next(&self.log, self.count) {
+    async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        match instance
+            .sequencers
+            .next_for(&self.log, self.count, session.id)
+        {
             Some((epoch, first)) => epoch_and(epoch, first),
+            None => no_sequencer(),
+        }
+    }
+}
+
+/// ZLOG.LEASE log [want]: positions as the log's lease policy grants them,
+/// `[epoch, first, count, ms]`: use `first .. first+count-1`, within `ms` milliseconds when
+/// `ms` is not 0. `want` (default 1, at most 65,536) is what the client expects to use within
+/// a delay lease; round trips grant 1 and a quota its `n` whatever it says.
+pub struct LeaseNext {
+    log: Bytes,
+    want: u64,
+}
+
+impl Declared<'_> for LeaseNext {
+    const SPEC: CommandSpec = spec("zlog.lease", -2, SEQUENCER);
+
+    fn parse(parse: &mut Parse<'_>) -> Result<LeaseNext, ParseError> {
+        let log = parse.next_bytes()?;
+        let want = match parse.remaining() {
+            0 => 1,
+            _ => position(parse)?,
+        };
+        parse.finish()?;
+        if want == 0 || want > policy::MAX_LEASE_POSITIONS {
+            return Err(ParseError::Other(format!(
+                "ZLOG.LEASE want must be 1..={}",
+                policy::MAX_LEASE_POSITIONS
+            )));
+        }
+        Ok(LeaseNext { log, want })
+    }
+
+    async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        match instance
+            .sequencers
+            .lease_for(&self.log, self.want, session.id)
+        {
+            Some(grant) => Frame::Array(vec![
+                Frame::Integer(grant.epoch as i64),
+                Frame::Integer(grant.first as i64),
+                Frame::Integer(grant.count as i64),
+                Frame::Integer(grant.ms as i64),
+            ]),
             None => no_sequencer(),
         }
     }
@@ -329,11 +378,25 @@ impl Declared<'_> for Open {
             None => (0, -1),
         };
         let field = |name: &'static str, value: i64| (Frame::simple(name), Frame::Integer(value));
+        let text = |name: &'static str, value: String| {
+            (Frame::simple(name), Frame::Bulk(Bytes::from(value)))
+        };
+        let (mode, value) = match instance.sequencers.lease(&self.log) {
+            Some(Lease::Delay { ms }) => ("delay", ms),
+            Some(Lease::Quota { n }) => ("quota", n),
+            Some(Lease::RoundTrip) | None => ("roundtrip", 0),
+        };
+        let status = instance.sequencers.lease_status();
         Frame::Map(vec![
             field("replicas", i64::from(instance.config.log_replicas)),
             field("stripes", i64::from(crate::log::STRIPES)),
             field("epoch", epoch),
             field("tail", tail),
+            text("lease", mode.to_string()),
+            field("lease_value", value as i64),
+            text("lease_policy", status.policy),
+            field("lease_failures", status.failures as i64),
+            text("lease_error", status.last_error),
         ])
     }
 }

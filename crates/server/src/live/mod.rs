@@ -127,6 +127,9 @@ pub struct LivePolicy {
     /// The configured capacity (`CONFIG SET` changes it; a rollback to no management
     /// restores it).
     pub baseline: Arc<baseline::Baseline>,
+    /// Where the policy thread offers the running version's `lease` hook to the shared
+    /// log's sequencers (`crate::log::lease`).
+    pub lease: Arc<crate::log::lease::LeaseSource>,
     sender: Mutex<mpsc::Sender<Message>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Signalled when the control thread has finished.
@@ -164,6 +167,7 @@ impl LivePolicy {
         if baseline.get() != db.cache_snapshot().capacity {
             db.set_capacity(baseline.get());
         }
+        let lease = Arc::new(crate::log::lease::LeaseSource::default());
         let settings = runner::Settings {
             tick: config.tick,
             manual: config.manual_tick,
@@ -174,6 +178,7 @@ impl LivePolicy {
             shared,
             keep_versions: config.policy_keep_versions,
             baseline: baseline.clone(),
+            lease: lease.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("mantle-policy-control".into())
@@ -192,6 +197,7 @@ impl LivePolicy {
         match ready_rx.await {
             Ok(Ok(())) => Ok(LivePolicy {
                 baseline,
+                lease,
                 sender: Mutex::new(sender),
                 thread: Mutex::new(Some(thread)),
                 exited: Mutex::new(Some(exited_rx)),

@@ -4,6 +4,7 @@
 //! replication, recovery after a sequencer's node dies — is the client's (`crates/zlog`), as
 //! in CORFU: a node only answers for its own keys. Commands: `cmd::zlog`.
 
+pub mod lease;
 pub mod sequencer;
 pub mod storage;
 

@@ -7,10 +7,12 @@
 //! Safety never rests on this state being dropped when the slot moves away: positions handed
 //! out at an old epoch are refused by storage once it is sealed at a newer one.
 
+use super::lease::{self, LeaseSource, LeaseThread};
 use bytes::Bytes;
+use policy::{Lease, Limits};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Once, RwLock};
 
 /// The most positions one `ZLOG.NEXT` may reserve.
 pub const MAX_BATCH: u64 = 1 << 20;
@@ -20,11 +22,22 @@ pub const MAX_BATCH: u64 = 1 << 20;
 pub const MAX_LOGS: usize = 100_000;
 
 /// One log's sequencer.
-struct Sequencer {
+pub struct Sequencer {
     epoch: u64,
     next: AtomicU64,
-    /// `ZLOG.NEXT` requests served, for the balancer's rates (`sequencers()`).
+    /// The lease `ZLOG.LEASE` hands out (`lease::encode`), decided by the lease thread.
+    lease: AtomicU64,
+    /// Contention since the lease thread last looked: requests, and a 64-bit sketch of the
+    /// connections that made them (bit `hash(id) % 64`), which counts distinct clients
+    /// without a set that grows.
     requests: AtomicU64,
+    clients: AtomicU64,
+    /// The lease thread's own bookkeeping: `next` and the sketch at its last look.
+    seen_next: AtomicU64,
+    seen_clients: AtomicU64,
+    /// `ZLOG.NEXT`/`ZLOG.LEASE` requests served since it was installed, for the balancer's
+    /// rates (`sequencers()`); never reset, unlike `requests`.
+    served: AtomicU64,
     /// The position it started at: `next - start` positions were handed out.
     start: u64,
 }
@@ -41,6 +54,68 @@ pub struct SequencerCount {
     pub positions: u64,
 }
 
+/// What a sequencer saw since the lease thread last asked.
+pub struct Seen {
+    pub requests: u64,
+    pub positions: u64,
+    /// Distinct connections over the last two rounds (a client on a lease may skip one).
+    pub clients: f64,
+}
+
+impl Sequencer {
+    fn new(epoch: u64, tail: u64) -> Sequencer {
+        Sequencer {
+            epoch,
+            next: AtomicU64::new(tail),
+            lease: AtomicU64::new(lease::encode(Lease::RoundTrip)),
+            requests: AtomicU64::new(0),
+            clients: AtomicU64::new(0),
+            seen_next: AtomicU64::new(tail),
+            seen_clients: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            start: tail,
+        }
+    }
+
+    /// Reserves `count` positions for connection `client`, counting the request.
+    fn reserve(&self, count: u64, client: u64) -> u64 {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.served.fetch_add(1, Ordering::Relaxed);
+        let bit = 1u64 << (client.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
+        if self.clients.load(Ordering::Relaxed) & bit == 0 {
+            self.clients.fetch_or(bit, Ordering::Relaxed);
+        }
+        self.next.fetch_add(count, Ordering::Relaxed)
+    }
+
+    pub fn set_lease(&self, lease: Lease) {
+        self.lease.store(lease::encode(lease), Ordering::Relaxed);
+    }
+
+    /// The contention since the last call (the lease thread's alone).
+    pub fn take_contention(&self) -> Seen {
+        let next = self.next.load(Ordering::Relaxed);
+        let positions = next.saturating_sub(self.seen_next.swap(next, Ordering::Relaxed));
+        let now = self.clients.swap(0, Ordering::Relaxed);
+        let before = self.seen_clients.swap(now, Ordering::Relaxed);
+        Seen {
+            requests: self.requests.swap(0, Ordering::Relaxed),
+            positions,
+            clients: distinct(now | before),
+        }
+    }
+}
+
+/// Linear counting over a 64-bit sketch: exact while clients fall on distinct bits, an
+/// estimate (rounded) past that, at most 266 when every bit is set.
+fn distinct(sketch: u64) -> f64 {
+    let zeros = f64::from(sketch.count_zeros());
+    if zeros == 0.0 {
+        return (64.0 * 64f64.ln()).round();
+    }
+    (-64.0 * (zeros / 64.0).ln()).round()
+}
+
 /// Why `install` refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum InstallError {
@@ -50,12 +125,55 @@ pub enum InstallError {
     Full,
 }
 
-#[derive(Default)]
+/// What a lease grants one `ZLOG.LEASE`: positions from `first`, `count` of them, to use
+/// within `ms` milliseconds (0: until spent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub epoch: u64,
+    pub first: u64,
+    pub count: u64,
+    pub ms: u64,
+}
+
 pub struct Sequencers {
-    logs: RwLock<HashMap<Bytes, Arc<Sequencer>>>,
+    logs: Arc<RwLock<HashMap<Bytes, Arc<Sequencer>>>>,
+    /// The running policy's lease hook, and the thread that runs it (started with the first
+    /// sequencer, so a node that serves no log runs no lease thread).
+    lease_source: Arc<LeaseSource>,
+    limits: Limits,
+    lease_thread: Once,
+}
+
+impl Default for Sequencers {
+    fn default() -> Sequencers {
+        Sequencers::new(Arc::default(), Limits::default())
+    }
 }
 
 impl Sequencers {
+    /// Sequencers whose leases the policy offered to `lease_source` decides, under `limits`.
+    pub fn new(lease_source: Arc<LeaseSource>, limits: Limits) -> Sequencers {
+        Sequencers {
+            logs: Arc::default(),
+            lease_source,
+            limits,
+            lease_thread: Once::new(),
+        }
+    }
+
+    /// A lease thread's state over these sequencers (not started: tests drive its rounds).
+    pub fn lease_thread(&self) -> LeaseThread {
+        LeaseThread::new(
+            Arc::downgrade(&self.logs),
+            self.lease_source.clone(),
+            self.limits,
+        )
+    }
+
+    pub fn lease_status(&self) -> lease::LeaseStatus {
+        self.lease_source.status()
+    }
+
     fn get(&self, log: &[u8]) -> Option<Arc<Sequencer>> {
         self.logs
             .read()
@@ -66,9 +184,37 @@ impl Sequencers {
 
     /// Reserves `count` positions: the epoch and the first; `None` without a sequencer.
     pub fn next(&self, log: &[u8], count: u64) -> Option<(u64, u64)> {
+        self.next_for(log, count, 0)
+    }
+
+    /// [`Sequencers::next`] for connection `client` (counted in the log's contention).
+    pub fn next_for(&self, log: &[u8], count: u64, client: u64) -> Option<(u64, u64)> {
         let seq = self.get(log)?;
-        seq.requests.fetch_add(1, Ordering::Relaxed);
-        Some((seq.epoch, seq.next.fetch_add(count, Ordering::Relaxed)))
+        Some((seq.epoch, seq.reserve(count, client)))
+    }
+
+    /// The log's lease now; `None` without a sequencer.
+    pub fn lease(&self, log: &[u8]) -> Option<Lease> {
+        let seq = self.get(log)?;
+        Some(lease::decode(seq.lease.load(Ordering::Relaxed)))
+    }
+
+    /// Reserves what the log's lease grants connection `client`: one position on round
+    /// trips, `n` under a quota, and under a delay the `want` positions (`1..=MAX_LEASE_POSITIONS`)
+    /// the client expects to use within the lease's `ms`.
+    pub fn lease_for(&self, log: &[u8], want: u64, client: u64) -> Option<Grant> {
+        let seq = self.get(log)?;
+        let (count, ms) = match lease::decode(seq.lease.load(Ordering::Relaxed)) {
+            Lease::RoundTrip => (1, 0),
+            Lease::Quota { n } => (n, 0),
+            Lease::Delay { ms } => (want.clamp(1, policy::MAX_LEASE_POSITIONS), ms),
+        };
+        Some(Grant {
+            epoch: seq.epoch,
+            first: seq.reserve(count, client),
+            count,
+            ms,
+        })
     }
 
     /// The epoch and the position the next append gets (CheckTail), without reserving it.
@@ -88,15 +234,16 @@ impl Sequencers {
             None if logs.len() >= MAX_LOGS => return Err(InstallError::Full),
             _ => {}
         }
-        logs.insert(
-            Bytes::copy_from_slice(log),
-            Arc::new(Sequencer {
-                epoch,
-                next: AtomicU64::new(tail),
-                requests: AtomicU64::new(0),
-                start: tail,
-            }),
-        );
+        let lease = logs
+            .get(log)
+            .map_or(lease::encode(Lease::RoundTrip), |running| {
+                running.lease.load(Ordering::Relaxed)
+            });
+        let seq = Sequencer::new(epoch, tail);
+        seq.lease.store(lease, Ordering::Relaxed);
+        logs.insert(Bytes::copy_from_slice(log), Arc::new(seq));
+        drop(logs);
+        self.lease_thread.call_once(|| self.lease_thread().spawn());
         Ok(())
     }
 
@@ -107,7 +254,7 @@ impl Sequencers {
             .map(|(log, seq)| SequencerCount {
                 log: log.clone(),
                 epoch: seq.epoch,
-                requests: seq.requests.load(Ordering::Relaxed),
+                requests: seq.served.load(Ordering::Relaxed),
                 positions: seq.next.load(Ordering::Relaxed).wrapping_sub(seq.start),
             })
             .collect()
@@ -157,5 +304,65 @@ mod tests {
                 positions: 6,
             }]
         );
+    }
+
+    #[test]
+    fn a_lease_grants_what_its_mode_says() {
+        let seqs = Sequencers::default();
+        assert_eq!(seqs.lease_for(b"l", 5, 1), None);
+        seqs.install(b"l", 1, 0).unwrap();
+        let grant = |want| seqs.lease_for(b"l", want, 1).unwrap();
+        assert_eq!(
+            grant(5),
+            Grant {
+                epoch: 1,
+                first: 0,
+                count: 1,
+                ms: 0
+            }
+        );
+        seqs.get(b"l").unwrap().set_lease(Lease::Quota { n: 10 });
+        assert_eq!(
+            grant(5),
+            Grant {
+                epoch: 1,
+                first: 1,
+                count: 10,
+                ms: 0
+            }
+        );
+        seqs.get(b"l").unwrap().set_lease(Lease::Delay { ms: 7 });
+        assert_eq!(
+            grant(5),
+            Grant {
+                epoch: 1,
+                first: 11,
+                count: 5,
+                ms: 7
+            }
+        );
+        assert_eq!(grant(0).count, 1);
+        assert_eq!(grant(u64::MAX).count, policy::MAX_LEASE_POSITIONS);
+        // A newer epoch keeps the log's lease.
+        seqs.install(b"l", 2, 100).unwrap();
+        assert_eq!(seqs.lease(b"l"), Some(Lease::Delay { ms: 7 }));
+    }
+
+    #[test]
+    fn distinct_clients_are_counted_by_their_sketch() {
+        let seqs = Sequencers::default();
+        seqs.install(b"l", 1, 0).unwrap();
+        let seq = seqs.get(b"l").unwrap();
+        for client in 1..=4 {
+            for _ in 0..10 {
+                seqs.next_for(b"l", 2, client);
+            }
+        }
+        let seen = seq.take_contention();
+        assert_eq!((seen.requests, seen.positions, seen.clients), (40, 80, 4.0));
+        // The previous round's clients still count once; two rounds later they are gone.
+        assert_eq!(seq.take_contention().clients, 4.0);
+        assert_eq!(seq.take_contention().clients, 0.0);
+        assert_eq!(distinct(u64::MAX), 266.0);
     }
 }

@@ -63,6 +63,8 @@ pub struct Settings {
     pub keep_versions: usize,
     /// The configured capacity, restored when no policy manages the cache.
     pub baseline: Arc<super::baseline::Baseline>,
+    /// Where the running version is offered to the shared log's lease thread.
+    pub lease: Arc<crate::log::lease::LeaseSource>,
 }
 
 /// The engine thread's body: opens the runner (telling `opened`, for the first thread, how
@@ -575,7 +577,23 @@ impl Runner {
     fn publish(&self) {
         if !self.link.watch.is_abandoned() {
             self.link.board.publish(self.op_status());
+            self.offer_lease();
         }
+    }
+
+    /// Offers the running version to the shared log's sequencers, whose lease thread runs
+    /// its `lease` hook (a no-op while the running version and parameters are unchanged).
+    fn offer_lease(&self) {
+        use super::activation::Sources;
+        let running = self.running().cloned();
+        self.settings.lease.offer(
+            running.as_ref().map(ToString::to_string),
+            &self.params,
+            || match &running {
+                Some(id) => self.registry.source(id),
+                None => Err("no version runs".into()),
+            },
+        );
     }
 
     fn update_gauges(&self) {
