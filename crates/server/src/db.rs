@@ -49,6 +49,23 @@ pub use watch::Watched;
 pub const STRIPES: usize = 1024;
 
 /// Milliseconds since the Unix epoch (the clock expiry times are kept in).
+/// The hash the key table, the cache and the access monitor know keys by: seeded (clients
+/// cannot aim keys at one bucket), with seeds kept in the store's policy space so that a
+/// restarted server tags keys as the warm-up record it reads does (`warmup::persist`). In
+/// front of an upstream, or if the seeds cannot be kept, the seeds are fresh.
+fn table_hasher(store: &Store) -> ahash::RandomState {
+    let Some(space) = store.policy_space() else {
+        return ahash::RandomState::new();
+    };
+    match crate::warmup::persist::table_seeds(&crate::live::space::Space::Rocks(space)) {
+        Ok([a, b, c, d]) => ahash::RandomState::with_seeds(a, b, c, d),
+        Err(e) => {
+            store::log_line!("mantle: the key hash's seeds could not be kept: {e}");
+            ahash::RandomState::new()
+        }
+    }
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -149,6 +166,7 @@ impl Db {
         classes: Option<ClassSet>,
     ) -> Db {
         let object_overhead = crate::keytable::metadata_worst().ceil() as u64;
+        let hasher = table_hasher(&store);
         Db {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -162,7 +180,7 @@ impl Db {
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
-                hasher: ahash::RandomState::new(),
+                hasher,
                 metrics: Arc::default(),
                 object_overhead,
                 store_reserve: AtomicU64::new(0),

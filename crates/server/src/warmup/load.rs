@@ -8,6 +8,7 @@ use crate::db::Db;
 use crate::db::Room;
 use crate::live::space::Space;
 use std::time::{Duration, Instant};
+use store::Storage;
 use tokio::sync::watch;
 
 /// Keys filled between yields to the scheduler (RocksDB reads are synchronous).
@@ -33,8 +34,8 @@ pub fn open(db: &Db, config: &Config, space: Space) -> anyhow::Result<Option<Spa
         monitor.set_track(0);
         return Ok(None);
     }
-    match persist::load(&space) {
-        Ok(units) => monitor.restore(units, |key| db.key_hash(key)),
+    match persist::load(&space, hash_check(db), |key| db.key_hash(key)) {
+        Ok(units) => monitor.restore(units),
         Err(e) => store::log_line!("mantle: ignoring the warm-up record: {e}"),
     }
     Ok(Some(space))
@@ -46,12 +47,35 @@ pub fn open(db: &Db, config: &Config, space: Space) -> anyhow::Result<Option<Spa
 /// first key that does not fit; replay, which knows sizes from its record, chooses the same
 /// prefix and then reads it in key order. A key skipped because a client cached or wrote it
 /// meanwhile (or it is gone) does not end the load: it was not offered to the budget.
+///
+/// The monitor keeps no key bytes, so the keys are found first: a walk over the stored keys
+/// (in pages, on a blocking thread) keeps those the monitor tracks. A tracked key that is not
+/// stored (a GET of a missing key) is not met and not offered.
 pub async fn fill(db: Db, spec: WarmupSpec) {
     let progress = &db.metrics().warmup;
     let now = super::monitor::unix_seconds();
-    let keys = db
-        .monitor()
-        .choose(spec.strategy, spec.k, now, cache::warmup::DEFAULT_SEED);
+    let walker = db.clone();
+    let units = match tokio::task::spawn_blocking(move || tracked_stored_keys(&walker)).await {
+        Ok(Ok(units)) => units,
+        Ok(Err(e)) => {
+            store::log_line!("mantle: the warm-up could not list the stored keys: {e}");
+            progress
+                .errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Vec::new()
+        }
+        Err(e) => {
+            store::log_line!("mantle: the warm-up's key walk failed: {e}");
+            Vec::new()
+        }
+    };
+    let keys = db.monitor().choose(
+        units,
+        spec.strategy,
+        spec.k,
+        now,
+        cache::warmup::DEFAULT_SEED,
+    );
     progress.begin(spec, keys.len() as u64);
     let bump = |counter: &std::sync::atomic::AtomicU64, n: u64| {
         counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
@@ -78,6 +102,35 @@ pub async fn fill(db: Db, spec: WarmupSpec) {
         }
     }
     progress.finish();
+}
+
+/// Keys walked per page of the store.
+const PAGE: usize = 1024;
+
+/// Every stored key the monitor tracks, with its record.
+fn tracked_stored_keys(
+    db: &Db,
+) -> Result<Vec<cache::warmup::Unit<bytes::Bytes>>, store::StoreError> {
+    let monitor = db.monitor();
+    let mut units = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = db.store().key_page(after.as_deref(), PAGE)?;
+        for (key, _) in page.keys {
+            if let Some(unit) = monitor.tracked(db.key_hash(&key), key) {
+                units.push(unit);
+            }
+        }
+        match page.resume_after {
+            Some(position) => after = Some(position),
+            None => return Ok(units),
+        }
+    }
+}
+
+/// The check that persisted tags were made by this table hash.
+fn hash_check(db: &Db) -> u64 {
+    db.key_hash(persist::HASH_CHECK_KEY)
 }
 
 /// Until `stop`: refreshes the monitor's clock every second (or every `every`, if shorter)
@@ -116,7 +169,7 @@ pub async fn persist_periodically(
 /// Persists the record now; `sync` forces it to disk (shutdown).
 pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), store::StoreError> {
     let seq = db.monitor().last_seq();
-    let keys = persist::save(space, db.monitor(), sync)?;
+    let keys = persist::save(space, db.monitor(), hash_check(db), sync)?;
     let order = std::sync::atomic::Ordering::Relaxed;
     let progress = &db.metrics().warmup;
     progress.persisted_seq.store(seq, order);

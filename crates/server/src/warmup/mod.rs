@@ -19,7 +19,7 @@ pub mod persist;
 pub use crate::access_monitor as monitor;
 pub use crate::config::DEFAULT_WARMUP_PERSIST as DEFAULT_PERSIST;
 pub use cache::warmup::{Strategy, WarmupSpec};
-pub use monitor::{AccessMonitor, Unit, DEFAULT_PERIOD};
+pub use monitor::{AccessMonitor, DEFAULT_PERIOD};
 
 pub use crate::db::Filled as Fill;
 pub use crate::metrics::WarmupProgress as Progress;
