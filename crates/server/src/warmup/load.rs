@@ -1,7 +1,7 @@
 //! The jobs that run beside the server: opening the warm-up record at start, the background
 //! bulk fill of `--warmup`, and the periodic persister (which also drives the monitor's clock).
 
-use super::persist;
+use super::{key_walk, persist};
 use super::{Fill, WarmupSpec};
 use crate::config::Config;
 use crate::db::Db;
@@ -48,27 +48,13 @@ pub fn open(db: &Db, config: &Config, space: Space) -> anyhow::Result<Option<Spa
 /// prefix and then reads it in key order. A key skipped because a client cached or wrote it
 /// meanwhile (or it is gone) does not end the load: it was not offered to the budget.
 ///
-/// The monitor keeps no key bytes, so the keys are found first: a walk over the stored keys
-/// (in pages, on a blocking thread) keeps those the monitor tracks. A tracked key that is not
-/// stored (a GET of a missing key) is not met and not offered.
+/// The monitor keeps no key bytes, so the keys are found first ([`key_walk`]): the stored
+/// keys the monitor tracks, from the embedded store's pages (on a blocking thread) or the
+/// upstream's SCAN (within [`key_walk::UPSTREAM_WALK_LIMIT`]).
 pub async fn fill(db: Db, spec: WarmupSpec) {
     let progress = &db.metrics().warmup;
     let now = super::monitor::unix_seconds();
-    let walker = db.clone();
-    let units = match tokio::task::spawn_blocking(move || tracked_stored_keys(&walker)).await {
-        Ok(Ok(units)) => units,
-        Ok(Err(e)) => {
-            store::log_line!("mantle: the warm-up could not list the stored keys: {e}");
-            progress
-                .errors
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Vec::new()
-        }
-        Err(e) => {
-            store::log_line!("mantle: the warm-up's key walk failed: {e}");
-            Vec::new()
-        }
-    };
+    let units = tracked_keys(&db).await;
     let keys = db.monitor().choose(
         units,
         spec.strategy,
@@ -104,26 +90,30 @@ pub async fn fill(db: Db, spec: WarmupSpec) {
     progress.finish();
 }
 
-/// Keys walked per page of the store.
-const PAGE: usize = 1024;
-
-/// Every stored key the monitor tracks, with its record.
-fn tracked_stored_keys(
-    db: &Db,
-) -> Result<Vec<cache::warmup::Unit<bytes::Bytes>>, store::StoreError> {
-    let monitor = db.monitor();
-    let mut units = Vec::new();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = db.store().key_page(after.as_deref(), PAGE)?;
-        for (key, _) in page.keys {
-            if let Some(unit) = monitor.tracked(db.key_hash(&key), key) {
-                units.push(unit);
-            }
+/// The tracked keys the store holds, with their records; a failed walk is logged and
+/// counted as an error (the keys met before it stay).
+async fn tracked_keys(db: &Db) -> Vec<cache::warmup::Unit<bytes::Bytes>> {
+    let errors = &db.metrics().warmup.errors;
+    let count_error = || errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if db.store().upstream().is_some() {
+        let walked = key_walk::upstream(db, key_walk::UPSTREAM_WALK_LIMIT).await;
+        if matches!(walked.end, key_walk::WalkEnd::Failed(_)) {
+            count_error();
         }
-        match page.resume_after {
-            Some(position) => after = Some(position),
-            None => return Ok(units),
+        return walked.units;
+    }
+    let walker = db.clone();
+    match tokio::task::spawn_blocking(move || key_walk::stored(&walker)).await {
+        Ok(Ok(units)) => units,
+        Ok(Err(e)) => {
+            store::log_line!("mantle: the warm-up could not list the stored keys: {e}");
+            count_error();
+            Vec::new()
+        }
+        Err(e) => {
+            store::log_line!("mantle: the warm-up's key walk failed: {e}");
+            count_error();
+            Vec::new()
         }
     }
 }

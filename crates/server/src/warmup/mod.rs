@@ -5,6 +5,8 @@
 //! - [`monitor`] records accesses (GET, MGET, SET, MSET) with bounded memory;
 //! - [`persist`] keeps that record in RocksDB, every `--warmup-persist` period and at clean
 //!   shutdown, and reads it back at start;
+//! - [`key_walk`] finds the tracked keys the store holds (the monitor keeps none of their
+//!   bytes): a walk of the embedded store's keys, or of an upstream's by `SCAN`;
 //! - [`load`] picks the K keys the strategy ranks first (`cache::warmup::choose`, the ranking
 //!   replay uses) and fills the cache with them in rank order in the background, up to the
 //!   first key that does not fit (`cache::warmup::LoadBudget`, replay's rule too). The fill
@@ -13,6 +15,7 @@
 //!
 //! INFO's `warmup` section shows the progress; `docs/server.md` documents it.
 
+pub mod key_walk;
 pub mod load;
 pub mod persist;
 
