@@ -138,11 +138,15 @@ impl Server {
             memory: config.store_memory(),
         };
         let store = Store::open(&config.backend, options, config.upstream_options()).await?;
+        // Opened before the Db: the key hash's seeds are kept there (with the warm-up record
+        // that was tagged with them).
+        let space = Space::for_server(&store, config.state_dir.as_deref(), options)?;
         let db = Db::with_classes(
             store,
             config.eviction,
             config.capacity(),
             config.classes.clone(),
+            &space,
         );
         if let (Some(path), false) = (&config.policy, config.no_policy) {
             // Per-request hooks run in the cache itself, from the first request on.
@@ -156,7 +160,6 @@ impl Server {
         if matches!(config.backend, crate::config::Backend::RocksDb { .. }) {
             db.reserve_for_store(options.memory.total());
         }
-        let space = Space::for_server(db.store(), config.state_dir.as_deref(), options)?;
         let warmup_space = crate::warmup::load::open(&db, &config, space.clone())?;
         let listener = TcpListener::bind(config.listen)
             .await

@@ -25,7 +25,7 @@ const SOAK: Duration = Duration::from_secs(20);
 const MAXMEMORY: u64 = 64 << 20;
 const MAXMEMORY_CLIENTS: u64 = 64 << 20;
 /// What the server may hold resident: the cache (64 MiB plus per-object overhead), clients
-/// (64 MiB), the warm-up monitor (at most 100,000 keys of at most 256 bytes), RocksDB's
+/// (64 MiB), the warm-up monitor (at most 100,000 keys of 16 bytes), RocksDB's
 /// memtables and block cache, and the allocator's slack. Before the bounds the same load
 /// passed 1 GiB within seconds.
 const RSS_BOUND: u64 = 448 << 20;

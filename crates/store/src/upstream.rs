@@ -255,6 +255,47 @@ impl UpstreamStore {
         }
     }
 
+    /// One page of the upstream's keys: `SCAN cursor COUNT count`. Returns the cursor to ask
+    /// for next (0 once the walk is over) and the keys. As SCAN promises, a key present for the
+    /// whole walk comes at least once; it may come more than once.
+    pub async fn scan(&self, cursor: u64, count: usize) -> Result<(u64, Vec<Bytes>), StoreError> {
+        let (mut cursor_digits, mut count_digits) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let args: [&[u8]; 4] = [
+            b"SCAN",
+            cursor_digits.format(cursor).as_bytes(),
+            b"COUNT",
+            count_digits.format(count.max(1)).as_bytes(),
+        ];
+        let reply = match self.call(true, [&args[..]]).await? {
+            [Reply::Array(parts)] => parts,
+            [reply] => return Err(self.unexpected("SCAN", &reply, None)),
+        };
+        let malformed = |what: &str| {
+            StoreError(format!(
+                "upstream {}: unexpected reply to SCAN: {what}",
+                self.inner.url
+            ))
+        };
+        let [next, Reply::Array(found)] = <[Reply; 2]>::try_from(reply)
+            .map_err(|parts| malformed(&format!("an array of {} elements", parts.len())))?
+        else {
+            return Err(malformed("no array of keys"));
+        };
+        let next = match &next {
+            Reply::Bulk(Some(text)) => std::str::from_utf8(text).ok().and_then(|t| t.parse().ok()),
+            _ => None,
+        }
+        .ok_or_else(|| malformed(&format!("cursor {}", describe(&next))))?;
+        let keys = found
+            .into_iter()
+            .map(|key| match key {
+                Reply::Bulk(Some(key)) => Ok(key),
+                other => Err(malformed(&format!("key {}", describe(&other)))),
+            })
+            .collect::<Result<Vec<Bytes>, StoreError>>()?;
+        Ok((next, keys))
+    }
+
     /// The upstream's key count as last seen, without waiting (INFO must answer while the
     /// upstream does not); starts a refresh in the background when it is stale.
     pub fn key_count_without_waiting(&self) -> Option<u64> {
@@ -426,6 +467,7 @@ fn describe(reply: &Reply) -> String {
         Reply::Integer(n) => format!(":{n}"),
         Reply::Bulk(None) => "null".into(),
         Reply::Bulk(Some(b)) => format!("a bulk of {} bytes", b.len()),
+        Reply::Array(elements) => format!("an array of {} elements", elements.len()),
     }
 }
 
@@ -433,4 +475,94 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An upstream that answers each request it knows (whole, as sent) with its scripted reply.
+    async fn scripted(script: Vec<(Vec<u8>, Vec<u8>)>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let script = script.clone();
+                tokio::spawn(async move {
+                    let mut pending = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = socket.read(&mut buf).await {
+                        pending.extend_from_slice(&buf[..n]);
+                        while let Some((request, reply)) = script
+                            .iter()
+                            .find(|(request, _)| pending.starts_with(request))
+                        {
+                            pending.drain(..request.len());
+                            if socket.write_all(reply).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        format!("redis://{addr}")
+    }
+
+    fn request(args: &[&str]) -> Vec<u8> {
+        let mut out = bytes::BytesMut::new();
+        wire::encode(&mut out, args);
+        out.to_vec()
+    }
+
+    fn options() -> UpstreamOptions {
+        UpstreamOptions {
+            connect_timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+            max_bulk_len: 1 << 20,
+        }
+    }
+
+    #[tokio::test]
+    async fn scan_pages_follow_the_cursor() {
+        let url = scripted(vec![
+            (request(&["PING"]), b"+PONG\r\n".to_vec()),
+            (
+                request(&["SCAN", "0", "COUNT", "2"]),
+                b"*2\r\n$2\r\n12\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n".to_vec(),
+            ),
+            (
+                request(&["SCAN", "12", "COUNT", "2"]),
+                b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nc\r\n".to_vec(),
+            ),
+        ])
+        .await;
+        let upstream = UpstreamStore::connect(&url, options()).await.unwrap();
+        let (next, keys) = upstream.scan(0, 2).await.unwrap();
+        assert_eq!((next, keys), (12, vec![Bytes::from("a"), Bytes::from("b")]));
+        let (next, keys) = upstream.scan(12, 2).await.unwrap();
+        assert_eq!((next, keys), (0, vec![Bytes::from("c")]));
+    }
+
+    #[tokio::test]
+    async fn a_scan_reply_of_another_shape_is_an_error_naming_it() {
+        let cases: [(&[u8], &str); 5] = [
+            (b"*1\r\n$1\r\n0\r\n", "an array of 1 elements"),
+            (b"*2\r\n$1\r\nx\r\n*0\r\n", "cursor a bulk of 1 bytes"),
+            (b"*2\r\n$1\r\n0\r\n$1\r\na\r\n", "no array of keys"),
+            (b"*2\r\n$1\r\n0\r\n*1\r\n:3\r\n", "key :3"),
+            (b"-ERR unknown command 'SCAN'\r\n", "unknown command"),
+        ];
+        for (reply, named) in cases {
+            let url = scripted(vec![
+                (request(&["PING"]), b"+PONG\r\n".to_vec()),
+                (request(&["SCAN", "0", "COUNT", "10"]), reply.to_vec()),
+            ])
+            .await;
+            let upstream = UpstreamStore::connect(&url, options()).await.unwrap();
+            let err = upstream.scan(0, 10).await.unwrap_err().to_string();
+            assert!(err.contains(named) && err.contains(&url), "{err}");
+        }
+    }
 }

@@ -138,8 +138,8 @@ pub struct Args {
     /// randomk:K or firstk:K[:PERIOD] (needs --data-dir, or --state-dir with --upstream).
     #[arg(long, value_parser = parse_warmup)]
     pub warmup: Option<server::warmup::WarmupSpec>,
-    /// Most keys the access monitor remembers for warm-up (about 100 bytes plus the key
-    /// each); 0 turns it off.
+    /// Most keys the access monitor remembers for warm-up (at most 16 bytes each, whatever
+    /// the key's length); 0 turns it off.
     #[arg(long, default_value_t = server::warmup::monitor::DEFAULT_TRACK)]
     pub warmup_track: usize,
     /// How often the access monitor's record is written to the store, e.g. 10s.

@@ -332,6 +332,9 @@ impl Relay {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if !self.unsent.is_empty() {
+                if !self.in_flight.is_empty() && self.unsent.len() < BATCH {
+                    self.gather().await;
+                }
                 if self.in_flight.is_empty() && !self.probe(stream) {
                     return Err(Dead::Stale);
                 }
@@ -377,6 +380,21 @@ impl Relay {
                         )));
                     }
                 }
+            }
+        }
+    }
+
+    /// With requests already at the owner, lets the clients that are ready run once before
+    /// writing, and takes what they queued: one write then carries many clients' requests.
+    /// Writing as each request came cost 1.6 sends per forwarded GET on the proxying node at
+    /// 50 unpipelined clients (strace -c), against the 1 a direct GET costs; an idle link
+    /// still writes at once, so a lone client waits for nothing.
+    async fn gather(&mut self) {
+        tokio::task::yield_now().await;
+        while self.unsent.len() < BATCH {
+            match self.rx.try_recv() {
+                Ok(request) => self.unsent.push(request),
+                Err(_) => break,
             }
         }
     }

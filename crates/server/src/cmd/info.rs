@@ -293,6 +293,7 @@ fn warmup_fields(instance: &Instance) -> Vec<(String, String)> {
         field("warmup_seconds", format!("{:.3}", p.seconds())),
         field("warmup_tracked_keys", monitor.len()),
         field("warmup_track_limit", monitor.track()),
+        field("warmup_monitor_bytes", monitor.heap_bytes()),
         field("warmup_unrecorded", monitor.skipped()),
         field("warmup_untracked_long_keys", monitor.too_long()),
         field("warmup_persists", read(&p.persists)),

@@ -1,13 +1,14 @@
 //! The jobs that run beside the server: opening the warm-up record at start, the background
 //! bulk fill of `--warmup`, and the periodic persister (which also drives the monitor's clock).
 
-use super::persist;
+use super::{key_walk, persist};
 use super::{Fill, WarmupSpec};
 use crate::config::Config;
 use crate::db::Db;
 use crate::db::Room;
 use crate::live::space::Space;
 use std::time::{Duration, Instant};
+use store::Storage;
 use tokio::sync::watch;
 
 /// Keys filled between yields to the scheduler (RocksDB reads are synchronous).
@@ -33,8 +34,8 @@ pub fn open(db: &Db, config: &Config, space: Space) -> anyhow::Result<Option<Spa
         monitor.set_track(0);
         return Ok(None);
     }
-    match persist::load(&space) {
-        Ok(units) => monitor.restore(units, |key| db.key_hash(key)),
+    match persist::load(&space, hash_check(db), |key| db.key_hash(key)) {
+        Ok(units) => monitor.restore(units),
         Err(e) => store::log_line!("mantle: ignoring the warm-up record: {e}"),
     }
     Ok(Some(space))
@@ -46,12 +47,21 @@ pub fn open(db: &Db, config: &Config, space: Space) -> anyhow::Result<Option<Spa
 /// first key that does not fit; replay, which knows sizes from its record, chooses the same
 /// prefix and then reads it in key order. A key skipped because a client cached or wrote it
 /// meanwhile (or it is gone) does not end the load: it was not offered to the budget.
+///
+/// The monitor keeps no key bytes, so the keys are found first ([`key_walk`]): the stored
+/// keys the monitor tracks, from the embedded store's pages (on a blocking thread) or the
+/// upstream's SCAN (within [`key_walk::UPSTREAM_WALK_LIMIT`]).
 pub async fn fill(db: Db, spec: WarmupSpec) {
     let progress = &db.metrics().warmup;
     let now = super::monitor::unix_seconds();
-    let keys = db
-        .monitor()
-        .choose(spec.strategy, spec.k, now, cache::warmup::DEFAULT_SEED);
+    let units = tracked_keys(&db).await;
+    let keys = db.monitor().choose(
+        units,
+        spec.strategy,
+        spec.k,
+        now,
+        cache::warmup::DEFAULT_SEED,
+    );
     progress.begin(spec, keys.len() as u64);
     let bump = |counter: &std::sync::atomic::AtomicU64, n: u64| {
         counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
@@ -78,6 +88,39 @@ pub async fn fill(db: Db, spec: WarmupSpec) {
         }
     }
     progress.finish();
+}
+
+/// The tracked keys the store holds, with their records; a failed walk is logged and
+/// counted as an error (the keys met before it stay).
+async fn tracked_keys(db: &Db) -> Vec<cache::warmup::Unit<bytes::Bytes>> {
+    let errors = &db.metrics().warmup.errors;
+    let count_error = || errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if db.store().upstream().is_some() {
+        let walked = key_walk::upstream(db, key_walk::UPSTREAM_WALK_LIMIT).await;
+        if matches!(walked.end, key_walk::WalkEnd::Failed(_)) {
+            count_error();
+        }
+        return walked.units;
+    }
+    let walker = db.clone();
+    match tokio::task::spawn_blocking(move || key_walk::stored(&walker)).await {
+        Ok(Ok(units)) => units,
+        Ok(Err(e)) => {
+            store::log_line!("mantle: the warm-up could not list the stored keys: {e}");
+            count_error();
+            Vec::new()
+        }
+        Err(e) => {
+            store::log_line!("mantle: the warm-up's key walk failed: {e}");
+            count_error();
+            Vec::new()
+        }
+    }
+}
+
+/// The check that persisted tags were made by this table hash.
+fn hash_check(db: &Db) -> u64 {
+    db.key_hash(persist::HASH_CHECK_KEY)
 }
 
 /// Until `stop`: refreshes the monitor's clock every second (or every `every`, if shorter)
@@ -116,7 +159,7 @@ pub async fn persist_periodically(
 /// Persists the record now; `sync` forces it to disk (shutdown).
 pub fn save(db: &Db, space: &Space, sync: bool) -> Result<(), store::StoreError> {
     let seq = db.monitor().last_seq();
-    let keys = persist::save(space, db.monitor(), sync)?;
+    let keys = persist::save(space, db.monitor(), hash_check(db), sync)?;
     let order = std::sync::atomic::Ordering::Relaxed;
     let progress = &db.metrics().warmup;
     progress.persisted_seq.store(seq, order);

@@ -5,6 +5,8 @@
 //! - [`monitor`] records accesses (GET, MGET, SET, MSET) with bounded memory;
 //! - [`persist`] keeps that record in RocksDB, every `--warmup-persist` period and at clean
 //!   shutdown, and reads it back at start;
+//! - [`key_walk`] finds the tracked keys the store holds (the monitor keeps none of their
+//!   bytes): a walk of the embedded store's keys, or of an upstream's by `SCAN`;
 //! - [`load`] picks the K keys the strategy ranks first (`cache::warmup::choose`, the ranking
 //!   replay uses) and fills the cache with them in rank order in the background, up to the
 //!   first key that does not fit (`cache::warmup::LoadBudget`, replay's rule too). The fill
@@ -13,13 +15,14 @@
 //!
 //! INFO's `warmup` section shows the progress; `docs/server.md` documents it.
 
+pub mod key_walk;
 pub mod load;
 pub mod persist;
 
 pub use crate::access_monitor as monitor;
 pub use crate::config::DEFAULT_WARMUP_PERSIST as DEFAULT_PERSIST;
 pub use cache::warmup::{Strategy, WarmupSpec};
-pub use monitor::{AccessMonitor, Unit, DEFAULT_PERIOD};
+pub use monitor::{AccessMonitor, DEFAULT_PERIOD};
 
 pub use crate::db::Filled as Fill;
 pub use crate::metrics::WarmupProgress as Progress;

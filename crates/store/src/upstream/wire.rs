@@ -2,7 +2,9 @@
 //! anything the upstream announces. A bulk longer than this server's `proto-max-bulk-len`, an
 //! over-long line or a reply type the commands sent cannot produce is a protocol failure (the
 //! connection is dropped), never an allocation of the announced size: buffers grow only by
-//! what actually arrived.
+//! what actually arrived. Arrays (SCAN's reply) are bounded too: in elements
+//! ([`MAX_ARRAY_ELEMENTS`], nested ones counted), in bytes ([`MAX_ARRAY_BYTES`]) and in nesting
+//! ([`MAX_ARRAY_DEPTH`]).
 
 use bytes::{Buf, Bytes, BytesMut};
 use std::fmt;
@@ -14,6 +16,13 @@ use tokio::net::TcpStream;
 const MAX_LINE: usize = 64 * 1024;
 /// Least free space offered to each read.
 const CHUNK: usize = 16 * 1024;
+/// Most elements of one array reply, those of nested arrays included (a SCAN page of
+/// `COUNT 1000` has about a thousand).
+pub const MAX_ARRAY_ELEMENTS: usize = 65_536;
+/// Longest array reply, in bytes as sent.
+pub const MAX_ARRAY_BYTES: usize = 8 * 1024 * 1024;
+/// Deepest nesting of arrays (SCAN's reply nests one in another).
+pub const MAX_ARRAY_DEPTH: usize = 4;
 
 /// Where the upstream is and how to log in, from `redis://[[user]:password@]host[:port][/db]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,8 +114,9 @@ pub enum Reply {
     /// An error the upstream answered with: it is healthy, the request was refused.
     Error(String),
     Integer(i64),
-    /// `None`: the null bulk.
+    /// `None`: the null bulk (and the null array, RESP2's other nil).
     Bulk(Option<Bytes>),
+    Array(Vec<Reply>),
 }
 
 /// Why an exchange with the upstream failed; the connection is not reused after one.
@@ -251,8 +261,33 @@ pub fn encode<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
     }
 }
 
+/// What one reply may hold: the bulk bound is `proto-max-bulk-len`, the array bounds are
+/// [`MAX_ARRAY_ELEMENTS`] and [`MAX_ARRAY_BYTES`] (smaller in tests, to cross them cheaply).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    pub max_bulk_len: u64,
+    pub max_array_elements: usize,
+    pub max_array_bytes: usize,
+}
+
+impl Bounds {
+    pub fn new(max_bulk_len: u64) -> Bounds {
+        Bounds {
+            max_bulk_len,
+            max_array_elements: MAX_ARRAY_ELEMENTS,
+            max_array_bytes: MAX_ARRAY_BYTES,
+        }
+    }
+}
+
 /// Takes one complete reply off the front of `buf`; `Ok(None)` when more bytes are needed.
 pub fn parse(buf: &mut BytesMut, max_bulk_len: u64) -> Result<Option<Reply>, Failure> {
+    parse_within(buf, Bounds::new(max_bulk_len))
+}
+
+/// [`parse`] under explicit bounds.
+pub fn parse_within(buf: &mut BytesMut, bounds: Bounds) -> Result<Option<Reply>, Failure> {
+    let max_bulk_len = bounds.max_bulk_len;
     let Some(line_end) = find_crlf(buf) else {
         if buf.len() > MAX_LINE {
             return Err(Failure::Protocol(format!(
@@ -309,14 +344,147 @@ pub fn parse(buf: &mut BytesMut, max_bulk_len: u64) -> Result<Option<Reply>, Fai
             buf.advance(2);
             Reply::Bulk(Some(data))
         }
-        other => {
-            return Err(Failure::Protocol(format!(
-                "unexpected reply type '{}'",
-                (other as char).escape_default()
-            )))
+        b'*' => {
+            let mut walk = ArrayWalk {
+                buf: &buf[..],
+                bounds,
+                elements_left: bounds.max_array_elements,
+            };
+            let Some((reply, end)) = walk.element(0, 0)? else {
+                if buf.len() > bounds.max_array_bytes {
+                    return Err(array_too_long(bounds));
+                }
+                return Ok(None);
+            };
+            if end > bounds.max_array_bytes {
+                return Err(array_too_long(bounds));
+            }
+            buf.advance(end);
+            reply
         }
+        other => return Err(unexpected_type(other)),
     };
     Ok(Some(reply))
+}
+
+fn unexpected_type(kind: u8) -> Failure {
+    Failure::Protocol(format!(
+        "unexpected reply type '{}'",
+        (kind as char).escape_default()
+    ))
+}
+
+fn array_too_long(bounds: Bounds) -> Failure {
+    Failure::Protocol(format!(
+        "an array reply longer than {} bytes",
+        bounds.max_array_bytes
+    ))
+}
+
+/// Reads an array reply from the front of a buffer without consuming it (it may still be
+/// incomplete), within the bounds: elements are counted against one budget for the whole
+/// reply, and no element vector is sized by a count before that many elements could have
+/// arrived.
+struct ArrayWalk<'a> {
+    buf: &'a [u8],
+    bounds: Bounds,
+    elements_left: usize,
+}
+
+impl ArrayWalk<'_> {
+    /// The element starting at `pos` and where it ends; `None` when incomplete.
+    fn element(&mut self, pos: usize, depth: usize) -> Result<Option<(Reply, usize)>, Failure> {
+        let rest = &self.buf[pos..];
+        let Some(line_end) = find_crlf(rest) else {
+            if rest.len() > MAX_LINE {
+                return Err(Failure::Protocol(format!(
+                    "reply line longer than {MAX_LINE} bytes"
+                )));
+            }
+            return Ok(None);
+        };
+        if line_end > MAX_LINE {
+            return Err(Failure::Protocol(format!(
+                "reply line longer than {MAX_LINE} bytes"
+            )));
+        }
+        let line = &rest[1..line_end];
+        let after = pos + line_end + 2;
+        let reply = match rest[0] {
+            b'+' => Reply::Status(Bytes::copy_from_slice(line)),
+            b'-' => Reply::Error(String::from_utf8_lossy(line).into_owned()),
+            b':' => Reply::Integer(number(line)?),
+            b'$' => return self.bulk(number(line)?, after),
+            b'*' => return self.array(number(line)?, after, depth),
+            other => return Err(unexpected_type(other)),
+        };
+        Ok(Some((reply, after)))
+    }
+
+    fn bulk(&self, n: i64, start: usize) -> Result<Option<(Reply, usize)>, Failure> {
+        if n < 0 {
+            return Ok(Some((Reply::Bulk(None), start)));
+        }
+        if n as u64 > self.bounds.max_bulk_len {
+            return Err(Failure::Protocol(format!(
+                "the upstream announced a bulk of {n} bytes, above proto-max-bulk-len ({})",
+                self.bounds.max_bulk_len
+            )));
+        }
+        let end = start as u64 + n as u64 + 2;
+        if end > self.bounds.max_array_bytes as u64 {
+            return Err(array_too_long(self.bounds));
+        }
+        let end = end as usize;
+        if self.buf.len() < end {
+            return Ok(None);
+        }
+        if &self.buf[end - 2..end] != b"\r\n" {
+            return Err(Failure::Protocol("bulk not ended by CRLF".into()));
+        }
+        let data = Bytes::copy_from_slice(&self.buf[start..end - 2]);
+        Ok(Some((Reply::Bulk(Some(data)), end)))
+    }
+
+    fn array(
+        &mut self,
+        n: i64,
+        start: usize,
+        depth: usize,
+    ) -> Result<Option<(Reply, usize)>, Failure> {
+        if n < 0 {
+            return Ok(Some((Reply::Bulk(None), start)));
+        }
+        if depth == MAX_ARRAY_DEPTH {
+            return Err(Failure::Protocol(format!(
+                "an array reply nested deeper than {MAX_ARRAY_DEPTH} levels"
+            )));
+        }
+        let n = n as u64;
+        if n > self.elements_left as u64 {
+            return Err(Failure::Protocol(format!(
+                "an array reply of more than {} elements (this one announces {n})",
+                self.bounds.max_array_elements
+            )));
+        }
+        let n = n as usize;
+        self.elements_left -= n;
+        // Each element takes at least three bytes ("+\r\n"): until that many have arrived
+        // the reply is incomplete, and nothing is allocated for it.
+        if (self.buf.len() - start) / 3 < n {
+            return Ok(None);
+        }
+        let mut elements = Vec::with_capacity(n);
+        let mut pos = start;
+        for _ in 0..n {
+            let Some((element, end)) = self.element(pos, depth + 1)? else {
+                return Ok(None);
+            };
+            elements.push(element);
+            pos = end;
+        }
+        Ok(Some((Reply::Array(elements), pos)))
+    }
 }
 
 /// Bounds on a reply that is read whole before it is passed on (a proxy relays its owner's
@@ -488,9 +656,111 @@ mod tests {
         assert!(parse_all(b"$99999999999999999999999\r\n", 1 << 20).is_err());
         let long_line = vec![b'+'; MAX_LINE + 10];
         assert!(parse_all(&long_line, 10).is_err());
-        assert!(parse_all(b"*2000000000\r\n", 10).is_err(), "no arrays");
+        let err = parse_all(b"*2000000000\r\n", 10).unwrap_err().to_string();
+        assert!(err.contains("more than 65536 elements"), "{err}");
         assert!(parse_all(b"$3\r\nabcXY", 10).is_err());
         assert!(parse_all(b":twelve\r\n", 10).is_err());
+    }
+
+    fn bulk(text: &str) -> Reply {
+        Reply::Bulk(Some(Bytes::from(text.to_string())))
+    }
+
+    #[test]
+    fn arrays_parse_whole_nested_and_wait_for_more() {
+        let scan = b"*2\r\n$2\r\n17\r\n*3\r\n$1\r\na\r\n$2\r\nbc\r\n$0\r\n\r\n";
+        let expected = Reply::Array(vec![
+            bulk("17"),
+            Reply::Array(vec![bulk("a"), bulk("bc"), bulk("")]),
+        ]);
+        for cut in 0..scan.len() {
+            let mut buf = BytesMut::from(&scan[..cut]);
+            assert_eq!(parse(&mut buf, 10).unwrap(), None, "cut at {cut}");
+            assert_eq!(buf.len(), cut, "nothing consumed before the reply is whole");
+        }
+        let mut buf = BytesMut::from(&scan[..]);
+        buf.extend_from_slice(b":1\r\n");
+        assert_eq!(parse(&mut buf, 10).unwrap(), Some(expected));
+        assert_eq!(parse(&mut buf, 10).unwrap(), Some(Reply::Integer(1)));
+        assert_eq!(
+            parse_all(b"*3\r\n+s\r\n-E x\r\n:-4\r\n", 10).unwrap(),
+            Some(Reply::Array(vec![
+                Reply::Status(Bytes::from_static(b"s")),
+                Reply::Error("E x".into()),
+                Reply::Integer(-4)
+            ]))
+        );
+        assert_eq!(
+            parse_all(b"*0\r\n", 10).unwrap(),
+            Some(Reply::Array(vec![]))
+        );
+        assert_eq!(parse_all(b"*-1\r\n", 10).unwrap(), Some(Reply::Bulk(None)));
+        assert_eq!(
+            parse_all(b"*1\r\n$-1\r\n", 10).unwrap(),
+            Some(Reply::Array(vec![Reply::Bulk(None)]))
+        );
+    }
+
+    #[test]
+    fn arrays_stay_within_their_bounds() {
+        let bounds = Bounds {
+            max_bulk_len: 8,
+            max_array_elements: 4,
+            max_array_bytes: 64,
+        };
+        let within = |bytes: &[u8]| parse_within(&mut BytesMut::from(bytes), bounds);
+        // Elements, counted over the nested arrays too, refused from the headers alone.
+        assert!(within(b"*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n").unwrap().is_some());
+        let err = within(b"*5\r\n").unwrap_err().to_string();
+        assert!(err.contains("more than 4 elements"), "{err}");
+        let err = within(b"*2\r\n*2\r\n:1\r\n:2\r\n*1\r\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("more than 4 elements"), "{err}");
+        // Bytes: a bulk whose announced end is past the bound (refused before its bytes
+        // arrive), a complete reply too long, a partial one already too long.
+        let roomy = Bounds {
+            max_array_elements: 100,
+            ..bounds
+        };
+        let bytes = |bytes: &[u8]| parse_within(&mut BytesMut::from(bytes), roomy);
+        let bulks = [b"*5\r\n".to_vec(), b"$8\r\n01234567\r\n".repeat(4)].concat();
+        assert_eq!(bulks.len(), 60);
+        assert!(
+            bytes(&bulks).unwrap().is_none(),
+            "60 bytes: within, waiting"
+        );
+        let err = bytes(&[&bulks[..], b"$8\r\n"].concat())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("longer than 64 bytes"), "{err}");
+        let statuses = [b"*4\r\n".to_vec(), b"+0123456789abcdef\r\n".repeat(4)].concat();
+        let err = bytes(&statuses).unwrap_err().to_string();
+        assert!(err.contains("longer than 64 bytes"), "{err}");
+        let err = bytes(&statuses[..70]).unwrap_err().to_string();
+        assert!(err.contains("longer than 64 bytes"), "{err}");
+        // A bulk inside an array keeps the bulk bound; nesting is bounded.
+        let err = within(b"*1\r\n$9\r\n").unwrap_err().to_string();
+        assert!(err.contains("proto-max-bulk-len (8)"), "{err}");
+        let deep = format!("{}:1\r\n", "*1\r\n".repeat(MAX_ARRAY_DEPTH + 1));
+        let err = parse_all(deep.as_bytes(), 10).unwrap_err().to_string();
+        assert!(err.contains("nested deeper"), "{err}");
+        let deepest = format!("{}:1\r\n", "*1\r\n".repeat(MAX_ARRAY_DEPTH));
+        assert!(parse_all(deepest.as_bytes(), 10).unwrap().is_some());
+        assert!(within(b"*1\r\n%1\r\n").is_err(), "only RESP2 types");
+    }
+
+    #[test]
+    fn an_announced_array_is_not_allocated_before_it_arrives() {
+        // 65,536 elements announced, 2 arrived: incomplete, and no vector of 65,536 made
+        // (the walk waits for three bytes per announced element first).
+        let mut buf = BytesMut::from(&b"*65536\r\n:1\r\n:2\r\n"[..]);
+        assert_eq!(parse(&mut buf, 10).unwrap(), None);
+        let big = [b"*65536\r\n".to_vec(), b":1\r\n".repeat(65_536)].concat();
+        match parse_all(&big, 10).unwrap() {
+            Some(Reply::Array(elements)) => assert_eq!(elements.len(), 65_536),
+            other => panic!("{other:?}"),
+        }
     }
 
     const ROOMY: ReplyLimits = ReplyLimits {
