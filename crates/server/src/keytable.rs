@@ -16,29 +16,36 @@
 //! the cache's slab node and index share ([`cache::overhead`]), the entry's slot here
 //! ([`SLOT_BYTES`], with the `Vec`'s growth slack) and the entry's header ([`HEADER_BYTES`],
 //! more with an expiry, a class or long lengths). [`metadata_worst`] adds them up; a test pins
-//! the sum (44 to 52 bytes).
+//! the sum (40 to 48 bytes).
 
 use bytes::Bytes;
 use cache::SlotHint;
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 
-/// Bits of the header word that count references; the three above are flags.
-const COUNT_MASK: u32 = (1 << 29) - 1;
+/// Bits of the header's first half that count references; the three above are flags.
+const COUNT_MASK: u16 = (1 << 13) - 1;
 /// The entry has a `HINT` class (a `u16` after the lengths).
-const HAS_CLASS: u32 = 1 << 29;
+const HAS_CLASS: u16 = 1 << 13;
 /// The entry expires (a `u64` of milliseconds since the Unix epoch after the lengths).
-const HAS_EXPIRY: u32 = 1 << 30;
-/// The lengths take two words (a key over 255 bytes or a value of 16 MiB or more).
-const LONG: u32 = 1 << 31;
+const HAS_EXPIRY: u16 = 1 << 14;
+/// The lengths take two words after the header (a key over 31 bytes or a value over 2,047).
+const LONG: u16 = 1 << 15;
 
-/// Longest key, and longest value, of the one-word length form.
-const SHORT_KEY_MAX: usize = 0xff;
-const SHORT_VALUE_MAX: usize = (1 << 24) - 1;
+/// The short form packs both lengths in the header's second half: 5 bits of key length, 11 of
+/// value length (16-byte keys with 64-byte or 1 KiB values fit).
+const SHORT_KEY_BITS: u32 = 5;
+const SHORT_KEY_MAX: usize = (1 << SHORT_KEY_BITS) - 1;
+const SHORT_VALUE_MAX: usize = (1 << (16 - SHORT_KEY_BITS)) - 1;
 
-/// Header bytes of an entry with a short key and value, no expiry and no class.
-pub const HEADER_BYTES: usize = 8;
+/// Header bytes of an entry with a short key and value, no expiry and no class: the count and
+/// flags (2) and both lengths (2).
+pub const HEADER_BYTES: usize = 4;
+
+/// Header bytes of the long form: the short header's 4, then the key's and the value's length
+/// as `u32`s.
+const LONG_HEADER_BYTES: usize = 12;
 
 /// Bytes of one entry's place in [`KeyTable`] (a nullable pointer).
 pub const SLOT_BYTES: usize = std::mem::size_of::<Option<Entry>>();
@@ -68,7 +75,7 @@ pub fn metadata_best() -> f64 {
 
 /// One cached key and its value in one reference-counted allocation (see the module doc).
 pub struct Entry {
-    ptr: NonNull<AtomicU32>,
+    ptr: NonNull<AtomicU16>,
 }
 
 // SAFETY: the allocation is immutable after `Entry::new` except for the atomic count.
@@ -91,7 +98,7 @@ impl Shape {
     }
 
     fn layout(&self) -> Layout {
-        Layout::from_size_align(self.size(), std::mem::align_of::<AtomicU32>())
+        Layout::from_size_align(self.size(), std::mem::align_of::<AtomicU16>())
             .expect("an entry's size fits a layout: key and value are request-bounded")
     }
 }
@@ -100,12 +107,11 @@ impl Entry {
     pub fn new(key: &[u8], value: &[u8], expires_at_ms: u64, class: u16) -> Entry {
         let long = key.len() > SHORT_KEY_MAX || value.len() > SHORT_VALUE_MAX;
         let mut flags = 0;
-        let mut at = 4;
-        at += if long {
+        let mut at = if long {
             flags |= LONG;
-            8
+            LONG_HEADER_BYTES
         } else {
-            4
+            HEADER_BYTES
         };
         let expiry = (expires_at_ms != 0).then(|| {
             flags |= HAS_EXPIRY;
@@ -125,24 +131,23 @@ impl Entry {
             class: class_at,
         };
         let layout = shape.layout();
-        // SAFETY: the layout is never zero-sized (the header alone is 8 bytes), and every
+        // SAFETY: the layout is never zero-sized (the header alone is 4 bytes), and every
         // write below stays within it at the offsets `shape` computed.
         unsafe {
             let base = alloc(layout);
             if base.is_null() {
                 handle_alloc_error(layout);
             }
-            base.cast::<AtomicU32>().write(AtomicU32::new(flags | 1));
-            let lengths = base.add(4);
+            base.cast::<AtomicU16>().write(AtomicU16::new(flags | 1));
             if long {
-                lengths.cast::<u32>().write_unaligned(key.len() as u32);
-                lengths
-                    .add(4)
+                base.add(2).cast::<u16>().write_unaligned(0);
+                base.add(4).cast::<u32>().write_unaligned(key.len() as u32);
+                base.add(8)
                     .cast::<u32>()
                     .write_unaligned(value.len() as u32);
             } else {
-                let word = key.len() as u32 | (value.len() as u32) << 8;
-                lengths.cast::<u32>().write_unaligned(word);
+                let word = key.len() as u16 | (value.len() as u16) << SHORT_KEY_BITS;
+                base.add(2).cast::<u16>().write_unaligned(word);
             }
             if let Some(at) = shape.expiry {
                 base.add(at).cast::<u64>().write_unaligned(expires_at_ms);
@@ -163,25 +168,33 @@ impl Entry {
         self.ptr.as_ptr().cast()
     }
 
-    fn flags(&self) -> u32 {
-        // SAFETY: the header word lives as long as any `Entry` of it. Flags never change.
-        unsafe { self.ptr.as_ref() }.load(Ordering::Relaxed) & !COUNT_MASK
+    fn count(&self) -> &AtomicU16 {
+        // SAFETY: the header lives as long as any `Entry` of it.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    fn flags(&self) -> u16 {
+        // Flags never change; the count beside them never carries into them (`try_share`).
+        self.count().load(Ordering::Relaxed) & !COUNT_MASK
     }
 
     fn shape(&self) -> Shape {
         let flags = self.flags();
         // SAFETY: the lengths were written by `new` at these offsets.
         let (key_len, value_len, mut at) = unsafe {
-            let lengths = self.base().add(4);
             if flags & LONG != 0 {
                 (
-                    lengths.cast::<u32>().read_unaligned() as usize,
-                    lengths.add(4).cast::<u32>().read_unaligned() as usize,
-                    12,
+                    self.base().add(4).cast::<u32>().read_unaligned() as usize,
+                    self.base().add(8).cast::<u32>().read_unaligned() as usize,
+                    LONG_HEADER_BYTES,
                 )
             } else {
-                let word = lengths.cast::<u32>().read_unaligned();
-                ((word & 0xff) as usize, (word >> 8) as usize, 8)
+                let word = self.base().add(2).cast::<u16>().read_unaligned();
+                (
+                    usize::from(word & SHORT_KEY_MAX as u16),
+                    usize::from(word >> SHORT_KEY_BITS),
+                    HEADER_BYTES,
+                )
             }
         };
         let expiry = (flags & HAS_EXPIRY != 0).then(|| {
@@ -216,9 +229,31 @@ impl Entry {
         }
     }
 
-    /// The value, sharing the entry (no copy, no allocation).
+    /// The value, sharing the entry (no copy, no allocation) unless [`COUNT_MASK`] references
+    /// to it are out already; then a copy.
     pub fn value(&self) -> Value {
-        Value(self.clone())
+        match self.try_share() {
+            Some(entry) => Value(Held::Shared(entry)),
+            None => Value(Held::Copied(Bytes::copy_from_slice(self.value_bytes()))),
+        }
+    }
+
+    /// Another reference to this entry, or `None` when the 13-bit count is full: the count
+    /// must never carry into the flags, which readers outside the cache's lock rely on.
+    fn try_share(&self) -> Option<Entry> {
+        let count = self.count();
+        let mut word = count.load(Ordering::Relaxed);
+        loop {
+            if word & COUNT_MASK == COUNT_MASK {
+                return None;
+            }
+            // Relaxed as `Arc::clone`: a new reference is made from an existing one.
+            match count.compare_exchange_weak(word, word + 1, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(Entry { ptr: self.ptr }),
+                Err(now) => word = now,
+            }
+        }
     }
 
     pub fn value_len(&self) -> usize {
@@ -254,27 +289,15 @@ impl Entry {
     }
 }
 
-impl Clone for Entry {
-    fn clone(&self) -> Entry {
-        // SAFETY: this entry holds a reference, so the header is alive.
-        let old = unsafe { self.ptr.as_ref() }.fetch_add(1, Ordering::Relaxed);
-        if old & COUNT_MASK == COUNT_MASK {
-            // 2^29 replies holding one value at once: as `Arc` does on overflow, stop rather
-            // than let the count wrap into the flags and free a value still in use.
-            std::process::abort();
-        }
-        Entry { ptr: self.ptr }
-    }
-}
-
 impl Drop for Entry {
     fn drop(&mut self) {
         // SAFETY: this entry holds a reference; the last one out frees the allocation with
         // the layout it was made with (the shape is read before the count is given up, and
-        // nobody else can read it after the count reached zero).
+        // nobody else can read it after the count reached zero). The count is at least 1 here,
+        // so the decrement never borrows from the flags.
         unsafe {
             let layout = self.shape().layout();
-            if self.ptr.as_ref().fetch_sub(1, Ordering::Release) & COUNT_MASK != 1 {
+            if self.count().fetch_sub(1, Ordering::Release) & COUNT_MASK != 1 {
                 return;
             }
             std::sync::atomic::fence(Ordering::Acquire);
@@ -296,13 +319,38 @@ impl std::fmt::Debug for Entry {
 
 /// A cached value on its way to a client: it keeps the entry's allocation alive, so the cache
 /// may drop or replace the key meanwhile.
-#[derive(Clone)]
-pub struct Value(Entry);
+pub struct Value(Held);
+
+enum Held {
+    Shared(Entry),
+    /// The entry's count was full (thousands of replies of one value in flight).
+    Copied(Bytes),
+}
+
+impl Value {
+    /// Whether this value holds a reference to its entry rather than a copy.
+    #[cfg(test)]
+    fn is_shared(&self) -> bool {
+        matches!(self.0, Held::Shared(_))
+    }
+}
+
+impl Clone for Value {
+    fn clone(&self) -> Value {
+        match &self.0 {
+            Held::Shared(entry) => entry.value(),
+            Held::Copied(bytes) => Value(Held::Copied(bytes.clone())),
+        }
+    }
+}
 
 impl std::ops::Deref for Value {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        self.0.value_bytes()
+        match &self.0 {
+            Held::Shared(entry) => entry.value_bytes(),
+            Held::Copied(bytes) => bytes,
+        }
     }
 }
 
@@ -327,7 +375,10 @@ impl std::fmt::Debug for Value {
 impl From<Value> for Bytes {
     /// For callers that keep a value beyond a reply: wraps the entry, no copy.
     fn from(value: Value) -> Bytes {
-        Bytes::from_owner(value)
+        match value.0 {
+            Held::Copied(bytes) => bytes,
+            shared => Bytes::from_owner(Value(shared)),
+        }
     }
 }
 
@@ -432,7 +483,8 @@ mod tests {
         let value = vec![b'v'; 10];
         let entry = Entry::new(&key, &value, 5, 0);
         assert_eq!((entry.key(), entry.value_bytes()), (&key[..], &value[..]));
-        assert_eq!(entry.header_bytes(), HEADER_BYTES + 4 + 8);
+        assert_eq!(entry.header_bytes(), LONG_HEADER_BYTES + 8);
+        assert_eq!(LONG_HEADER_BYTES, HEADER_BYTES + 8);
         let big = vec![b'v'; SHORT_VALUE_MAX + 1];
         let entry = Entry::new(b"k", &big, 0, 9);
         assert_eq!((entry.value_len(), entry.class()), (big.len(), 9));
@@ -441,6 +493,44 @@ mod tests {
         assert_eq!(edge.header_bytes(), HEADER_BYTES, "the largest short form");
         assert_eq!(edge.key().len(), SHORT_KEY_MAX);
         assert_eq!(edge.value_len(), SHORT_VALUE_MAX);
+        assert_eq!((SHORT_KEY_MAX, SHORT_VALUE_MAX), (31, 2047));
+        for (key_len, value_len) in [(SHORT_KEY_MAX + 1, 1), (1, SHORT_VALUE_MAX + 1)] {
+            let entry = Entry::new(&key[..key_len], &big[..value_len], 3, 4);
+            assert_eq!(entry.header_bytes(), LONG_HEADER_BYTES + 8 + 2);
+            assert_eq!((entry.key().len(), entry.value_len()), (key_len, value_len));
+            assert_eq!((entry.expires_at_ms(), entry.class()), (3, 4));
+        }
+        let typical = Entry::new(b"key:000000000000", &[b'x'; 1024], 0, 0);
+        assert_eq!(
+            typical.header_bytes(),
+            HEADER_BYTES,
+            "16-byte key, 1 KiB value"
+        );
+    }
+
+    #[test]
+    fn a_full_count_copies_the_value_and_never_touches_the_flags() {
+        let entry = Entry::new(b"hot", b"value", 99, 3);
+        // The entry holds one reference; the rest of the 13-bit count is for replies.
+        let shared: Vec<Value> = (1..COUNT_MASK).map(|_| entry.value()).collect();
+        assert!(shared.iter().all(Value::is_shared));
+        let copy = entry.value();
+        assert!(!copy.is_shared(), "the count is full: a copy");
+        assert_eq!(&*copy, b"value");
+        assert!(!copy.clone().is_shared());
+        assert!(
+            !shared[0].clone().is_shared(),
+            "clones of shared values copy too"
+        );
+        assert_eq!(Bytes::from(copy), Bytes::from_static(b"value"));
+        assert_eq!((entry.expires_at_ms(), entry.class()), (99, 3));
+        assert_eq!((entry.key(), entry.value_len()), (&b"hot"[..], 5));
+        drop(shared);
+        assert!(
+            entry.value().is_shared(),
+            "references given back are shared again"
+        );
+        assert_eq!(entry.count().load(Ordering::Relaxed) & COUNT_MASK, 1);
     }
 
     #[test]
@@ -490,14 +580,14 @@ mod tests {
     }
 
     #[test]
-    fn metadata_per_object_is_44_to_52_bytes() {
+    fn metadata_per_object_is_40_to_48_bytes() {
         // Layout (docs/cache.md): the cache's 24-byte node (the key's hash, size, queue
         // links, index chain and algorithm bits), 4-8 bytes of index buckets, the entry's
-        // 8-byte slot here and its 8-byte header.
+        // 8-byte slot here and its 4-byte header.
         assert_eq!(SLOT_BYTES, 8, "a slot is one nullable pointer");
-        assert_eq!(HEADER_BYTES, 8);
+        assert_eq!(HEADER_BYTES, 4);
         assert_eq!(Entry::new(b"k", b"v", 0, 0).header_bytes(), HEADER_BYTES);
-        assert_eq!(metadata_best(), 44.0);
-        assert_eq!(metadata_worst(), 52.0);
+        assert_eq!(metadata_best(), 40.0);
+        assert_eq!(metadata_worst(), 48.0);
     }
 }
