@@ -791,3 +791,35 @@ impl Jitter {
         Duration::from_millis(1 + self.0 % 16)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seal_counts_with_every_stripe_and_most_objects() {
+        let layout = Layout::new("l", 4, 2);
+        // One replica of every stripe: 4 of 8 objects, not more than half.
+        let mut cover = SealCover::new(&layout);
+        (0..4).for_each(|s| cover.sealed(s));
+        assert!(!cover.enough());
+        cover.sealed(0);
+        assert!(cover.enough());
+        // Most objects, but one stripe has no sealed replica: an old append could still
+        // complete there.
+        let mut cover = SealCover::new(&layout);
+        [0, 0, 1, 1, 2, 2].into_iter().for_each(|s| cover.sealed(s));
+        assert!(!cover.enough());
+    }
+
+    #[test]
+    fn redirections_and_dead_nodes_are_told_apart() {
+        let seqat = redis::parse_redis_value(b"-SEQAT 1234 127.0.0.1:7001\r\n").unwrap_err();
+        assert_eq!(stand_in_address(&seqat), Some("127.0.0.1:7001"));
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(unreachable(&refused) && transient(&refused));
+        let busy = RedisError::from((ErrorKind::TryAgain, "TRYAGAIN"));
+        assert!(!unreachable(&busy) && transient(&busy));
+        assert_eq!(stand_in_address(&busy), None);
+    }
+}
