@@ -38,10 +38,11 @@ fn raised(e: Error) -> PyErr {
     }
 }
 
-/// One node's log or a cluster's: the client is generic over its connection.
+/// One node's log or a cluster's: the client is generic over its connection (boxed: the
+/// two differ in size).
 enum Client {
-    Node(::zlog::Log<redis::Connection>),
-    Cluster(::zlog::Log<redis::cluster::ClusterConnection>),
+    Node(Box<::zlog::Log<redis::Connection>>),
+    Cluster(Box<::zlog::Log<redis::cluster::ClusterConnection>>),
 }
 
 /// Runs `$body` with `$log` bound to whichever client it is.
@@ -111,7 +112,7 @@ impl SharedLog {
         let log = py
             .detach(|| ::zlog::Log::open(&url, &name))
             .map_err(raised)?;
-        SharedLog::opened(Client::Node(log), deadline)
+        SharedLog::opened(Client::Node(Box::new(log)), deadline)
     }
 
     /// Opens the log `name` on the cluster reachable at any of `urls`.
@@ -130,7 +131,7 @@ impl SharedLog {
         let log = py
             .detach(|| ::zlog::Log::open_cluster(&urls, &name))
             .map_err(raised)?;
-        SharedLog::opened(Client::Cluster(log), deadline)
+        SharedLog::opened(Client::Cluster(Box::new(log)), deadline)
     }
 
     #[getter]
