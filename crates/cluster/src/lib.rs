@@ -13,7 +13,9 @@
 //! - [`board`]: every node's per-tick metrics, for the balancing policy;
 //! - [`registry_store`] and [`central_log`]: the policy registry and the central log every
 //!   node shares;
-//! - [`function_store`]: the function libraries every node runs (`FUNCTION LOAD`).
+//! - [`function_store`]: the function libraries every node runs (`FUNCTION LOAD`);
+//! - [`successor`]: which live node runs a dead node's shared-log sequencers before its
+//!   slots are reassigned.
 
 #[cfg(feature = "etcd")]
 pub mod admin;
@@ -33,6 +35,7 @@ pub mod node;
 #[cfg(feature = "etcd")]
 pub mod registry_store;
 pub mod slotmap;
+pub mod successor;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -24,6 +24,7 @@ mod plugin_request;
 mod policy_check;
 mod reader;
 mod run;
+mod zlog;
 
 create_exception!(
     _mantle,
@@ -121,6 +122,10 @@ fn _mantle(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plugin_cache::CommonCacheParams>()?;
     m.add_class::<plugin_admission::PluginAdmissioner>()?;
     m.add_class::<plugin_request::PluginRequest>()?;
+    m.add_class::<zlog::SharedLog>()?;
+    m.add("LogUnavailable", m.py().get_type::<zlog::LogUnavailable>())?;
+    m.add("LogWritten", m.py().get_type::<zlog::LogWritten>())?;
+    m.add("LogRefused", m.py().get_type::<zlog::LogRefused>())?;
     m.add_function(wrap_pyfunction!(run::replay_json, m)?)?;
     m.add_function(wrap_pyfunction!(run::compare_json, m)?)?;
     m.add_function(wrap_pyfunction!(analysis::analyze_json, m)?)?;

@@ -31,7 +31,7 @@ use cluster::{
     Membership, MembershipState, NodeId, SlotMap, Versioned,
 };
 use slots::{key_slot, SlotRange, SLOTS};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 use store::Storage;
@@ -59,10 +59,24 @@ enum Route {
 pub struct Routing {
     routes: Vec<Route>,
     pub view: ClusterView,
+    /// Members seen going while etcd answered (`cluster::successor::Lapses`): their slots'
+    /// sequencers run on a successor until the slots are reassigned.
+    lapsed: BTreeSet<NodeId>,
+}
+
+/// Who runs the sequencers of a slot whose owner was seen going.
+enum StandIn<'r> {
+    Me,
+    Other(&'r str),
 }
 
 impl Routing {
-    fn build(me: &NodeId, view: ClusterView, paused: &[SlotRange]) -> Routing {
+    fn build(
+        me: &NodeId,
+        view: ClusterView,
+        paused: &[SlotRange],
+        lapsed: BTreeSet<NodeId>,
+    ) -> Routing {
         let mut routes = vec![Route::Down; usize::from(SLOTS)];
         if let Some(map) = &view.slot_map {
             let addrs: BTreeMap<&NodeId, Arc<str>> = view
@@ -93,7 +107,29 @@ impl Routing {
                 }
             }
         }
-        Routing { routes, view }
+        Routing {
+            routes,
+            view,
+            lapsed,
+        }
+    }
+
+    /// The successor running `slot`'s sequencers, if its owner was seen going (and this
+    /// view is current: etcd answers).
+    fn stand_in(&self, me: &NodeId, slot: u16) -> Option<StandIn<'_>> {
+        if !self.view.connected {
+            return None;
+        }
+        let owner = self.view.slot_map.as_ref()?.value.owner(slot)?;
+        if !self.lapsed.contains(owner) {
+            return None;
+        }
+        let next = cluster::successor::successor(slot, self.view.members.keys())?;
+        Some(if next == me {
+            StandIn::Me
+        } else {
+            StandIn::Other(&self.view.members[next].addr)
+        })
     }
 
     /// Slots whose owner is not a live member.
@@ -149,6 +185,8 @@ pub struct ClusterNode {
     local: Mutex<Local>,
     /// Serialises rebuilding the table.
     rebuilding: Mutex<()>,
+    /// Members seen going, from the watched views (see [`Routing::stand_in`]).
+    lapses: Mutex<cluster::successor::Lapses>,
     watch: ClusterWatch,
     follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub(crate) migrations: migrate::Running,
@@ -249,7 +287,7 @@ impl ClusterNode {
         log_membership(&id, membership.changes());
         patiently(give_up, &mut said, &endpoints, || plane.bootstrap(&id)).await?;
         let watch = patiently(give_up, &mut said, &endpoints, || plane.watch()).await?;
-        let routing = Arc::new(Routing::build(&id, watch.view(), &[]));
+        let routing = Arc::new(Routing::build(&id, watch.view(), &[], BTreeSet::new()));
         // A node that holds no keys itself is a cache tier in front of an upstream.
         let cache_tier = db.store().slot_data().is_none();
         let node = Arc::new(ClusterNode {
@@ -263,6 +301,7 @@ impl ClusterNode {
             retired: Mutex::new(Vec::new()),
             local: Mutex::new(Local::default()),
             rebuilding: Mutex::new(()),
+            lapses: Mutex::new(Default::default()),
             watch,
             follower: Mutex::new(None),
             migrations: migrate::Running::default(),
@@ -314,6 +353,11 @@ impl ClusterNode {
     fn rebuild(&self) {
         let _one = lock(&self.rebuilding);
         let mut view = self.watch.view();
+        let lapsed = {
+            let mut lapses = lock(&self.lapses);
+            lapses.observe(view.connected, view.members.keys());
+            lapses.watched().clone()
+        };
         let routing = {
             let mut local = lock(&self.local);
             if let Some(adopted) = &local.adopted {
@@ -324,7 +368,7 @@ impl ClusterNode {
                     local.adopted = None;
                 }
             }
-            Arc::new(Routing::build(&self.id, view, &local.paused))
+            Arc::new(Routing::build(&self.id, view, &local.paused, lapsed))
         };
         if self.cache_tier {
             self.forget_gained(&self.routing(), &routing);
@@ -499,6 +543,47 @@ impl ClusterNode {
         }
     }
 
+    /// [`ClusterNode::route`] for a sequencer command on `log` (docs/shared-log.md,
+    /// "Sequencer takeover"). Two differences, both because a sequencer is memory a client
+    /// rebuilds from sealed storage: the owner hands out positions only while it can confirm
+    /// its lease (so it has stopped before anyone may take over), and a slot whose owner was
+    /// seen going is served at once by the owner's successor (`-SEQAT slot addr` from the
+    /// other nodes; forwarded there in proxy mode) instead of after the failover grace.
+    pub fn route_sequencer(
+        &self,
+        log: &Bytes,
+        forwarded: bool,
+    ) -> Result<Option<RouteGuard>, Redirect> {
+        let slot = key_slot(log);
+        let routing = self.routing();
+        match &routing.routes[usize::from(slot)] {
+            Route::Mine | Route::Paused
+                if !self
+                    .lease
+                    .confirmed(std::time::Instant::now(), routing.view.revision) =>
+            {
+                return Err(Redirect::Reply(Frame::Error(format!(
+                    "TRYAGAIN slot {slot}: this node cannot confirm its cluster lease, so it \
+                     hands out no log positions; retry"
+                ))));
+            }
+            Route::Down => match routing.stand_in(&self.id, slot) {
+                Some(StandIn::Me) => return Ok(Some(RouteGuard(routing))),
+                Some(StandIn::Other(addr)) if self.mode == ClusterMode::Proxy && !forwarded => {
+                    return Err(Redirect::Forward(Arc::from(addr)))
+                }
+                Some(StandIn::Other(addr)) => {
+                    return Err(Redirect::Reply(Frame::Error(format!(
+                        "SEQAT {slot} {addr}"
+                    ))))
+                }
+                None => {}
+            },
+            _ => {}
+        }
+        self.route(std::iter::once(log), forwarded)
+    }
+
     /// Leaves the cluster at once (graceful shutdown): the lease is revoked, so the others
     /// see this node gone without waiting for its TTL.
     pub async fn leave(&self) {
@@ -659,13 +744,48 @@ mod tests {
             .assign(SlotRange::new(100, 199).unwrap(), &b)
             .unwrap();
         let paused = [SlotRange::new(50, 150).unwrap()];
-        let routing = Routing::build(&a, view(map, &[("a", "h:1"), ("b", "h:2")]), &paused);
+        let routing = Routing::build(
+            &a,
+            view(map, &[("a", "h:1"), ("b", "h:2")]),
+            &paused,
+            BTreeSet::new(),
+        );
         assert!(matches!(routing.routes[49], Route::Mine));
         assert!(matches!(routing.routes[50], Route::Paused));
         assert!(matches!(routing.routes[99], Route::Paused));
         // b's slots are not this node's to pause: still redirected.
         assert!(matches!(&routing.routes[120], Route::Moved(addr) if &**addr == "h:2"));
         assert!(routing.owns(60) && !routing.owns(120));
+    }
+
+    #[test]
+    fn a_lapsed_owners_sequencers_go_to_one_successor() {
+        let [a, b, c] = ["a", "b", "c"].map(|n| NodeId::new(n).unwrap());
+        let map = SlotMap::all_to(&a)
+            .assign(SlotRange::new(0, 99).unwrap(), &b)
+            .unwrap();
+        let members = [("a", "h:1"), ("c", "h:3")];
+        let lapsed: BTreeSet<NodeId> = [b.clone()].into_iter().collect();
+        let at_a = Routing::build(&a, view(map.clone(), &members), &[], lapsed.clone());
+        let at_c = Routing::build(&c, view(map.clone(), &members), &[], lapsed.clone());
+        let mut served = BTreeSet::new();
+        for slot in 0..100 {
+            // Exactly one of the two serves it, and the other points there.
+            match (at_a.stand_in(&a, slot), at_c.stand_in(&c, slot)) {
+                (Some(StandIn::Me), Some(StandIn::Other("h:1"))) => served.insert("a"),
+                (Some(StandIn::Other("h:3")), Some(StandIn::Me)) => served.insert("c"),
+                _ => panic!("slot {slot}: the two nodes disagree"),
+            };
+        }
+        assert_eq!(served.len(), 2, "the dead node's slots spread over both");
+        // A live owner's slot, an owner not seen going, and a disconnected view: nobody.
+        assert!(at_c.stand_in(&c, 500).is_none());
+        let unseen = Routing::build(&c, view(map.clone(), &members), &[], BTreeSet::new());
+        assert!(unseen.stand_in(&c, 5).is_none());
+        let mut stale = view(map, &members);
+        stale.connected = false;
+        let stale = Routing::build(&c, stale, &[], lapsed);
+        assert!(stale.stand_in(&c, 5).is_none());
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl<C: ConnectionLike> Log<C> {
                 .arg(&self.name)
                 .arg(self.sizing.want)
                 .clone();
-            match self.call(started, &cmd)? {
+            match self.sequencer_call(started, &cmd)? {
                 Reply::Ok(value) => {
                     let [epoch, first, count, ms] = pair_at::<4>(value)?;
                     if count == 0 {

@@ -99,6 +99,13 @@ pub struct Log<C> {
     /// Positions held under the log's lease (`lease`), and how many to ask for next.
     held: Option<lease::Held>,
     sizing: lease::Sizing,
+    /// The nodes `open_cluster` was given: asked who runs the sequencer when its owner
+    /// does not answer (empty on a single node).
+    seeds: Vec<String>,
+    /// A direct connection to the node running the sequencer in place of the slot's owner
+    /// (a successor after the owner died, see [`Log::sequencer_call`]); dropped when that
+    /// node redirects or fails.
+    stand_in: Option<redis::Connection>,
 }
 
 /// What opens a connection of type `C`.
@@ -108,7 +115,7 @@ impl Log<redis::Connection> {
     /// Opens `name` on the single node at `url` (`redis://HOST:PORT`).
     pub fn open(url: &str, name: &str) -> Result<Log<redis::Connection>> {
         let client = redis::Client::open(url).map_err(unavailable)?;
-        Log::with_connector(Box::new(move || client.get_connection()), name)
+        Log::build(Box::new(move || client.get_connection()), name, Vec::new())
     }
 }
 
@@ -126,13 +133,48 @@ impl Log<redis::cluster::ClusterConnection> {
             .max_retry_wait(100)
             .build()
             .map_err(unavailable)?;
-        Log::with_connector(Box::new(move || client.get_connection()), name)
+        Log::build(
+            Box::new(move || client.get_connection()),
+            name,
+            urls.to_vec(),
+        )
     }
 }
 
 fn unavailable(e: RedisError) -> Error {
     Error::Unavailable(e.to_string())
 }
+
+/// Whether `e` says the node holding the key is gone (dead, or its slot has no live owner),
+/// rather than busy or moving: an append then gives its position up at once.
+fn unreachable(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::IoError | ErrorKind::ClusterDown | ErrorKind::ClusterConnectionNotFound
+    ) || e.is_connection_refusal()
+        || e.is_connection_dropped()
+        || e.code() == Some("CLUSTERDOWN")
+}
+
+/// The address a `-SEQAT slot host:port` redirection names.
+fn stand_in_address(e: &RedisError) -> Option<&str> {
+    if e.code() != Some("SEQAT") {
+        return None;
+    }
+    e.detail()?.split(' ').nth(1)
+}
+
+/// A connection to one node, given up quickly if it does not answer.
+fn connect_to(url: &str) -> Option<redis::Connection> {
+    let client = redis::Client::open(url).ok()?;
+    let conn = client.get_connection_with_timeout(LOOKUP_TIMEOUT).ok()?;
+    conn.set_read_timeout(Some(LOOKUP_TIMEOUT)).ok()?;
+    conn.set_write_timeout(Some(LOOKUP_TIMEOUT)).ok()?;
+    Some(conn)
+}
+
+/// How long a node asked who runs a sequencer (or the stand-in itself) may take to answer.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Whether `e` is worth retrying after a pause: the node is down or the slot is moving.
 fn transient(e: &RedisError) -> bool {
@@ -155,7 +197,11 @@ fn transient(e: &RedisError) -> bool {
 impl<C: ConnectionLike> Log<C> {
     /// Opens `name` over the connections `connect` makes: asks its sequencer's node for
     /// the layout.
-    pub fn with_connector(mut connect: Connector<C>, name: &str) -> Result<Log<C>> {
+    pub fn with_connector(connect: Connector<C>, name: &str) -> Result<Log<C>> {
+        Log::build(connect, name, Vec::new())
+    }
+
+    fn build(mut connect: Connector<C>, name: &str, seeds: Vec<String>) -> Result<Log<C>> {
         let conn = connect().map_err(unavailable)?;
         let mut log = Log {
             conn,
@@ -166,9 +212,11 @@ impl<C: ConnectionLike> Log<C> {
             deadline: DEFAULT_DEADLINE,
             held: None,
             sizing: lease::Sizing::default(),
+            seeds,
+            stand_in: None,
         };
         let started = Instant::now();
-        let info = log.call(started, redis::cmd("ZLOG.OPEN").arg(name))?;
+        let info = log.sequencer_call(started, redis::cmd("ZLOG.OPEN").arg(name))?;
         let Reply::Ok(value) = info else {
             return Err(Error::Refused("ZLOG.OPEN".into()));
         };
@@ -211,17 +259,27 @@ impl<C: ConnectionLike> Log<C> {
 
     /// Sends `cmd`, retrying transient failures until the deadline; the reply, classified.
     fn call(&mut self, started: Instant, cmd: &redis::Cmd) -> Result<Reply> {
+        // Without `gone_is_final` there is always a reply or an error.
+        self.call_unless_gone(started, cmd, false)?
+            .ok_or_else(|| Error::Unavailable("no reply".into()))
+    }
+
+    /// [`Log::call`], but `None` at once if `gone_is_final` and the key's node is gone
+    /// ([`unreachable`]) instead of waiting for its slot to be given to another node.
+    fn call_unless_gone(
+        &mut self,
+        started: Instant,
+        cmd: &redis::Cmd,
+        gone_is_final: bool,
+    ) -> Result<Option<Reply>> {
         let mut pause = Duration::from_millis(5);
         loop {
             match cmd.query::<Value>(&mut self.conn) {
-                Ok(value) => return Ok(Reply::Ok(value)),
-                Err(e) => match e.code() {
-                    Some("STALE") => return Ok(Reply::Stale(stale_epoch(&e))),
-                    Some("WRITTEN") => return Ok(Reply::Written),
-                    Some("FILLED") => return Ok(Reply::Filled),
-                    Some("TRIMMED") => return Ok(Reply::Trimmed),
-                    Some("NOSEQ") => return Ok(Reply::NoSequencer),
-                    _ if transient(&e) && started.elapsed() < self.deadline => {
+                Ok(value) => return Ok(Some(Reply::Ok(value))),
+                Err(e) => match classify(&e) {
+                    Some(reply) => return Ok(Some(reply)),
+                    None if gone_is_final && unreachable(&e) => return Ok(None),
+                    None if transient(&e) && started.elapsed() < self.deadline => {
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(100));
                         // Kept if no node answers yet: the next round tries again.
@@ -229,11 +287,91 @@ impl<C: ConnectionLike> Log<C> {
                             self.conn = fresh;
                         }
                     }
-                    _ if transient(&e) => return Err(unavailable(e)),
-                    _ => return Err(Error::Refused(e.to_string())),
+                    None if transient(&e) => return Err(unavailable(e)),
+                    None => return Err(Error::Refused(e.to_string())),
                 },
             }
         }
+    }
+
+    /// Sends a sequencer command (`ZLOG.NEXT/TAIL/INIT/OPEN`). It goes to the owner of the
+    /// log's slot, or to the node standing in for it: when the owner does not answer, the
+    /// seeds are asked, and the one running the sequencer in its place (the successor of a
+    /// dead owner, named by `-SEQAT slot host:port`; docs/shared-log.md, "Sequencer
+    /// takeover") is used directly until it redirects.
+    fn sequencer_call(&mut self, started: Instant, cmd: &redis::Cmd) -> Result<Reply> {
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let answer = match self.stand_in.as_mut() {
+                Some(stand_in) => cmd.query::<Value>(stand_in),
+                None => cmd.query::<Value>(&mut self.conn),
+            };
+            let e = match answer {
+                Ok(value) => return Ok(Reply::Ok(value)),
+                Err(e) => e,
+            };
+            if let Some(reply) = classify(&e) {
+                return Ok(reply);
+            }
+            let via_stand_in = self.stand_in.take().is_some();
+            if let Some(addr) = stand_in_address(&e) {
+                // Another node runs the sequencer in the owner's place.
+                self.stand_in = connect_to(&redis_url(addr));
+            } else if !transient(&e) {
+                return Err(Error::Refused(e.to_string()));
+            } else if !via_stand_in {
+                // The owner does not answer: who runs the sequencer now?
+                if let Some(reply) = self.find_stand_in(cmd) {
+                    return Ok(reply);
+                }
+            }
+            // A stand-in that redirected or failed is retried through the map at once;
+            // anything else after a pause.
+            if via_stand_in && self.stand_in.is_none() {
+                continue;
+            }
+            if started.elapsed() >= self.deadline {
+                return Err(unavailable(e));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+            if self.stand_in.is_none() {
+                if let Ok(fresh) = (self.connect)() {
+                    self.conn = fresh;
+                }
+            }
+        }
+    }
+
+    /// Asks each seed for the sequencer command `cmd`; the first node that runs it (or
+    /// answers as its sequencer would: `NOSEQ`, `STALE`) becomes the stand-in.
+    fn find_stand_in(&mut self, cmd: &redis::Cmd) -> Option<Reply> {
+        for seed in self.seeds.clone() {
+            let Some(mut conn) = connect_to(&seed) else {
+                continue;
+            };
+            let mut answer = cmd.query::<Value>(&mut conn);
+            if let Err(e) = &answer {
+                if let Some(addr) = stand_in_address(e) {
+                    let Some(redirected) = connect_to(&redis_url(addr)) else {
+                        continue;
+                    };
+                    conn = redirected;
+                    answer = cmd.query::<Value>(&mut conn);
+                }
+            }
+            let reply = match answer {
+                Ok(value) => Reply::Ok(value),
+                Err(e) => match classify(&e) {
+                    Some(reply) => reply,
+                    // MOVED (the owner's lease has not lapsed yet), CLUSTERDOWN, no answer.
+                    None => continue,
+                },
+            };
+            self.stand_in = Some(conn);
+            return Some(reply);
+        }
+        None
     }
 
     fn give_up<T>(&self, started: Instant, what: &str) -> Result<T> {
@@ -248,7 +386,9 @@ impl<C: ConnectionLike> Log<C> {
     pub fn next(&mut self, count: u64) -> Result<Positions> {
         let started = Instant::now();
         loop {
-            match self.call(started, redis::cmd("ZLOG.NEXT").arg(&self.name).arg(count))? {
+            match self
+                .sequencer_call(started, redis::cmd("ZLOG.NEXT").arg(&self.name).arg(count))?
+            {
                 Reply::Ok(value) => {
                     let (epoch, first) = pair(value)?;
                     self.epoch = self.epoch.max(epoch);
@@ -268,7 +408,7 @@ impl<C: ConnectionLike> Log<C> {
     pub fn tail(&mut self) -> Result<u64> {
         let started = Instant::now();
         loop {
-            match self.call(started, redis::cmd("ZLOG.TAIL").arg(&self.name))? {
+            match self.sequencer_call(started, redis::cmd("ZLOG.TAIL").arg(&self.name))? {
                 Reply::Ok(value) => {
                     let (epoch, tail) = pair(value)?;
                     self.epoch = self.epoch.max(epoch);
@@ -282,20 +422,30 @@ impl<C: ConnectionLike> Log<C> {
 
     /// Appends `data`: its position, once every replica holds it. The position comes from
     /// [`Log::reserve`], so the log's lease policy decides whether this is a round trip to
-    /// the sequencer or a position this client holds.
+    /// the sequencer or a position this client holds. A position whose chain has a replica
+    /// on a node that is gone is given up at once for the next one (it stays a hole, or a
+    /// chain a reader completes), so appends go on while a dead node's slots wait to be
+    /// reassigned.
     pub fn append(&mut self, data: &[u8]) -> Result<u64> {
         let started = Instant::now();
+        let mut lost = 0u32;
         while started.elapsed() < self.deadline {
             let (epoch, pos) = self.reserve()?;
             if self.write_at(started, epoch, pos, data)? {
                 return Ok(pos);
             }
+            // Positions given up one after another (a replica's node is down): pause a
+            // little more each time, so a long outage does not burn positions by the
+            // thousand.
+            lost += 1;
+            std::thread::sleep(Duration::from_millis(u64::from(lost.min(20))));
         }
         self.give_up(started, "append")
     }
 
     /// Writes `data` at a reserved position, head to tail. `false`: the position was lost
-    /// (filled by a reader, or the epoch moved on) and the caller takes another.
+    /// (filled by a reader, the epoch moved on, or a replica's node is gone) and the caller
+    /// takes another.
     pub fn write_at(
         &mut self,
         started: Instant,
@@ -305,7 +455,10 @@ impl<C: ConnectionLike> Log<C> {
     ) -> Result<bool> {
         for obj in self.layout.chain(pos).collect::<Vec<_>>() {
             let cmd = storage("ZLOG.WRITE", &obj, epoch, pos).arg(data).clone();
-            match self.call(started, &cmd)? {
+            let Some(reply) = self.call_unless_gone(started, &cmd, true)? else {
+                return Ok(false);
+            };
+            match reply {
                 Reply::Ok(_) => {}
                 // Ours already (a retried request, or a reader's repair), or someone else's.
                 Reply::Written => match self.read_object(started, &obj, pos)? {
@@ -450,16 +603,25 @@ impl<C: ConnectionLike> Log<C> {
     }
 
     /// Makes sure a sequencer runs at epoch `at_least` or newer: adopts one if it runs,
-    /// otherwise seals every object at a newer epoch than any has, takes the highest
+    /// otherwise seals the objects at a newer epoch than any has, takes the highest
     /// position the seals report, and installs a sequencer past it (ZLOG.INIT).
+    ///
+    /// Objects whose node is gone are skipped, but a seal counts only if it reached at
+    /// least one replica of every stripe and more than half of all objects
+    /// ([`SealCover`]): the first means no append of an older epoch can still complete
+    /// (its chain has a sealed replica) and the new tail is past every acknowledged
+    /// position (each is on every replica of its stripe); the second means two clients
+    /// sealing at the same epoch share an object, so only one of them wins it.
     fn recover(&mut self, started: Instant, at_least: u64) -> Result<()> {
         let mut epoch = at_least.max(1);
         let mut jitter = Jitter::new();
-        for _ in 0..MAX_RECOVERY_ROUNDS {
+        let mut lost_rounds = 0;
+        let mut short_pause = Duration::from_millis(2);
+        while lost_rounds < MAX_RECOVERY_ROUNDS {
             if started.elapsed() >= self.deadline {
                 break;
             }
-            match self.call(started, redis::cmd("ZLOG.TAIL").arg(&self.name))? {
+            match self.sequencer_call(started, redis::cmd("ZLOG.TAIL").arg(&self.name))? {
                 Reply::Ok(value) => {
                     let (running, _) = pair(value)?;
                     if running >= at_least {
@@ -473,21 +635,38 @@ impl<C: ConnectionLike> Log<C> {
             }
             let mut max: i64 = -1;
             let mut lost = false;
-            let objects: Vec<String> = self.layout.objects().collect();
-            for obj in &objects {
-                match self.call(started, redis::cmd("ZLOG.SEAL").arg(obj).arg(epoch))? {
-                    Reply::Ok(Value::Int(pos)) => max = max.max(pos),
-                    Reply::Stale(sealed) => {
+            let mut cover = SealCover::new(&self.layout);
+            let (stripes, replicas) = (self.layout.stripes(), self.layout.replicas());
+            for (stripe, replica) in (0..stripes).flat_map(|s| (0..replicas).map(move |r| (s, r))) {
+                let obj = self.layout.object(stripe, replica);
+                let seal = redis::cmd("ZLOG.SEAL").arg(&obj).arg(epoch).clone();
+                match self.call_unless_gone(started, &seal, true)? {
+                    Some(Reply::Ok(Value::Int(pos))) => {
+                        max = max.max(pos);
+                        cover.sealed(stripe);
+                    }
+                    Some(Reply::Stale(sealed)) => {
                         epoch = epoch.max(sealed + 1);
                         lost = true;
                         break;
                     }
-                    _ => return Err(Error::Refused("ZLOG.SEAL".into())),
+                    None => {}
+                    Some(_) => return Err(Error::Refused("ZLOG.SEAL".into())),
                 }
             }
             if lost {
                 // Another client is recovering too: let it finish, then adopt its sequencer.
+                lost_rounds += 1;
                 std::thread::sleep(jitter.pause());
+                continue;
+            }
+            if !cover.enough() {
+                // Too much of the storage is gone to fence the old sequencer: wait for its
+                // slots to come back (to a new owner), then seal at a newer epoch (this one
+                // is taken on the objects that were sealed).
+                epoch += 1;
+                std::thread::sleep(short_pause);
+                short_pause = (short_pause * 2).min(Duration::from_millis(100));
                 continue;
             }
             let tail = (max + 1) as u64;
@@ -496,7 +675,7 @@ impl<C: ConnectionLike> Log<C> {
                 .arg(epoch)
                 .arg(tail)
                 .clone();
-            match self.call(started, &init)? {
+            match self.sequencer_call(started, &init)? {
                 Reply::Ok(_) => {
                     self.epoch = self.epoch.max(epoch);
                     return Ok(());
@@ -510,6 +689,49 @@ impl<C: ConnectionLike> Log<C> {
         }
         self.give_up(started, "sequencer recovery")
     }
+}
+
+/// Which objects a seal reached (see [`Log::recover`]).
+struct SealCover {
+    stripes: Vec<bool>,
+    sealed: usize,
+    objects: usize,
+}
+
+impl SealCover {
+    fn new(layout: &Layout) -> SealCover {
+        SealCover {
+            stripes: vec![false; layout.stripes() as usize],
+            sealed: 0,
+            objects: (layout.stripes() * layout.replicas()) as usize,
+        }
+    }
+
+    fn sealed(&mut self, stripe: u32) {
+        self.stripes[stripe as usize] = true;
+        self.sealed += 1;
+    }
+
+    /// Every stripe has a sealed replica, and more than half the objects are sealed.
+    fn enough(&self) -> bool {
+        self.stripes.iter().all(|s| *s) && self.sealed * 2 > self.objects
+    }
+}
+
+/// The replies the client acts on; `None` for the rest (failures, redirections).
+fn classify(e: &RedisError) -> Option<Reply> {
+    Some(match e.code()? {
+        "STALE" => Reply::Stale(stale_epoch(e)),
+        "WRITTEN" => Reply::Written,
+        "FILLED" => Reply::Filled,
+        "TRIMMED" => Reply::Trimmed,
+        "NOSEQ" => Reply::NoSequencer,
+        _ => return None,
+    })
+}
+
+fn redis_url(addr: &str) -> String {
+    format!("redis://{addr}")
 }
 
 /// `NAME obj epoch pos`.
@@ -599,5 +821,37 @@ impl Jitter {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         Duration::from_millis(1 + self.0 % 16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seal_counts_with_every_stripe_and_most_objects() {
+        let layout = Layout::new("l", 4, 2);
+        // One replica of every stripe: 4 of 8 objects, not more than half.
+        let mut cover = SealCover::new(&layout);
+        (0..4).for_each(|s| cover.sealed(s));
+        assert!(!cover.enough());
+        cover.sealed(0);
+        assert!(cover.enough());
+        // Most objects, but one stripe has no sealed replica: an old append could still
+        // complete there.
+        let mut cover = SealCover::new(&layout);
+        [0, 0, 1, 1, 2, 2].into_iter().for_each(|s| cover.sealed(s));
+        assert!(!cover.enough());
+    }
+
+    #[test]
+    fn redirections_and_dead_nodes_are_told_apart() {
+        let seqat = redis::parse_redis_value(b"-SEQAT 1234 127.0.0.1:7001\r\n").unwrap_err();
+        assert_eq!(stand_in_address(&seqat), Some("127.0.0.1:7001"));
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(unreachable(&refused) && transient(&refused));
+        let busy = RedisError::from((ErrorKind::TryAgain, "TRYAGAIN"));
+        assert!(!unreachable(&busy) && transient(&busy));
+        assert_eq!(stand_in_address(&busy), None);
     }
 }

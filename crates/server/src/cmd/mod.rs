@@ -339,7 +339,11 @@ impl<'a> Command<'a> {
         match &instance.cluster {
             None => Ok((command, None)),
             Some(node) => {
-                let guard = node.route(request_keys(command.spec(), args), session.forwarded)?;
+                let guard = if zlog::is_sequencer(command.spec()) {
+                    node.route_sequencer(&args[1], session.forwarded)?
+                } else {
+                    node.route(request_keys(command.spec(), args), session.forwarded)?
+                };
                 Ok((command, guard))
             }
         }

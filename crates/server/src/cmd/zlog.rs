@@ -207,6 +207,15 @@ impl Declared<'_> for Seal {
     }
 }
 
+/// Whether `spec` is a sequencer command: routed by `ClusterNode::route_sequencer`, which
+/// lets a dead owner's successor answer at once (docs/shared-log.md, "Sequencer takeover").
+pub fn is_sequencer(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "zlog.next" | "zlog.lease" | "zlog.tail" | "zlog.init" | "zlog.open"
+    )
+}
+
 fn no_sequencer() -> Frame {
     Frame::Error(
         "NOSEQ this node runs no sequencer for the log: seal its storage at a newer epoch, \
