@@ -37,7 +37,7 @@ pub use engine::{EngineStats, Fallback, PolicyEngine, TickOutcome};
 pub use env::TickInput;
 pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
 pub use fans::Fan;
-pub use hooks::{hook_source, mentions_hooks, ScriptHooks};
+pub use hooks::{hook_source, hook_source_of, mentions_hooks, ScriptHooks};
 pub use host::{LogLevel, LogRecord, SlotLoad};
 pub use limits::Limits;
 pub use metrics::Metrics;
