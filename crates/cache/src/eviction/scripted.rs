@@ -14,9 +14,11 @@
 //! into a heap (a sorted list already is one) the first time a placement lands before the
 //! tail. It returns to a list when it empties.
 //!
-//! An LRU queue is kept alongside at all times (a few stores per request): it is the victim
-//! order of a script without `priority`, and the fallback the cache switches to for good the
-//! first time a hook fails.
+//! An LRU queue is the victim order of a script without `priority`, and the fallback the
+//! cache switches to for good the first time a hook fails. With `priority` it is not kept
+//! while the hooks decide (it would cost a second linked list's cache misses per request):
+//! when a hook fails it is rebuilt once from the objects' last accesses, which the records
+//! hold, so the fallback evicts in the same order as an LRU kept all along.
 
 use super::EvictionPolicy;
 use crate::hooks::{HookFailure, HookObject, HookSet, ObjectHooks, Placement, MAX_QUEUES};
@@ -56,6 +58,8 @@ struct Record {
     heap_at: u32,
     /// In a listed queue, the next object.
     next: Slot,
+    /// The object is cached (what rebuilding the LRU queue walks).
+    cached: bool,
 }
 
 impl Record {
@@ -107,6 +111,10 @@ pub(crate) struct Scripted {
     records: Vec<Record>,
     orders: [Order; MAX_QUEUES],
     lru: Queue,
+    /// Whether `lru` is up to date: always without `priority`, else from a failure on.
+    lru_kept: bool,
+    /// A hook failed and `lru` is to be rebuilt at the next call that has the nodes.
+    lru_stale: bool,
     /// Virtual time: requests seen (hits and misses).
     now: u64,
     /// The user numbers `admit` gave the object about to be inserted.
@@ -124,6 +132,8 @@ impl Scripted {
             records: Vec::new(),
             orders: Default::default(),
             lru: Queue::default(),
+            lru_kept: !defined.priority,
+            lru_stale: false,
             now: 0,
             admitted: None,
             failure: None,
@@ -146,7 +156,34 @@ impl Scripted {
         if self.failure.is_none() {
             self.failure = Some(failure);
             self.orders = Default::default();
+            self.lru_stale = !self.lru_kept;
         }
+    }
+
+    /// Rebuilds the LRU queue after a failure: the cached objects by last access (ties: the
+    /// earliest insert), most recent at the head.
+    #[inline]
+    fn sync_lru(&mut self, nodes: &mut [Node]) {
+        if self.lru_stale {
+            self.rebuild_lru(nodes);
+        }
+    }
+
+    #[cold]
+    fn rebuild_lru(&mut self, nodes: &mut [Node]) {
+        let mut cached: Vec<Slot> = (0..self.records.len() as Slot)
+            .filter(|&s| self.records[s as usize].cached)
+            .collect();
+        cached.sort_unstable_by_key(|&s| {
+            let obj = &self.records[s as usize].obj;
+            (obj.last_access, obj.inserted)
+        });
+        self.lru = Queue::default();
+        for slot in cached {
+            self.lru.push_head(nodes, slot);
+        }
+        self.lru_stale = false;
+        self.lru_kept = true;
     }
 
     fn record(&mut self, slot: Slot) -> &mut Record {
@@ -363,14 +400,12 @@ impl Scripted {
     /// hook, or a hook failed just now).
     fn choose(&mut self) -> Option<Slot> {
         let mut heads = [NIL; MAX_QUEUES];
-        let mut candidates = [HookObject::default(); MAX_QUEUES];
         let mut n = 0;
         let mut firsts = [None; MAX_QUEUES];
         for q in 0..MAX_QUEUES {
             if let Some(first) = self.first(q) {
                 heads[n] = first.slot;
                 firsts[n] = Some(first);
-                candidates[n] = self.records[first.slot as usize].obj;
                 n += 1;
             }
         }
@@ -378,6 +413,10 @@ impl Scripted {
             return None;
         }
         let pick = if n > 1 && self.defined.evict {
+            let mut candidates = [HookObject::default(); MAX_QUEUES];
+            for (c, &slot) in candidates.iter_mut().zip(&heads[..n]) {
+                *c = self.records[slot as usize].obj;
+            }
             match self.hooks.get().evict(&candidates[..n]) {
                 Ok(i) if i < n => i,
                 Ok(i) => {
@@ -410,7 +449,10 @@ impl Scripted {
 impl EvictionPolicy for Scripted {
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
         self.now += 1;
-        self.lru.move_to_head(nodes, slot);
+        self.sync_lru(nodes);
+        if self.lru_kept {
+            self.lru.move_to_head(nodes, slot);
+        }
         let now = self.now;
         let rec = &mut self.records[slot as usize];
         rec.obj.hits += 1;
@@ -461,7 +503,10 @@ impl EvictionPolicy for Scripted {
     }
 
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
-        self.lru.push_head(nodes, slot);
+        self.sync_lru(nodes);
+        if self.lru_kept {
+            self.lru.push_head(nodes, slot);
+        }
         let node = nodes[slot as usize];
         let user = match self.admitted.take() {
             Some(obj) if obj.id == node.key => obj.user,
@@ -478,6 +523,7 @@ impl EvictionPolicy for Scripted {
                 inserted: now,
                 user,
             },
+            cached: true,
             ..Record::default()
         };
         let mut obj = rec.obj;
@@ -506,14 +552,20 @@ impl EvictionPolicy for Scripted {
         } else {
             None
         };
+        self.sync_lru(nodes);
         let victim = match chosen {
             Some(slot) => {
-                self.lru.unlink(nodes, slot);
+                if self.lru_kept {
+                    self.lru.unlink(nodes, slot);
+                }
                 slot
             }
-            // No priority hook, or the hooks just failed (their heaps are gone).
+            // No priority hook, or the hooks just failed (their queues are gone).
             None => self.lru.pop_tail(nodes),
         };
+        if victim != NIL {
+            self.records[victim as usize].cached = false;
+        }
         if victim != NIL && self.live() && self.defined.on_evict {
             let mut obj = self.records[victim as usize].obj;
             if let Err(e) = self.hooks.get().on_evict(&mut obj) {
@@ -524,10 +576,14 @@ impl EvictionPolicy for Scripted {
     }
 
     fn on_remove(&mut self, nodes: &mut [Node], slot: Slot) {
-        self.lru.unlink(nodes, slot);
+        self.sync_lru(nodes);
+        if self.lru_kept {
+            self.lru.unlink(nodes, slot);
+        }
         if self.live() && self.defined.priority {
             self.dequeue(slot);
         }
+        self.records[slot as usize].cached = false;
     }
 
     fn heap_bytes(&self) -> usize {
