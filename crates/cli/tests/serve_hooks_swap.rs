@@ -21,8 +21,8 @@ fn objects(con: &mut redis::Connection) -> i64 {
 
 fn hooks(con: &mut redis::Connection) -> Option<String> {
     stats(con).get("hooks").map(|v| match v {
-        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        redis::Value::SimpleString(s) => s.clone(),
+        redis::Value::Data(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::Status(s) => s.clone(),
         other => panic!("hooks: {other:?}"),
     })
 }
@@ -95,7 +95,7 @@ fn policy_load_use_and_rollback_swap_the_hooks_of_a_live_cache() {
     assert_eq!(hooks(&mut con), None);
     assert_eq!(read_both(&mut con), 2);
     match stats(&mut con).get("algorithm") {
-        Some(redis::Value::BulkString(b)) => assert_eq!(b, b"lru"),
+        Some(redis::Value::Data(b)) => assert_eq!(b, b"lru"),
         other => panic!("algorithm: {other:?}"),
     }
     // The journal says what happened.

@@ -250,13 +250,13 @@ impl ScriptHooks {
         let hook = HOOKS[which];
         self.budget.refill();
         let l = self.state.0;
-        let outcome = {
+        let outcome = 'call: {
             // SAFETY: pushes within the space checked for; a protected call that catches every
             // Lua error; the stack restored to `top` on every path. The bound pointers are
             // taken from `objs`, which outlives the call, and cleared before it returns.
             unsafe {
                 if ffi::lua_checkstack(l, 8 + objs.len() as i32) == 0 {
-                    return Err(Err("Lua stack exhausted".to_string()));
+                    break 'call Err(Err("Lua stack exhausted".to_string()));
                 }
                 let top = ffi::lua_gettop(l);
                 ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.functions[which].into());
