@@ -94,14 +94,30 @@ pub trait ObjectHooks: Send {
 /// Builds fresh hooks for a scripted cache: once per replay, and again whenever a server
 /// starts its cache afresh (FLUSHALL), so a cache's hook state is its own.
 #[derive(Clone)]
-pub struct HookSource(Arc<dyn Fn() -> Box<dyn ObjectHooks> + Send + Sync>);
+pub struct HookSource {
+    make: Arc<dyn Fn() -> Box<dyn ObjectHooks> + Send + Sync>,
+    /// What the hooks are built from (a digest of the script and its settings): a server
+    /// told to run the hooks it runs already keeps its cache.
+    identity: u64,
+}
 
 impl HookSource {
-    pub fn new(make: impl Fn() -> Box<dyn ObjectHooks> + Send + Sync + 'static) -> HookSource {
-        HookSource(Arc::new(make))
+    pub fn new(
+        identity: u64,
+        make: impl Fn() -> Box<dyn ObjectHooks> + Send + Sync + 'static,
+    ) -> HookSource {
+        HookSource {
+            make: Arc::new(make),
+            identity,
+        }
     }
 
     pub fn make(&self) -> Box<dyn ObjectHooks> {
-        (self.0)()
+        (self.make)()
+    }
+
+    /// Whether both build the same hooks.
+    pub fn same_as(&self, other: &HookSource) -> bool {
+        self.identity == other.identity
     }
 }

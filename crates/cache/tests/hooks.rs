@@ -237,3 +237,67 @@ fn an_out_of_range_choice_is_a_failure_not_a_panic() {
     assert_eq!(failure.hook, "evict");
     assert!(failure.message.contains("candidate 6 of 2"), "{failure}");
 }
+
+/// A priority that grows with each access for the first requests (the queue stays a list),
+/// then jumps back and forth (the queue turns into a heap), then grows again after the
+/// cache was emptied by a clear: the victims are the lowest (priority, insert) every time.
+#[test]
+fn priorities_in_order_and_out_of_order_evict_the_lowest() {
+    fn priority(obj: &HookObject) -> Placement {
+        let t = obj.last_access;
+        let priority = if (5_000..12_000).contains(&t) {
+            ((t * 7919) % 1_000) as f64 + (obj.id % 5) as f64
+        } else {
+            t as f64
+        };
+        Placement { priority, queue: 0 }
+    }
+    let hooks = Hooks {
+        defined: HookSet {
+            priority: true,
+            ..HookSet::default()
+        },
+        priority: Some(priority),
+        ..Hooks::default()
+    };
+    let capacity = 50;
+    let mut cache = Cache::with_hooks(Capacity::objects(capacity), Box::new(hooks));
+    // The model: (key, priority, inserted), the lowest evicted.
+    let mut model: Vec<(u64, f64, u64)> = Vec::new();
+    for (t, &(key, _)) in trace().iter().enumerate() {
+        let now = t as u64 + 1;
+        let hit = match model.iter_mut().find(|e| e.0 == key) {
+            Some(e) => {
+                let obj = HookObject {
+                    id: key,
+                    last_access: now,
+                    ..HookObject::default()
+                };
+                e.1 = priority(&obj).priority;
+                true
+            }
+            None => {
+                if model.len() == capacity as usize {
+                    let low = (0..model.len())
+                        .min_by(|&a, &b| {
+                            (model[a].1, model[a].2)
+                                .partial_cmp(&(model[b].1, model[b].2))
+                                .unwrap()
+                        })
+                        .unwrap();
+                    model.swap_remove(low);
+                }
+                let obj = HookObject {
+                    id: key,
+                    last_access: now,
+                    inserted: now,
+                    ..HookObject::default()
+                };
+                model.push((key, priority(&obj).priority, now));
+                false
+            }
+        };
+        assert_eq!(cache.access(key, 1), hit, "request {t}, key {key}");
+    }
+    assert!(cache.hook_failure().is_none());
+}

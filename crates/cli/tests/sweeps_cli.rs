@@ -259,3 +259,47 @@ fn replay_max_cache_size_holds_a_policy_down() {
     ]);
     assert!(err.contains("for '--max-cache-size"), "{err}");
 }
+
+/// `compare --setup ALG:SIZE:policy=FILE` runs the hooks the file defines, as `replay
+/// --policy` does: the same miss ratio, and another than the setup's algorithm alone.
+#[test]
+fn compare_setups_run_a_policys_hooks_as_replay_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = parity_trace(dir.path(), "t.csv");
+    let c = json_of(&mantle(&[
+        "compare",
+        "--trace",
+        &trace,
+        "--no-baseline",
+        "--setup",
+        "lru:20:policy=policies/hooks/arc.lua",
+        "--setup",
+        "lru:20",
+        "--backend",
+        "none",
+        "--json",
+    ]));
+    let hooked = run_of(&c, "lru 20 arc.lua")["result"]["miss_ratio"]
+        .as_f64()
+        .unwrap();
+    let replayed = json_of(&mantle(&[
+        "replay",
+        "--trace",
+        &trace,
+        "--cache-size",
+        "20",
+        "--policy",
+        "policies/hooks/arc.lua",
+        "--backend",
+        "none",
+        "--json",
+        "--quiet",
+    ]))["miss_ratio"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(hooked, replayed);
+    let lru = run_of(&c, "lru 20")["result"]["miss_ratio"]
+        .as_f64()
+        .unwrap();
+    assert_ne!(hooked, lru, "the ARC hooks decide, not the setup's LRU");
+}

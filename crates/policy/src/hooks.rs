@@ -8,16 +8,18 @@
 //! both would let either hold the other up (and a tick's refilled budget would restart a
 //! hook's). The file's top level runs once in each.
 //!
-//! A call reuses one `obj` table (fields set through the C API with interned names, no
-//! allocation per call), so the cost of a hook is a protected call plus a handful of stores;
-//! `bench/hooks_vs_plugincache` measures it.
+//! A call reuses one `obj` table and fills only the fields the file names (`obj.id`,
+//! `obj.last_access`, ...: a scan of the source at load); the other fields and the user
+//! numbers `obj[1..4]` are reached through the table's metatable, whose C functions read and
+//! write the host's record of the object directly, so nothing is copied back after a call
+//! and a hook pays only for what it touches. `bench/hooks_vs_plugincache` measures it.
 
-use std::ffi::CStr;
+use std::ffi::{c_int, CStr};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use cache::hooks::{
-    HookFailure, HookObject, HookSet, HookSource, ObjectHooks, Placement, MAX_QUEUES,
+    HookFailure, HookObject, HookSet, HookSource, ObjectHooks, Placement, MAX_QUEUES, USER_NUMBERS,
 };
 use mlua::{ffi, ChunkMode, Lua, RegistryKey, Value};
 
@@ -50,6 +52,9 @@ pub fn mentions_hooks(source: &str) -> bool {
 /// A policy file's hooks, compiled in their own sandboxed state.
 pub struct ScriptHooks {
     lua: Lua,
+    /// `lua`'s main state, called directly: a hook call through mlua's `exec_raw_lua` takes
+    /// its reentrant lock each time (about 6% of a Lua-hook replay).
+    state: RawState,
     budget: Arc<Budget>,
     limits: Limits,
     defined: HookSet,
@@ -58,15 +63,29 @@ pub struct ScriptHooks {
     /// Registry ids of the field names (`id`, `size`, ...): pushed from the registry, a
     /// name costs no string lookup per call (`lua_setfield` interns its C string each time).
     names: [i32; 5],
+    /// Which of [`FIELDS`] the source names, so each call stores them in the table (the
+    /// others are answered by the metatable, as the file never reads them by name).
+    stored: [bool; 5],
     /// Registry id of the reused `obj` table, and of the candidates' tables.
     obj: i32,
     candidates: [i32; MAX_QUEUES],
+    /// The object each table stands for during a call (the `obj` table first): what its
+    /// metatable's functions read and write. Boxed: the functions hold its address.
+    bound: Box<[Bound; 1 + MAX_QUEUES]>,
     /// Keeps the registry entries above alive.
     _keys: Vec<RegistryKey>,
     _host: Arc<Mutex<HostShared>>,
     // Declared last: the Lua state holds its address and must be dropped first.
     _slot: Box<SeriesSlot>,
 }
+
+/// The main state of a [`ScriptHooks`]' own `Lua`.
+struct RawState(*mut ffi::lua_State);
+
+// SAFETY: the state belongs to the `Lua` beside it in the same `ScriptHooks` (which is `Send`
+// with mlua's `send` feature) and is used only by whoever holds that `ScriptHooks`; no other
+// handle of that `Lua` runs code on another thread.
+unsafe impl Send for RawState {}
 
 // A server's cache is shared by its threads: keep the hooks `Send` (mlua's `send` feature).
 const _: fn() = || {
@@ -173,17 +192,15 @@ impl ScriptHooks {
         if functions.iter().all(|&f| f == 0) {
             return Ok(None);
         }
-        let mut table = || -> mlua::Result<i32> {
-            let key = lua.create_registry_value(lua.create_table_with_capacity(4, 6)?)?;
-            let id = key.id();
-            keys.push(key);
-            Ok(id)
-        };
-        let obj = table().map_err(setup)?;
-        let mut candidates = [0; MAX_QUEUES];
-        for c in &mut candidates {
-            *c = table().map_err(setup)?;
+        let bound: Box<[Bound; 1 + MAX_QUEUES]> = Box::default();
+        let mut tables = [0; 1 + MAX_QUEUES];
+        for (id, bound) in tables.iter_mut().zip(bound.iter()) {
+            *id = bound_table(&lua, bound).map_err(setup)?;
         }
+        let obj = tables[0];
+        let mut candidates = [0; MAX_QUEUES];
+        candidates.copy_from_slice(&tables[1..]);
+        let stored = FIELDS.map(|field| names_field(source, field));
         let mut names = [0; 5];
         for (id, name) in names.iter_mut().zip(FIELDS) {
             let key = lua.create_registry_value(lua.create_string(name).map_err(setup)?);
@@ -191,6 +208,7 @@ impl ScriptHooks {
             *id = key.id();
             keys.push(key);
         }
+        let state = RawState(lua.exec_raw_lua(|raw| raw.state()));
         let defined = HookSet {
             admit: functions[ADMIT] != 0,
             on_hit: functions[ON_HIT] != 0,
@@ -201,68 +219,65 @@ impl ScriptHooks {
         };
         Ok(Some(ScriptHooks {
             lua,
+            state,
             budget,
             limits: *limits,
             defined,
             functions,
             names,
+            stored,
             obj,
             candidates,
+            bound,
             _keys: keys,
             _host: host,
             _slot: slot,
         }))
     }
 
-    /// Calls hook `which` with the objects in `tables` (filled from `objs`), then hands the
-    /// results to `read` with the stack holding them at `top + 1 ..`. User numbers the hook
-    /// set are copied back into `objs`.
+    /// Calls hook `which` with the objects in `tables` (bound to `objs` for the call), then
+    /// hands the results to `read` with the stack holding them at `top + 1 ..`. User numbers
+    /// the hook sets land in `objs` directly.
     fn call<R>(
         &self,
         which: usize,
         objs: &mut [HookObject],
         tables: &[i32],
+        bound: &[Bound],
         results: i32,
         read: impl FnOnce(*mut ffi::lua_State, i32) -> Result<R, String>,
     ) -> Result<R, HookFailure> {
         let hook = HOOKS[which];
         self.budget.refill();
-        let outcome = self.lua.exec_raw_lua(|raw| {
-            let l = raw.state();
+        let l = self.state.0;
+        let outcome = 'call: {
             // SAFETY: pushes within the space checked for; a protected call that catches every
-            // Lua error; the stack restored to `top` on every path.
+            // Lua error; the stack restored to `top` on every path. The bound pointers are
+            // taken from `objs`, which outlives the call, and cleared before it returns.
             unsafe {
                 if ffi::lua_checkstack(l, 8 + objs.len() as i32) == 0 {
-                    return Err(Err("Lua stack exhausted".to_string()));
+                    break 'call Err(Err("Lua stack exhausted".to_string()));
                 }
                 let top = ffi::lua_gettop(l);
                 ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.functions[which].into());
-                for (obj, &table) in objs.iter().zip(tables) {
+                for ((obj, &table), bound) in objs.iter_mut().zip(tables).zip(bound) {
+                    bound.obj.set(obj);
                     ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
-                    fill(l, obj, &self.names);
+                    self.fill(l, obj);
                 }
-                let result = match ffi::lua_pcall(l, objs.len() as i32, results, 0) {
-                    ffi::LUA_OK => {
-                        let read = read(l, top).map_err(Err);
-                        if read.is_ok() {
-                            for (obj, &table) in objs.iter_mut().zip(tables) {
-                                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
-                                let user = read_user(l, obj);
-                                ffi::lua_settop(l, -2);
-                                if let Err(m) = user {
-                                    ffi::lua_settop(l, top);
-                                    return Err(Err(m));
-                                }
-                            }
-                        }
-                        read
-                    }
-                    _ => Err(Ok(error_from(raw.pop_value()))),
+                let called = ffi::lua_pcall(l, objs.len() as i32, results, 0);
+                for bound in &bound[..objs.len()] {
+                    bound.obj.set(std::ptr::null_mut());
+                }
+                let result = match called {
+                    ffi::LUA_OK => read(l, top).map_err(Err),
+                    // The error value is on top of this same state's stack.
+                    _ => Err(Ok(error_from(self.lua.exec_raw_lua(|raw| raw.pop_value())))),
                 };
                 ffi::lua_settop(l, top);
                 result
             }
-        });
+        };
         outcome.map_err(|e| HookFailure {
             hook,
             message: match e {
@@ -272,6 +287,24 @@ impl ScriptHooks {
         })
     }
 
+    /// Stores the fields of `obj` the file names into the table on top of the stack.
+    unsafe fn fill(&self, l: *mut ffi::lua_State, obj: &HookObject) {
+        let values = [
+            obj.id as i64,
+            obj.size.into(),
+            obj.hits as i64,
+            obj.last_access as i64,
+            obj.inserted as i64,
+        ];
+        for ((&name, value), stored) in self.names.iter().zip(values).zip(self.stored) {
+            if stored {
+                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, name.into());
+                ffi::lua_pushinteger(l, value);
+                ffi::lua_rawset(l, -3);
+            }
+        }
+    }
+
     fn call_one<R>(
         &self,
         which: usize,
@@ -279,50 +312,142 @@ impl ScriptHooks {
         results: i32,
         read: impl FnOnce(*mut ffi::lua_State, i32) -> Result<R, String>,
     ) -> Result<R, HookFailure> {
-        self.call(which, std::slice::from_mut(obj), &[self.obj], results, read)
+        let bound = &self.bound[..1];
+        self.call(
+            which,
+            std::slice::from_mut(obj),
+            &[self.obj],
+            bound,
+            results,
+            read,
+        )
     }
 }
 
 /// The fields of `obj`, in [`ScriptHooks::names`]' order.
 const FIELDS: [&str; 5] = ["id", "size", "hits", "last_access", "inserted"];
 
-/// Writes `obj` into the table on top of the stack; `names` are the registry ids of
-/// [`FIELDS`].
-unsafe fn fill(l: *mut ffi::lua_State, obj: &HookObject, names: &[i32; 5]) {
-    let values = [
-        obj.id as i64,
-        obj.size.into(),
-        obj.hits as i64,
-        obj.last_access as i64,
-        obj.inserted as i64,
-    ];
-    for (&name, value) in names.iter().zip(values) {
-        ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, name.into());
-        ffi::lua_pushinteger(l, value);
-        ffi::lua_rawset(l, -3);
-    }
-    for (i, &n) in obj.user.iter().enumerate() {
-        ffi::lua_pushnumber(l, n);
-        ffi::lua_rawseti(l, -2, i as i64 + 1);
-    }
+/// Whether `source` names `field` as a word (`obj.last_access`, `o["hits"]`): a field it
+/// never names is left to the metatable, which answers it all the same.
+fn names_field(source: &str, field: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    source.match_indices(field).any(|(at, _)| {
+        let before = source[..at].chars().next_back();
+        let after = source[at + field.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
 }
 
-/// Reads `obj[1..4]` back from the table on top of the stack.
-unsafe fn read_user(l: *mut ffi::lua_State, obj: &mut HookObject) -> Result<(), String> {
-    for (i, n) in obj.user.iter_mut().enumerate() {
-        let kind = ffi::lua_rawgeti(l, -1, i as i64 + 1);
-        let v = ffi::lua_tonumberx(l, -1, std::ptr::null_mut());
-        ffi::lua_settop(l, -2);
-        if kind != ffi::LUA_TNUMBER {
-            return Err(format!(
-                "obj[{}] must be a number (the host keeps {} numbers per object)",
-                i + 1,
-                cache::hooks::USER_NUMBERS
-            ));
+/// The object a hook table stands for while a hook runs; null between calls (a table a
+/// script kept then reads as empty).
+#[derive(Default)]
+struct Bound {
+    obj: std::cell::Cell<*mut HookObject>,
+}
+
+// SAFETY: `Bound` is only reached through `ScriptHooks` (owned, used through `&mut` or from
+// the one thread running its Lua state), and the pointer is set only for the length of a call.
+unsafe impl Send for Bound {}
+
+/// A hook table: empty, with a protected metatable whose functions read and write `bound`'s
+/// object (`obj[1..4]` and the fields not stored by [`ScriptHooks::fill`]); returns its
+/// registry id (the entry lives as long as the state).
+fn bound_table(lua: &Lua, bound: &Bound) -> mlua::Result<i32> {
+    let address = bound as *const Bound as *mut std::ffi::c_void;
+    // SAFETY: pushes within the space checked for, all popped again (the table into the
+    // registry); `lua_createtable`, `lua_setfield` and `luaL_ref` can only fail on memory,
+    // and this runs under mlua's protection as the state is set up.
+    lua.exec_raw_lua(|raw| unsafe {
+        let l = raw.state();
+        if ffi::lua_checkstack(l, 4) == 0 {
+            return Err(mlua::Error::runtime("Lua stack exhausted"));
         }
-        *n = v;
+        ffi::lua_createtable(l, 0, 5);
+        ffi::lua_createtable(l, 0, 3);
+        ffi::lua_pushlightuserdata(l, address);
+        ffi::lua_pushcclosure(l, bound_index, 1);
+        ffi::lua_setfield(l, -2, c"__index".as_ptr());
+        ffi::lua_pushlightuserdata(l, address);
+        ffi::lua_pushcclosure(l, bound_newindex, 1);
+        ffi::lua_setfield(l, -2, c"__newindex".as_ptr());
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_setfield(l, -2, c"__metatable".as_ptr());
+        ffi::lua_setmetatable(l, -2);
+        Ok(ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX))
+    })
+}
+
+/// The user number `obj[i]` names (0-based), if the key at `index` is 1..=4.
+unsafe fn user_index(l: *mut ffi::lua_State, index: c_int) -> Option<usize> {
+    if ffi::lua_type(l, index) != ffi::LUA_TNUMBER {
+        return None;
     }
-    Ok(())
+    let mut ok = 0;
+    let i = ffi::lua_tointegerx(l, index, &mut ok);
+    (ok != 0 && (1..=USER_NUMBERS as i64).contains(&i)).then(|| i as usize - 1)
+}
+
+/// `__index` of a hook table: `obj[1..4]` and the fields, from the bound object.
+unsafe extern "C-unwind" fn bound_index(l: *mut ffi::lua_State) -> c_int {
+    let bound = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const Bound);
+    let obj = bound.obj.get();
+    if obj.is_null() {
+        ffi::lua_pushnil(l);
+        return 1;
+    }
+    let obj = &*obj;
+    if let Some(i) = user_index(l, 2) {
+        ffi::lua_pushnumber(l, obj.user[i]);
+        return 1;
+    }
+    if ffi::lua_type(l, 2) == ffi::LUA_TSTRING {
+        let mut len = 0;
+        let name = ffi::lua_tolstring(l, 2, &mut len);
+        let value = match std::slice::from_raw_parts(name.cast::<u8>(), len) {
+            b"id" => Some(obj.id as i64),
+            b"size" => Some(obj.size.into()),
+            b"hits" => Some(obj.hits as i64),
+            b"last_access" => Some(obj.last_access as i64),
+            b"inserted" => Some(obj.inserted as i64),
+            _ => None,
+        };
+        if let Some(value) = value {
+            ffi::lua_pushinteger(l, value);
+            return 1;
+        }
+    }
+    ffi::lua_pushnil(l);
+    1
+}
+
+/// `__newindex` of a hook table: `obj[1..4] = number` goes to the bound object; anything
+/// else is an error in the script (the fields are the host's, and the table is reused).
+///
+/// It raises its errors with `lua_error`, a `longjmp` over this frame, which holds nothing
+/// to drop.
+unsafe extern "C-unwind" fn bound_newindex(l: *mut ffi::lua_State) -> c_int {
+    let bound = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const Bound);
+    let obj = bound.obj.get();
+    const NOT_A_NUMBER: [&CStr; USER_NUMBERS] = [
+        c"obj[1] must be a number",
+        c"obj[2] must be a number",
+        c"obj[3] must be a number",
+        c"obj[4] must be a number",
+    ];
+    let message = match user_index(l, 2) {
+        Some(i) if ffi::lua_type(l, 3) == ffi::LUA_TNUMBER => {
+            if !obj.is_null() {
+                (*obj).user[i] = ffi::lua_tonumberx(l, 3, std::ptr::null_mut());
+            }
+            return 0;
+        }
+        Some(i) => NOT_A_NUMBER[i],
+        None => c"obj's fields are the host's: keep numbers in obj[1] .. obj[4]",
+    };
+    ffi::luaL_where(l, 1);
+    ffi::lua_pushstring(l, message.as_ptr());
+    ffi::lua_concat(l, 2);
+    ffi::lua_error(l)
 }
 
 /// The type name of the value at `index`, for messages.
@@ -407,28 +532,36 @@ impl ObjectHooks for ScriptHooks {
         let mut objs = [HookObject::default(); MAX_QUEUES];
         objs[..n].copy_from_slice(&candidates[..n]);
         let tables = self.candidates;
-        self.call(EVICT, &mut objs[..n], &tables[..n], 1, |l, top| unsafe {
-            let at = top + 1;
-            if ffi::lua_type(l, at) == ffi::LUA_TNUMBER {
-                let mut ok = 0;
-                let i = ffi::lua_tointegerx(l, at, &mut ok);
-                if ok != 0 && (1..=n as i64).contains(&i) {
-                    return Ok(i as usize - 1);
+        let bound = &self.bound[1..];
+        self.call(
+            EVICT,
+            &mut objs[..n],
+            &tables[..n],
+            bound,
+            1,
+            |l, top| unsafe {
+                let at = top + 1;
+                if ffi::lua_type(l, at) == ffi::LUA_TNUMBER {
+                    let mut ok = 0;
+                    let i = ffi::lua_tointegerx(l, at, &mut ok);
+                    if ok != 0 && (1..=n as i64).contains(&i) {
+                        return Ok(i as usize - 1);
+                    }
                 }
-            }
-            for (i, &table) in tables[..n].iter().enumerate() {
-                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
-                let same = ffi::lua_rawequal(l, at, -1) != 0;
-                ffi::lua_settop(l, -2);
-                if same {
-                    return Ok(i);
+                for (i, &table) in tables[..n].iter().enumerate() {
+                    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
+                    let same = ffi::lua_rawequal(l, at, -1) != 0;
+                    ffi::lua_settop(l, -2);
+                    if same {
+                        return Ok(i);
+                    }
                 }
-            }
-            Err(format!(
-                "evict() must return one of its {n} candidates (or its position), not a {}",
-                type_name(l, at)
-            ))
-        })
+                Err(format!(
+                    "evict() must return one of its {n} candidates (or its position), not a {}",
+                    type_name(l, at)
+                ))
+            },
+        )
     }
 }
 
@@ -440,9 +573,6 @@ pub fn hook_source(
     params: Params,
     limits: Limits,
 ) -> Result<Option<HookSource>, LoadError> {
-    if ScriptHooks::from_file(path, &params, &limits)?.is_none() {
-        return Ok(None);
-    }
     let source = crate::read_policy_source(path).map_err(|message| LoadError::Io {
         path: path.display().to_string(),
         message,
@@ -451,16 +581,38 @@ pub fn hook_source(
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "policy".to_string());
-    let chunk = format!("@{}", path.display());
-    Ok(Some(HookSource::new(move || {
-        let compiled = ScriptHooks::compile(
-            &name,
-            &chunk,
-            &source,
-            &params,
-            &limits,
-            Interrupt::default(),
-        );
+    hook_source_of(
+        &name,
+        &format!("@{}", path.display()),
+        source,
+        params,
+        limits,
+    )
+}
+
+/// [`hook_source`] for a source held in memory (a registry version): `name` names the
+/// policy in messages, `chunk_name` is the Lua chunk's name (`@file` or `=name@N`).
+pub fn hook_source_of(
+    name: &str,
+    chunk_name: &str,
+    source: String,
+    params: Params,
+    limits: Limits,
+) -> Result<Option<HookSource>, LoadError> {
+    let interrupt = Interrupt::default;
+    if ScriptHooks::compile(name, chunk_name, &source, &params, &limits, interrupt())?.is_none() {
+        return Ok(None);
+    }
+    let identity = {
+        use std::hash::{Hash, Hasher};
+        let mut digest = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut digest);
+        format!("{params:?} {limits:?}").hash(&mut digest);
+        digest.finish()
+    };
+    let (name, chunk) = (name.to_string(), chunk_name.to_string());
+    Ok(Some(HookSource::new(identity, move || {
+        let compiled = ScriptHooks::compile(&name, &chunk, &source, &params, &limits, interrupt());
         match compiled {
             Ok(Some(hooks)) => Box::new(hooks) as Box<dyn cache::hooks::ObjectHooks>,
             // The same source compiled a moment ago: only a limit (memory, time) can make it

@@ -38,7 +38,7 @@ pub use engine::{EngineStats, Fallback, PolicyEngine, TickOutcome};
 pub use env::TickInput;
 pub use error::{ErrorKind, LoadError, PolicyError, PolicyId};
 pub use fans::Fan;
-pub use hooks::{hook_source, mentions_hooks, ScriptHooks};
+pub use hooks::{hook_source, hook_source_of, mentions_hooks, ScriptHooks};
 pub use host::{LogLevel, LogRecord, SequencerLoad, SlotLoad};
 pub use lease::{Contention, Lease, LeaseHook, LEASE_HOOK, MAX_LEASE_MS, MAX_LEASE_POSITIONS};
 pub use limits::Limits;

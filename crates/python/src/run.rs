@@ -339,13 +339,21 @@ fn run_setup(
         open,
     )
     .map_err(lib)?;
-    let mut controller = match &setup.policy {
-        Some(path) => Some(
-            PolicyController::from_file(path, setup.params.clone(), setup.limits, false)
-                .map_err(|e| format!("policy {}: {e}", path.display()))?,
-        ),
-        None => None,
+    let (mut controller, hooks) = match &setup.policy {
+        Some(path) => {
+            let params = || setup.params.clone();
+            let loaded = PolicyController::from_file(path, params(), setup.limits, false)
+                .and_then(|c| Ok((c, policy::hook_source(path, params(), setup.limits)?)))
+                .map_err(|e| format!("policy {}: {e}", path.display()))?;
+            (Some(loaded.0), loaded.1)
+        }
+        None => (None, None),
     };
+    if hooks.is_some() && setup.classes.is_some() {
+        return Err(Stop::Input(
+            "policy: per-request hooks run without classes".to_string(),
+        ));
+    }
     let mut reader = trace::Batched::new(input.open()?);
     let (tick, notice) =
         sim::ticks::resolve(setup.tick, reader.has_timestamps(), &input.path, TICK_ARG)
@@ -368,7 +376,8 @@ fn run_setup(
             true => Some(future_of(input)?),
             false => None,
         },
-        hooks: None,
+        // The policy's per-request hooks, as in `mantle replay --policy`.
+        hooks,
     };
     let mut signals = match cancelled {
         Some(flag) => Signals::watching(flag),

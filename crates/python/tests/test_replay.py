@@ -67,6 +67,27 @@ def test_policy_with_params_and_tick_agrees_and_its_series_matches_metrics_out(t
     assert mantle.replay(path, cache_size="unlimited", policy=policy, params={"n": 40}, tick=10).to_dict()["misses"] == want["misses"]
 
 
+@pytest.mark.parametrize(
+    "policy,size,params",
+    [("arc.lua", "40", {}), ("size_admission.lua", "10%", {"max_size": 2000})],
+)
+def test_a_policys_hooks_decide_as_in_the_cli(traces, cli, policy, size, params):
+    """`policy=` with per-request hooks runs them (the same report as `replay --policy`), in
+    mantle.replay and in mantle.compare's setups alike."""
+    path = traces["sized"]
+    policy = REPO / "policies" / "hooks" / policy
+    flags = [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
+    want = cli(
+        "replay", "--trace", path, "--cache-size", size, "--policy", policy, *flags,
+        "--json", "--quiet",
+    )
+    plain = cli("replay", "--trace", path, "--cache-size", size, "--json", "--quiet")
+    assert want["miss_ratio"] != plain["miss_ratio"]
+    same_report(mantle.replay(path, cache_size=size, policy=policy, params=params), want)
+    runs = mantle.compare(path, [{"cache_size": size, "policy": policy, "params": params}])
+    assert runs["miss_ratio"].tolist() == [want["miss_ratio"]]
+
+
 def test_classes_and_restart_with_warmup_agree(traces, cli, tmp_path):
     path = traces["sized"]
     classes = tmp_path / "classes.csv"

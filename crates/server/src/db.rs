@@ -115,6 +115,8 @@ struct State {
     hooks: Option<HookSource>,
     /// Whether the hooks' failure was handed to the journal already.
     hook_failure_noted: bool,
+    /// The built-in algorithm the cache ran before the hooks, run again when they end.
+    algorithm_under_hooks: cache::Algorithm,
 }
 
 impl State {
@@ -184,6 +186,7 @@ impl Db {
                     cache: ServerCache::new(algorithm, capacity, classes.clone()),
                     hooks: None,
                     hook_failure_noted: false,
+                    algorithm_under_hooks: algorithm,
                 }),
                 store,
                 stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
@@ -696,22 +699,58 @@ impl Db {
     }
 
     /// Runs the cache with the per-request hooks `hooks` build from now on (an empty cache,
-    /// refilled from the store as keys are read, as after a change of algorithm).
-    pub fn set_hooks(&self, hooks: HookSource) -> Result<(), String> {
+    /// refilled from the store as keys are read, as after a change of algorithm). Returns
+    /// false when the same hooks run already: the cache and its order are kept.
+    ///
+    /// Atomic for requests: the cache is swapped under the state lock every request takes,
+    /// so a request sees the old hooks' cache or the new one, never a mix, and the bumped
+    /// stripe generations keep a read in flight from putting an old value into the new one.
+    pub fn set_hooks(&self, hooks: HookSource) -> Result<bool, String> {
         if self.shared.classes.is_some() {
             return Err("per-request hooks run without classes (--classes)".into());
         }
         let mut state = self.state();
+        if state.hooks.as_ref().is_some_and(|h| h.same_as(&hooks)) {
+            return Ok(false);
+        }
         let State { table, cache, .. } = &mut *state;
+        let algorithm = cache.algorithm();
         *cache = ServerCache::scripted(cache.capacity(), hooks.make());
         *table = KeyTable::default();
+        if state.hooks.is_none() {
+            state.algorithm_under_hooks = algorithm;
+        }
         state.hooks = Some(hooks);
         state.hook_failure_noted = false;
         drop(state);
+        self.bump_all_generations();
+        Ok(true)
+    }
+
+    /// Ends the per-request hooks' rule: the cache runs the built-in algorithm it ran before
+    /// them (empty, refilled from the store), atomically as [`Db::set_hooks`]. Returns
+    /// whether hooks were running.
+    pub fn end_hooks(&self) -> bool {
+        let mut state = self.state();
+        if state.hooks.is_none() {
+            return false;
+        }
+        let algorithm = state.algorithm_under_hooks;
+        let State { table, cache, .. } = &mut *state;
+        *cache = ServerCache::new(algorithm, cache.capacity(), self.shared.classes.clone());
+        *table = KeyTable::default();
+        state.hooks = None;
+        state.hook_failure_noted = false;
+        drop(state);
+        self.bump_all_generations();
+        true
+    }
+
+    /// Tells every read in flight that the cache changed under it (see the coherence rules).
+    fn bump_all_generations(&self) {
         for stripe in self.shared.stripes.iter() {
             stripe.generation.fetch_add(1, Ordering::Release);
         }
-        Ok(())
     }
 
     /// Whether the cache runs per-request hooks, and why they stopped if they failed.

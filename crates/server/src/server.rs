@@ -154,6 +154,7 @@ impl Server {
                 .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?;
             if let Some(hooks) = hooks {
                 db.set_hooks(hooks)
+                    .map(drop)
                     .map_err(|e| anyhow::anyhow!("--policy {}: {e}", path.display()))?;
             }
         }

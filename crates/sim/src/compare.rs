@@ -258,18 +258,26 @@ fn replay_one(
     trace_path: &Path,
     open: &dyn Fn() -> Result<Box<dyn trace::TraceReader>, trace::TraceError>,
 ) -> Result<ReplayReport> {
+    let (mut controller, hooks) = match &setup.policy {
+        Some((path, params)) => {
+            let limits = policy::Limits::default();
+            let loaded = PolicyController::from_file(path, params.clone(), limits, false)
+                .and_then(|c| Ok((c, policy::hook_source(path, params.clone(), limits)?)));
+            let (controller, hooks) = loaded.map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            (Some(controller), hooks)
+        }
+        None => (None, None),
+    };
+    if hooks.is_some() && config.classes.is_some() {
+        bail!("{}: per-request hooks run without classes", setup.label);
+    }
+    // A policy's per-request hooks decide admission and victims, as in `mantle replay`.
     let config = ReplayConfig {
         algorithm: setup.algorithm,
         capacity: setup.capacity,
         max_capacity: setup.max_capacity,
+        hooks,
         ..config.clone()
-    };
-    let mut controller = match &setup.policy {
-        Some((path, params)) => Some(
-            PolicyController::from_file(path, params.clone(), policy::Limits::default(), false)
-                .map_err(|e| anyhow!("{}: {e}", path.display()))?,
-        ),
-        None => None,
     };
     let mut reader = trace::Batched::new(open()?);
     crate::replay(

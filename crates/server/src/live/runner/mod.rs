@@ -22,7 +22,7 @@ mod ops;
 mod shadow_ops;
 mod tick;
 
-use super::activation::{Activation, Loaded};
+use super::activation::{Activation, Loaded, Sources};
 use super::journal::{Level, LogKind};
 use super::link::{EngineMessage, Exit, Link, Replier};
 use super::registry::{self, Registry, VersionRef};
@@ -488,10 +488,68 @@ impl Runner {
         if self.activation.stack().is_empty() {
             self.restore_baseline();
         }
+        self.adopt_hooks();
         self.db.series().set_recording(loaded.reads_series);
         if !loaded.reads_series {
             // No running policy reads the series: give its memory back.
             self.log = AccessLog::with_bounded_ids(self.db.series().limit());
+        }
+    }
+
+    /// Makes the cache follow the running version's per-request hooks: a version with hooks
+    /// puts them in charge of admission and victims (unless the same hooks run already), one
+    /// without (or no running version) gives the cache back its built-in algorithm. Hooks
+    /// that fail to compile leave the cache as it was, with the reason in the journal.
+    fn adopt_hooks(&mut self) {
+        let running = self.activation.running().cloned();
+        let source = running
+            .as_ref()
+            .and_then(|id| self.registry.source(id).ok().map(|s| (id, s)));
+        let hooks = match source {
+            Some((id, source)) if policy::mentions_hooks(&source) => {
+                let compiled = policy::hook_source_of(
+                    &id.name,
+                    &format!("={id}"),
+                    source,
+                    self.params.clone(),
+                    self.settings.limits,
+                );
+                match compiled {
+                    Ok(hooks) => hooks.map(|h| (id.to_string(), h)),
+                    Err(e) => {
+                        let message = format!("per-request hooks not loaded: {e}");
+                        return self.note(Level::Error, LogKind::Error, &id.to_string(), &message);
+                    }
+                }
+            }
+            _ => None,
+        };
+        match hooks {
+            Some((id, hooks)) => match self.db.set_hooks(hooks) {
+                Ok(true) => self.note(
+                    Level::Info,
+                    LogKind::Activated,
+                    &id,
+                    "per-request hooks decide admission and victims (the cache starts empty)",
+                ),
+                Ok(false) => {}
+                Err(e) => self.note(
+                    Level::Warn,
+                    LogKind::Error,
+                    &id,
+                    &format!("per-request hooks not run: {e}"),
+                ),
+            },
+            None => {
+                if self.db.end_hooks() {
+                    let message = format!(
+                        "no per-request hooks: the cache runs {} again (it starts empty)",
+                        self.db.cache_snapshot().algorithm
+                    );
+                    let id = running.map(|r| r.to_string()).unwrap_or_default();
+                    self.note(Level::Info, LogKind::Activated, &id, &message);
+                }
+            }
         }
     }
 
