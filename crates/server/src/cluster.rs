@@ -194,9 +194,10 @@ pub struct ClusterNode {
     pub proxy: proxy::Pool,
     /// Requests served per slot since the last tick, for the balancer.
     pub slot_counts: crate::cluster::balance::SlotCounts,
-    /// The shared logs' sequencers this node runs (the instance's, shared so the balancer
-    /// can list them in `sequencers()`).
-    pub sequencers: Arc<crate::log::sequencer::Sequencers>,
+    /// The shared logs' sequencers this node runs: the instance's (which carry the running
+    /// policy's lease hook), shared once the instance exists so the balancer can list them
+    /// in `sequencers()`.
+    pub sequencers: std::sync::OnceLock<Arc<crate::log::sequencer::Sequencers>>,
     /// Sent as AUTH on connections to other nodes (see [`ClusterSettings::password`]).
     pub(crate) password: Option<String>,
     /// The membership lease's TTL (`--cluster-ttl`).

@@ -47,8 +47,10 @@ impl Instance {
         config: Config,
         local_addr: SocketAddr,
     ) -> Instance {
-        let sequencers =
-            crate::log::sequencer::Sequencers::new(live.lease.clone(), config.policy_limits);
+        let sequencers = std::sync::Arc::new(crate::log::sequencer::Sequencers::new(
+            live.lease.clone(),
+            config.policy_limits,
+        ));
         Instance {
             db,
             live,

@@ -207,7 +207,7 @@ impl Server {
             .context("starting the policy engine")?;
         let mut instance = Instance::new(db, live, config, local_addr);
         if let Some(node) = &cluster {
-            instance.sequencers = Arc::clone(&node.sequencers);
+            let _ = node.sequencers.set(Arc::clone(&instance.sequencers));
         }
         instance.cluster = cluster;
         let instance = Arc::new(instance);

@@ -470,7 +470,11 @@ fn sequencer_loads(
     seconds: f64,
     movable: impl Fn(u16) -> bool,
 ) -> Vec<SequencerLoad> {
-    let counts = node.sequencers.counts();
+    let counts = node
+        .sequencers
+        .get()
+        .map(|s| s.counts())
+        .unwrap_or_default();
     let mut seen = HashMap::with_capacity(counts.len());
     let mut loads = Vec::new();
     for c in counts {
