@@ -88,6 +88,10 @@ fn python_with_redis() -> Option<PathBuf> {
             .status()
             .is_ok_and(|s| s.success())
     };
+    // The tests of this file run in parallel threads: one of them makes the venv while the
+    // others wait, instead of two `venv` runs racing in one directory.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     if !ready(&python) {
         let made = Command::new("python3")
             .args(["-m", "venv"])

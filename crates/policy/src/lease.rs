@@ -23,8 +23,7 @@ use crate::series::NoSeries;
 use crate::series_object::SeriesSlot;
 use crate::value::Params;
 
-/// The global a policy defines to decide leases.
-pub const LEASE_HOOK: &str = "lease";
+pub use crate::program::LEASE_HOOK;
 
 /// Most positions one quota lease may hand a client (also the most a delay lease reserves at
 /// once): a client that dies holding them leaves at most this many holes for readers to fill.

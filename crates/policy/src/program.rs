@@ -19,6 +19,11 @@ use crate::series::NoSeries;
 use crate::series_object::{build_series_object, SeriesSlot};
 use crate::value::{number_to_lua, Params, Scalar, StateValue};
 
+/// The global a policy defines to decide shared-log leases (run by the sequencer, see
+/// `lease.rs`). Declared here, beside the other hook names, so that `lease` depends on
+/// `program` and not the other way round.
+pub const LEASE_HOOK: &str = "lease";
+
 /// The hooks a policy file may define, in the order of `cache::hooks::HookSet`'s fields (`crate::hooks` runs them).
 pub const HOOKS: [&str; 6] = [
     "admit",
@@ -160,7 +165,7 @@ impl Program {
             }
         } else if HOOKS
             .iter()
-            .chain([&crate::lease::LEASE_HOOK])
+            .chain([&LEASE_HOOK])
             .any(|h| matches!(globals.raw_get::<Value>(*h), Ok(Value::Function(_))))
         {
             // Only per-request hooks (run by the cache, see `hooks.rs`) or a shared log's

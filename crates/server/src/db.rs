@@ -24,7 +24,6 @@
 use crate::access_monitor::AccessMonitor;
 use crate::hints::HintNames;
 use crate::keytable::{Entry, KeyTable, Value};
-use crate::live::space::Space;
 use crate::metrics::{Metrics, Stats};
 use crate::server_cache::{Request, ServerCache};
 use bytes::Bytes;
@@ -48,24 +47,6 @@ pub use watch::Watched;
 
 /// Number of write-ordering locks; a power of two.
 pub const STRIPES: usize = 1024;
-
-/// The hash the key table, the cache and the access monitor know keys by: seeded (clients
-/// cannot aim keys at one bucket), with seeds kept in `space` (the store's policy space, or
-/// `--state-dir`'s in front of an upstream) so that a restarted server tags keys as the
-/// warm-up record it reads does (`warmup::persist`). With nowhere durable to keep them, or if
-/// they cannot be kept, the seeds are fresh.
-fn table_hasher(space: &Space) -> ahash::RandomState {
-    if !space.is_durable() {
-        return ahash::RandomState::new();
-    }
-    match crate::warmup::persist::table_seeds(space) {
-        Ok([a, b, c, d]) => ahash::RandomState::with_seeds(a, b, c, d),
-        Err(e) => {
-            store::log_line!("mantle: the key hash's seeds could not be kept: {e}");
-            ahash::RandomState::new()
-        }
-    }
-}
 
 /// Milliseconds since the Unix epoch (the clock expiry times are kept in).
 pub fn now_ms() -> u64 {
@@ -159,23 +140,21 @@ struct Stripe {
 
 impl Db {
     pub fn new(store: Store, algorithm: cache::Algorithm, capacity: Capacity) -> Db {
-        let space = store
-            .policy_space()
-            .map_or_else(Space::memory, Space::Rocks);
-        Db::with_classes(store, algorithm, capacity, None, &space)
+        Db::with_classes(store, algorithm, capacity, None, ahash::RandomState::new())
     }
 
     /// A Db whose cache has the classes of a `--classes` file (see `server_cache`), and whose
-    /// key hash's seeds are kept in `space` (see [`table_hasher`]).
+    /// key table, cache and access monitor know keys by `hasher` (seeded: clients cannot aim
+    /// keys at one bucket; `mantle serve` keeps the seeds with the warm-up record, see
+    /// `warmup::persist::table_hasher`).
     pub fn with_classes(
         store: Store,
         algorithm: cache::Algorithm,
         capacity: Capacity,
         classes: Option<ClassSet>,
-        space: &Space,
+        hasher: ahash::RandomState,
     ) -> Db {
         let object_overhead = crate::keytable::metadata_worst().ceil() as u64;
-        let hasher = table_hasher(space);
         Db {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {

@@ -146,7 +146,7 @@ impl Server {
             config.eviction,
             config.capacity(),
             config.classes.clone(),
-            &space,
+            crate::warmup::persist::table_hasher(&space),
         );
         if let (Some(path), false) = (&config.policy, config.no_policy) {
             // Per-request hooks run in the cache itself, from the first request on.

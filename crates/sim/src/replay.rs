@@ -770,10 +770,10 @@ mod tests {
         // The offline algorithms decide by next-access times, which these configs do not give
         // (crates/cache tests them with `access_with_future`).
         for alg in Algorithm::ALL.into_iter().filter(|a| !a.is_offline()) {
-            // LIRS refuses objects above 1% of the cache: at 20 kB it would cache only the
-            // small ones, which all fit.
+            // LIRS refuses objects above 1% of the cache, and W-TinyLFU above its 1% window:
+            // at 20 kB they would cache only the small ones, which all fit.
             let capacity = match alg {
-                Algorithm::Lirs => Capacity::bytes(60_000),
+                Algorithm::Lirs | Algorithm::WTinyLfu => Capacity::bytes(60_000),
                 _ => config(alg, false).capacity,
             };
             for tick in [Tick::Seconds(1.0), Tick::Ops(7)] {

@@ -13,7 +13,6 @@
 //! `USE`, `ROLLBACK`): the policy thread offers each version it starts running
 //! ([`LeaseSource::offer`]), and the lease thread compiles the offer at its next round.
 
-use super::sequencer::Sequencer;
 use bytes::Bytes;
 use policy::{Contention, Interrupt, Lease, LeaseHook, Limits, Params};
 use std::collections::HashMap;
@@ -114,9 +113,25 @@ impl LeaseSource {
     }
 }
 
+/// What a sequencer saw since the lease thread last asked.
+pub struct Seen {
+    pub requests: u64,
+    pub positions: u64,
+    /// Distinct connections over the last two rounds (a client on a lease may skip one).
+    pub clients: f64,
+}
+
+/// What the lease thread needs of a log's sequencer (`sequencer::Sequencer` implements it;
+/// a trait, so that this module does not depend on the one that runs it).
+pub trait Leased: Send + Sync + 'static {
+    /// The contention since the last call (the lease thread's alone).
+    fn take_contention(&self) -> Seen;
+    fn set_lease(&self, lease: Lease);
+}
+
 /// The lease thread's state: the hook it compiled from the latest offer.
-pub struct LeaseThread {
-    logs: Weak<RwLock<HashMap<Bytes, Arc<Sequencer>>>>,
+pub struct LeaseThread<S: Leased> {
+    logs: Weak<RwLock<HashMap<Bytes, Arc<S>>>>,
     source: Arc<LeaseSource>,
     limits: Limits,
     generation: u64,
@@ -124,12 +139,12 @@ pub struct LeaseThread {
     last_round: Instant,
 }
 
-impl LeaseThread {
+impl<S: Leased> LeaseThread<S> {
     pub fn new(
-        logs: Weak<RwLock<HashMap<Bytes, Arc<Sequencer>>>>,
+        logs: Weak<RwLock<HashMap<Bytes, Arc<S>>>>,
         source: Arc<LeaseSource>,
         limits: Limits,
-    ) -> LeaseThread {
+    ) -> LeaseThread<S> {
         LeaseThread {
             logs,
             source,
@@ -163,7 +178,7 @@ impl LeaseThread {
         let Some(logs) = self.logs.upgrade() else {
             return false;
         };
-        let snapshot: Vec<(Bytes, Arc<Sequencer>)> = logs
+        let snapshot: Vec<(Bytes, Arc<S>)> = logs
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()

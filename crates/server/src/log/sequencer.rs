@@ -7,7 +7,7 @@
 //! Safety never rests on this state being dropped when the slot moves away: positions handed
 //! out at an old epoch are refused by storage once it is sealed at a newer one.
 
-use super::lease::{self, LeaseSource, LeaseThread};
+use super::lease::{self, LeaseSource, LeaseThread, Leased, Seen};
 use bytes::Bytes;
 use policy::{Lease, Limits};
 use std::collections::HashMap;
@@ -54,14 +54,6 @@ pub struct SequencerCount {
     pub positions: u64,
 }
 
-/// What a sequencer saw since the lease thread last asked.
-pub struct Seen {
-    pub requests: u64,
-    pub positions: u64,
-    /// Distinct connections over the last two rounds (a client on a lease may skip one).
-    pub clients: f64,
-}
-
 impl Sequencer {
     fn new(epoch: u64, tail: u64) -> Sequencer {
         Sequencer {
@@ -103,6 +95,16 @@ impl Sequencer {
             positions,
             clients: distinct(now | before),
         }
+    }
+}
+
+impl Leased for Sequencer {
+    fn take_contention(&self) -> Seen {
+        Sequencer::take_contention(self)
+    }
+
+    fn set_lease(&self, lease: Lease) {
+        Sequencer::set_lease(self, lease)
     }
 }
 
@@ -162,7 +164,7 @@ impl Sequencers {
     }
 
     /// A lease thread's state over these sequencers (not started: tests drive its rounds).
-    pub fn lease_thread(&self) -> LeaseThread {
+    pub fn lease_thread(&self) -> LeaseThread<Sequencer> {
         LeaseThread::new(
             Arc::downgrade(&self.logs),
             self.lease_source.clone(),

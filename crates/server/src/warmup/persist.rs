@@ -245,6 +245,24 @@ pub fn table_seeds(space: &Space) -> Result<[u64; 4], StoreError> {
     Ok(seeds)
 }
 
+/// The hash the key table, the cache and the access monitor know keys by: seeded (clients
+/// cannot aim keys at one bucket), with seeds kept in `space` (the store's policy space, or
+/// `--state-dir`'s in front of an upstream) so that a restarted server tags keys as the
+/// warm-up record it reads does (`warmup::persist`). With nowhere durable to keep them, or if
+/// they cannot be kept, the seeds are fresh.
+pub fn table_hasher(space: &Space) -> ahash::RandomState {
+    if !space.is_durable() {
+        return ahash::RandomState::new();
+    }
+    match table_seeds(space) {
+        Ok([a, b, c, d]) => ahash::RandomState::with_seeds(a, b, c, d),
+        Err(e) => {
+            store::log_line!("mantle: the key hash's seeds could not be kept: {e}");
+            ahash::RandomState::new()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
