@@ -289,7 +289,9 @@ impl EvictionPolicy for ClockPro {
         let (key, size) = (nodes[slot as usize].key, nodes[slot as usize].size);
         nodes[slot as usize].set_meta(0);
         let units = self.units.of_size(size);
-        if let Some(e) = self.clock.find(key) {
+        // One hash for the ghost lookup and the insertion that usually follows it.
+        let hash = self.clock.hash(key);
+        if let Some(e) = self.clock.find_hashed(key, hash) {
             // A ghost re-accessed in its test period: back as hot, and `m_c` grows.
             self.ghosts -= self.entry_units(e);
             self.clock.resize(e, size);
@@ -298,7 +300,7 @@ impl EvictionPolicy for ClockPro {
             self.promote(nodes, e);
             return;
         }
-        let Some(e) = self.clock.insert(key, size) else {
+        let Some(e) = self.clock.insert_hashed(key, size, hash) else {
             return;
         };
         self.map(e, slot);
