@@ -51,8 +51,8 @@ const CLOCKPRO_NEAR_LIRS: f64 = 0.015;
 /// established (up to 0.0017, cloudPhysicsIO at 10%). Random draws its
 /// victims, in libCacheSim, as the newest object of a random non-empty hash bucket with a
 /// clock-seeded generator; here uniformly with a fixed seed. Measured: libCacheSim's own runs
-/// spread by up to 0.0015 (five runs each), ours is up to 0.0043 below libCacheSim's on
-/// twitter_cluster52 (0.0003 on cloudPhysicsIO), a bias of libCacheSim's draw not reproduced
+/// spread by up to 0.0015 (five runs each), ours is up to 0.0045 below libCacheSim's on
+/// twitter_cluster52 (0.0002 on cloudPhysicsIO), a bias of libCacheSim's draw not reproduced
 /// here.
 fn tolerance(algorithm: Algorithm, _admission: Option<&str>) -> f64 {
     match algorithm {

@@ -28,6 +28,7 @@ mod s3fifo;
 mod sample;
 mod scripted;
 mod sieve;
+mod slot_set;
 mod slru;
 mod twoq;
 mod wtinylfu;

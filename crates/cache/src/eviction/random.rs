@@ -1,14 +1,15 @@
 //! Random eviction, libCacheSim's `Random.c`: the victim is a cached object drawn uniformly at
-//! random; hits change nothing. libCacheSim draws with its own clock-seeded generator, so the
-//! miss ratio agrees only statistically (see docs/cache.md).
+//! random; hits change nothing. libCacheSim draws the newest object of a random non-empty
+//! bucket of its hash table, so its draws depend on its hash function and table size as well
+//! as its generator: the miss ratio agrees only statistically (see docs/cache.md).
 
-use super::sample::Members;
+use super::slot_set::SlotSet;
 use super::EvictionPolicy;
 use crate::slab::{Node, Slot, NIL};
 
 #[derive(Default)]
 pub(crate) struct Random {
-    members: Members,
+    members: SlotSet,
 }
 
 impl EvictionPolicy for Random {
@@ -17,7 +18,7 @@ impl EvictionPolicy for Random {
 
     #[inline]
     fn on_insert(&mut self, _nodes: &mut [Node], slot: Slot) {
-        self.members.add(slot);
+        self.members.insert(slot);
     }
 
     fn evict(&mut self, _nodes: &mut [Node]) -> Slot {
