@@ -4,6 +4,9 @@
 //! `reserve`: positions through the log's lease (`Log::reserve`: a round trip or a position
 //! held locally, as the lease policy decides). `append`: whole appends of a 16-byte entry.
 //!
+//! On stderr: how many leased positions the clients gave up unused (handed back to the
+//! sequencer, filled).
+//!
 //! Usage: lease_bench URL LOG reserve|append CLIENTS SECONDS LABEL
 
 use std::time::{Duration, Instant};
@@ -39,14 +42,18 @@ fn main() {
                     latencies.push(start.elapsed());
                 }
                 log.release().expect("release");
-                latencies
+                (latencies, log.given_up())
             })
         })
         .collect();
     let began = Instant::now();
     let mut all: Vec<Duration> = Vec::new();
+    let (mut given_back, mut filled) = (0, 0);
     for t in threads {
-        all.extend(t.join().expect("a client thread failed"));
+        let (latencies, (back, fills)) = t.join().expect("a client thread failed");
+        all.extend(latencies);
+        given_back += back;
+        filled += fills;
     }
     let elapsed = began.elapsed().as_secs_f64().max(seconds);
     all.sort_unstable();
@@ -60,4 +67,5 @@ fn main() {
         pick(0.5),
         pick(0.99)
     );
+    eprintln!("{label}, {clients} clients: unused leased positions: {given_back} handed back, {filled} filled");
 }

@@ -20,7 +20,7 @@ pub mod layout;
 mod lease;
 
 pub use layout::Layout;
-pub use lease::MAX_WANT;
+pub use lease::{MAX_WANT, WANT_CAP};
 use redis::{ConnectionLike, ErrorKind, RedisError, Value};
 use std::time::{Duration, Instant};
 
@@ -99,6 +99,9 @@ pub struct Log<C> {
     /// Positions held under the log's lease (`lease`), and how many to ask for next.
     held: Option<lease::Held>,
     sizing: lease::Sizing,
+    /// Unused leased positions handed back to the sequencer, and filled ([`Log::given_up`]).
+    given_back: u64,
+    filled: u64,
     /// The nodes `open_cluster` was given: asked who runs the sequencer when its owner
     /// does not answer (empty on a single node).
     seeds: Vec<String>,
@@ -212,6 +215,8 @@ impl<C: ConnectionLike> Log<C> {
             deadline: DEFAULT_DEADLINE,
             held: None,
             sizing: lease::Sizing::default(),
+            given_back: 0,
+            filled: 0,
             seeds,
             stand_in: None,
         };

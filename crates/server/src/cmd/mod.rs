@@ -288,6 +288,7 @@ commands! {
     ZlogNext(zlog::Next),
     ZlogOpen(zlog::Open),
     ZlogRead(zlog::Read),
+    ZlogReturn(zlog::Return),
     ZlogSeal(zlog::Seal),
     ZlogTail(zlog::Tail),
     ZlogTrim(zlog::Trim),
@@ -571,6 +572,7 @@ mod tests {
             "zlog.seal" => &["obj", "2"],
             "zlog.init" => &["log", "1", "0"],
             "zlog.next" | "zlog.lease" | "zlog.open" | "zlog.tail" => &["log"],
+            "zlog.return" => &["log", "1", "0", "1"],
             other => panic!("no sample request for '{other}': add one here"),
         }
     }

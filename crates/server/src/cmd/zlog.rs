@@ -5,7 +5,8 @@
 //!   `ZLOG.SEAL obj epoch`;
 //! - the sequencer of one log (`crate::log::sequencer`), on the node owning the log name's
 //!   slot: `ZLOG.NEXT log [count]`, `ZLOG.LEASE log [want]` (positions as the log's lease
-//!   policy grants them, `crate::log::lease`), `ZLOG.TAIL log`, `ZLOG.INIT log epoch tail`,
+//!   policy grants them, `crate::log::lease`), `ZLOG.RETURN log epoch from end` (a lease's
+//!   unused positions given back), `ZLOG.TAIL log`, `ZLOG.INIT log epoch tail`,
 //!   `ZLOG.OPEN log`.
 
 use super::{committed, txn_error, CommandSpec, Declared, Flags, Keys};
@@ -212,7 +213,7 @@ impl Declared<'_> for Seal {
 pub fn is_sequencer(spec: &CommandSpec) -> bool {
     matches!(
         spec.name,
-        "zlog.next" | "zlog.lease" | "zlog.tail" | "zlog.init" | "zlog.open"
+        "zlog.next" | "zlog.lease" | "zlog.return" | "zlog.tail" | "zlog.init" | "zlog.open"
     )
 }
 
@@ -305,6 +306,43 @@ impl Declared<'_> for LeaseNext {
                 Frame::Integer(grant.count as i64),
                 Frame::Integer(grant.ms as i64),
             ]),
+            None => no_sequencer(),
+        }
+    }
+}
+
+/// ZLOG.RETURN log epoch from end: gives back the unused positions `from .. end-1` of a
+/// lease granted at `epoch`; 1 if the sequencer took them back (they are handed out again),
+/// 0 if it could not (someone reserved positions after them, or the epoch moved on: the
+/// client fills them).
+pub struct Return {
+    log: Bytes,
+    epoch: u64,
+    from: u64,
+    end: u64,
+}
+
+impl Declared<'_> for Return {
+    const SPEC: CommandSpec = spec("zlog.return", 5, SEQUENCER);
+
+    fn parse(parse: &mut Parse<'_>) -> Result<Return, ParseError> {
+        let log = parse.next_bytes()?;
+        let (epoch, from, end) = (position(parse)?, position(parse)?, position(parse)?);
+        parse.finish()?;
+        Ok(Return {
+            log,
+            epoch,
+            from,
+            end,
+        })
+    }
+
+    async fn apply(self, instance: &Instance, _: &mut Session) -> Frame {
+        match instance
+            .sequencers
+            .give_back(&self.log, self.epoch, self.from, self.end)
+        {
+            Some(taken) => Frame::Integer(i64::from(taken)),
             None => no_sequencer(),
         }
     }

@@ -219,6 +219,24 @@ impl Sequencers {
         })
     }
 
+    /// Takes back positions `from..end` that a lease granted at `epoch` and the client did
+    /// not use, so they are handed out again instead of being filled: only while nothing was
+    /// reserved after them (`end` is still the next position), so no other client's
+    /// positions move. `None` without a sequencer, `Some(false)` if they cannot be taken back
+    /// (the client fills them). Uniqueness rests on the client returning only its own
+    /// positions; storage's write-once check still refuses a second write to any position.
+    pub fn give_back(&self, log: &[u8], epoch: u64, from: u64, end: u64) -> Option<bool> {
+        let seq = self.get(log)?;
+        if seq.epoch != epoch || from >= end || from < seq.start {
+            return Some(false);
+        }
+        Some(
+            seq.next
+                .compare_exchange(end, from, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok(),
+        )
+    }
+
     /// The epoch and the position the next append gets (CheckTail), without reserving it.
     pub fn tail(&self, log: &[u8]) -> Option<(u64, u64)> {
         let seq = self.get(log)?;
@@ -348,6 +366,32 @@ mod tests {
         // A newer epoch keeps the log's lease.
         seqs.install(b"l", 2, 100).unwrap();
         assert_eq!(seqs.lease(b"l"), Some(Lease::Delay { ms: 7 }));
+    }
+
+    #[test]
+    fn only_the_last_grant_is_taken_back_and_only_at_its_epoch() {
+        let seqs = Sequencers::default();
+        assert_eq!(seqs.give_back(b"l", 1, 0, 1), None);
+        seqs.install(b"l", 1, 10).unwrap();
+        seqs.get(b"l").unwrap().set_lease(Lease::Delay { ms: 5 });
+        let a = seqs.lease_for(b"l", 8, 1).unwrap();
+        let b = seqs.lease_for(b"l", 8, 2).unwrap();
+        assert_eq!((a.first, b.first), (10, 18));
+        // a's spare positions lie below b's: giving them back would hand b's out again.
+        assert_eq!(
+            seqs.give_back(b"l", 1, a.first + 3, a.first + a.count),
+            Some(false)
+        );
+        // Wrong epoch, empty or reversed range, below the sequencer's start: refused.
+        assert_eq!(seqs.give_back(b"l", 2, 20, 26), Some(false));
+        assert_eq!(seqs.give_back(b"l", 1, 26, 26), Some(false));
+        assert_eq!(seqs.give_back(b"l", 1, 5, 26), Some(false));
+        assert_eq!(seqs.tail(b"l"), Some((1, 26)));
+        assert_eq!(seqs.give_back(b"l", 1, 20, 26), Some(true));
+        assert_eq!(seqs.tail(b"l"), Some((1, 20)));
+        assert_eq!(seqs.next(b"l", 1), Some((1, 20)));
+        // Taken back once: the same range again is not the tail any more.
+        assert_eq!(seqs.give_back(b"l", 1, 20, 26), Some(false));
     }
 
     #[test]
