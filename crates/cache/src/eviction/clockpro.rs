@@ -25,7 +25,7 @@ use super::{EvictionPolicy, Units};
 use crate::slab::{Node, Slab, Slot, NIL};
 use crate::Capacity;
 
-/// Clock entry `meta`: its status in the low 2 bits, [`IN_TEST`] above.
+/// Clock entry `state`: its status in the low 2 bits, [`IN_TEST`] above.
 const HOT: u32 = 0;
 const COLD: u32 = 1;
 const GHOST: u32 = 2;
@@ -35,13 +35,29 @@ const IN_TEST: u32 = 4;
 /// Cache node `meta`: the reference bit.
 const REFERENCED: u32 = 1;
 
+/// One place on the clock. Only ghosts are keyed: a resident entry is reached through its
+/// cache slot (`entry_of`), so it costs no index insertion on arrival and no bucket-chain
+/// walk when it leaves, which is what most entries do without ever becoming a ghost.
+#[derive(Clone, Copy)]
+struct Entry {
+    prev: Slot,
+    next: Slot,
+    size: u32,
+    state: u32,
+    /// Resident: its cache slot. Ghost: its slot in the ghost index. Free: the next free
+    /// entry.
+    link: Slot,
+}
+
 pub(crate) struct ClockPro {
     units: Units,
-    /// Clock entries: resident objects and ghosts, keyed like the cache.
-    clock: Slab,
-    /// Cache slot of each resident clock entry (by clock slot).
-    resident: Vec<Slot>,
-    /// Clock slot of each cached object (by cache slot).
+    /// The clock's entries (resident objects and ghosts), recycled through `free`.
+    entries: Vec<Entry>,
+    free: Slot,
+    /// Keys of the ghosts; each node's `next` holds the ghost's entry (ghost-index nodes are
+    /// in no queue, so the field is otherwise unused).
+    ghost_index: Slab,
+    /// Clock entry of each cached object (by cache slot).
     entry_of: Vec<Slot>,
     hand_hot: Slot,
     hand_cold: Slot,
@@ -58,8 +74,9 @@ impl ClockPro {
         let units = Units::of(capacity);
         ClockPro {
             units,
-            clock: Slab::new(),
-            resident: Vec::new(),
+            entries: Vec::new(),
+            free: NIL,
+            ghost_index: Slab::new(),
             entry_of: Vec::new(),
             hand_hot: NIL,
             hand_cold: NIL,
@@ -71,52 +88,74 @@ impl ClockPro {
         }
     }
 
+    /// A new entry (in no ring) for the cached object at `slot`.
+    fn alloc(&mut self, size: u32, state: u32, slot: Slot) -> Slot {
+        let entry = Entry {
+            prev: NIL,
+            next: NIL,
+            size,
+            state,
+            link: slot,
+        };
+        if self.free != NIL {
+            let e = self.free;
+            self.free = self.entries[e as usize].link;
+            self.entries[e as usize] = entry;
+            return e;
+        }
+        self.entries.push(entry);
+        (self.entries.len() - 1) as Slot
+    }
+
+    /// Recycles `e` (already out of the ring and, if it was a ghost, of the index).
+    fn release(&mut self, e: Slot) {
+        self.entries[e as usize].link = self.free;
+        self.free = e;
+    }
+
     fn status(&self, e: Slot) -> u32 {
-        self.clock.nodes[e as usize].meta() & STATUS
+        self.entries[e as usize].state & STATUS
     }
 
     fn in_test(&self, e: Slot) -> bool {
-        self.clock.nodes[e as usize].meta() & IN_TEST != 0
+        self.entries[e as usize].state & IN_TEST != 0
     }
 
     fn set(&mut self, e: Slot, status: u32, in_test: bool) {
         let flag = if in_test { IN_TEST } else { 0 };
-        self.clock.nodes[e as usize].set_meta(status | flag);
+        self.entries[e as usize].state = status | flag;
     }
 
     fn entry_units(&self, e: Slot) -> u64 {
-        self.units.of_size(self.clock.nodes[e as usize].size)
+        self.units.of_size(self.entries[e as usize].size)
     }
 
     fn next(&self, e: Slot) -> Slot {
-        self.clock.nodes[e as usize].next
+        self.entries[e as usize].next
     }
 
     /// Links `e` into the ring at the list head: just behind HAND_hot.
     fn link_at_head(&mut self, e: Slot) {
-        let nodes = &mut self.clock.nodes;
+        let entries = &mut self.entries;
         if self.hand_hot == NIL {
-            nodes[e as usize].prev = e;
-            nodes[e as usize].next = e;
+            entries[e as usize].prev = e;
+            entries[e as usize].next = e;
             self.hand_hot = e;
             self.hand_cold = e;
             self.hand_test = e;
             return;
         }
         let after = self.hand_hot;
-        let before = nodes[after as usize].prev;
-        nodes[e as usize].prev = before;
-        nodes[e as usize].next = after;
-        nodes[before as usize].next = e;
-        nodes[after as usize].prev = e;
+        let before = entries[after as usize].prev;
+        entries[e as usize].prev = before;
+        entries[e as usize].next = after;
+        entries[before as usize].next = e;
+        entries[after as usize].prev = e;
     }
 
     /// Takes `e` out of the ring, moving any hand on it to its successor.
     fn unlink(&mut self, e: Slot) {
-        let (prev, next) = {
-            let node = &self.clock.nodes[e as usize];
-            (node.prev, node.next)
-        };
+        let Entry { prev, next, .. } = self.entries[e as usize];
         let successor = if next == e { NIL } else { next };
         for hand in [&mut self.hand_hot, &mut self.hand_cold, &mut self.hand_test] {
             if *hand == e {
@@ -124,8 +163,8 @@ impl ClockPro {
             }
         }
         if successor != NIL {
-            self.clock.nodes[prev as usize].next = next;
-            self.clock.nodes[next as usize].prev = prev;
+            self.entries[prev as usize].next = next;
+            self.entries[next as usize].prev = prev;
         }
     }
 
@@ -135,7 +174,8 @@ impl ClockPro {
         self.ghosts -= units;
         self.shrink_cold_target(units);
         self.unlink(e);
-        self.clock.remove(e);
+        self.ghost_index.remove(self.entries[e as usize].link);
+        self.release(e);
     }
 
     fn grow_cold_target(&mut self, units: u64) {
@@ -178,7 +218,7 @@ impl ClockPro {
         self.hand_hot = self.next(e);
         match self.status(e) {
             HOT => {
-                let slot = self.resident[e as usize];
+                let slot = self.entries[e as usize].link;
                 if nodes[slot as usize].meta() & REFERENCED != 0 {
                     nodes[slot as usize].set_meta(0);
                     return false;
@@ -190,7 +230,7 @@ impl ClockPro {
                 true
             }
             COLD => {
-                let slot = self.resident[e as usize];
+                let slot = self.entries[e as usize].link;
                 if self.in_test(e) && nodes[slot as usize].meta() & REFERENCED == 0 {
                     self.shrink_cold_target(self.entry_units(e));
                 }
@@ -233,7 +273,7 @@ impl ClockPro {
                 self.hand_cold = self.next(e);
                 continue;
             }
-            let slot = self.resident[e as usize];
+            let slot = self.entries[e as usize].link;
             if nodes[slot as usize].meta() & REFERENCED != 0 {
                 nodes[slot as usize].set_meta(0);
                 self.hand_cold = self.next(e);
@@ -250,23 +290,30 @@ impl ClockPro {
             let units = self.entry_units(e);
             self.cold -= units;
             self.entry_of[slot as usize] = NIL;
-            if self.in_test(e) {
-                self.set(e, GHOST, true);
+            if self.in_test(e) && self.remember(e, nodes[slot as usize].key) {
                 self.ghosts += units;
                 self.run_test();
             } else {
                 self.unlink(e);
-                self.clock.remove(e);
+                self.release(e);
             }
             return slot;
         }
     }
 
+    /// Turns the evicted entry `e` into the ghost of `key`; false if the index is full.
+    fn remember(&mut self, e: Slot, key: u64) -> bool {
+        let entry = &mut self.entries[e as usize];
+        let Some(ghost) = self.ghost_index.insert(key, entry.size) else {
+            return false;
+        };
+        self.ghost_index.nodes[ghost as usize].next = e;
+        entry.link = ghost;
+        entry.state = GHOST | IN_TEST;
+        true
+    }
+
     fn map(&mut self, e: Slot, slot: Slot) {
-        if self.resident.len() <= e as usize {
-            self.resident.resize(e as usize + 1, NIL);
-        }
-        self.resident[e as usize] = slot;
         if self.entry_of.len() <= slot as usize {
             self.entry_of.resize(slot as usize + 1, NIL);
         }
@@ -289,22 +336,21 @@ impl EvictionPolicy for ClockPro {
         let (key, size) = (nodes[slot as usize].key, nodes[slot as usize].size);
         nodes[slot as usize].set_meta(0);
         let units = self.units.of_size(size);
-        // One hash for the ghost lookup and the insertion that usually follows it.
-        let hash = self.clock.hash(key);
-        if let Some(e) = self.clock.find_hashed(key, hash) {
+        if let Some(ghost) = self.ghost_index.find(key) {
             // A ghost re-accessed in its test period: back as hot, and `m_c` grows.
+            let e = self.ghost_index.nodes[ghost as usize].next;
+            self.ghost_index.remove(ghost);
             self.ghosts -= self.entry_units(e);
-            self.clock.resize(e, size);
+            let entry = &mut self.entries[e as usize];
+            entry.size = size;
+            entry.link = slot;
             self.map(e, slot);
             self.cold += units;
             self.promote(nodes, e);
             return;
         }
-        let Some(e) = self.clock.insert_hashed(key, size, hash) else {
-            return;
-        };
+        let e = self.alloc(size, COLD | IN_TEST, slot);
         self.map(e, slot);
-        self.set(e, COLD, true);
         self.cold += units;
         self.link_at_head(e);
     }
@@ -319,7 +365,7 @@ impl EvictionPolicy for ClockPro {
             &mut self.cold
         };
         *total = *total - old + new;
-        self.clock.resize(e, size);
+        self.entries[e as usize].size = size;
     }
 
     fn evict(&mut self, nodes: &mut [Node]) -> Slot {
@@ -336,7 +382,7 @@ impl EvictionPolicy for ClockPro {
             self.cold -= units;
         }
         self.unlink(e);
-        self.clock.remove(e);
+        self.release(e);
     }
 
     fn on_capacity(&mut self, capacity: Capacity) {
@@ -348,7 +394,9 @@ impl EvictionPolicy for ClockPro {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.clock.heap_bytes() + (self.resident.capacity() + self.entry_of.capacity()) * 4
+        self.entries.capacity() * core::mem::size_of::<Entry>()
+            + self.ghost_index.heap_bytes()
+            + self.entry_of.capacity() * core::mem::size_of::<Slot>()
     }
 }
 
@@ -362,6 +410,17 @@ mod tests {
         Harness::new(ClockPro::new(capacity), capacity)
     }
 
+    /// The clock status of `key`: a ghost through the ghost index, a cached object through
+    /// its cache slot.
+    fn status_of(h: &Harness<ClockPro>, key: u64) -> u32 {
+        let p = &h.policy;
+        let e = match p.ghost_index.find(key) {
+            Some(ghost) => p.ghost_index.nodes[ghost as usize].next,
+            None => p.entry_of[h.store.find(key).expect("key on the clock") as usize],
+        };
+        p.status(e)
+    }
+
     #[test]
     fn unreferenced_cold_objects_leave_first_and_are_remembered() {
         let mut h = clockpro(4);
@@ -372,11 +431,29 @@ mod tests {
         h.access(5, 1);
         // HAND_cold starts at 1 (bit clear): 1 leaves, its key stays as a ghost.
         assert_eq!(h.evicted, vec![1]);
-        assert_eq!(h.policy.status(h.policy.clock.find(1).unwrap()), GHOST);
+        assert_eq!(status_of(&h, 1), GHOST);
         h.access(6, 1);
         // 2 was referenced in its test period: promoted to hot; 3 leaves.
         assert_eq!(h.evicted, vec![1, 3]);
-        assert_eq!(h.policy.status(h.policy.clock.find(2).unwrap()), HOT);
+        assert_eq!(status_of(&h, 2), HOT);
+    }
+
+    #[test]
+    fn resident_objects_are_not_indexed() {
+        let mut h = clockpro(4);
+        for k in 1..=4 {
+            h.access(k, 1);
+        }
+        assert_eq!(h.policy.ghost_index.len(), 0);
+        h.access(5, 1);
+        assert_eq!(h.policy.ghost_index.len(), 1, "only the evicted 1 is keyed");
+        assert!(!h.access(1, 1));
+        // 1 is resident again and unkeyed; the object it displaced is the one ghost.
+        assert_eq!(h.evicted, vec![1, 2]);
+        assert_eq!(h.policy.ghost_index.len(), 1);
+        assert!(h.policy.ghost_index.find(1).is_none());
+        assert_eq!(status_of(&h, 2), GHOST);
+        assert_eq!(status_of(&h, 1), HOT);
     }
 
     #[test]
@@ -389,8 +466,7 @@ mod tests {
         assert_eq!(h.evicted, vec![0]);
         let before = h.policy.cold_target;
         assert!(!h.access(0, 1), "a miss: only its key was kept");
-        let e = h.policy.clock.find(0).unwrap();
-        assert_eq!(h.policy.status(e), HOT);
+        assert_eq!(status_of(&h, 0), HOT);
         assert_eq!(h.policy.cold_target, before + 1);
     }
 
@@ -407,6 +483,13 @@ mod tests {
             assert_eq!(p.hot + p.cold, h.store.len());
             assert!(h.store.len() <= 50);
             assert!(p.hot <= p.hot_limit() || p.cold == 0);
+            // Only ghosts are keyed: the index holds exactly the ghosts' units.
+            let ghost_units: u64 = p
+                .ghost_index
+                .slots()
+                .map(|g| p.entry_units(p.ghost_index.nodes[g as usize].next))
+                .sum();
+            assert_eq!(ghost_units, p.ghosts);
         }
     }
 }
