@@ -58,25 +58,71 @@ pub struct ScriptHooks {
     budget: Arc<Budget>,
     limits: Limits,
     defined: HookSet,
-    /// Registry ids of the hook functions (0: not defined).
-    functions: [i32; 6],
-    /// Registry ids of the field names (`id`, `size`, ...): pushed from the registry, a
-    /// name costs no string lookup per call (`lua_setfield` interns its C string each time).
-    names: [i32; 5],
+    /// Where the hook functions, the tables and the field names sit on the stack.
+    pins: Pins,
     /// Which of [`FIELDS`] the source names, so each call stores them in the table (the
     /// others are answered by the metatable, as the file never reads them by name).
     stored: [bool; 5],
-    /// Registry id of the reused `obj` table, and of the candidates' tables.
-    obj: i32,
-    candidates: [i32; MAX_QUEUES],
     /// The object each table stands for during a call (the `obj` table first): what its
     /// metatable's functions read and write. Boxed: the functions hold its address.
     bound: Box<[Bound; 1 + MAX_QUEUES]>,
-    /// Keeps the registry entries above alive.
+    /// Keeps the registry entries behind `pins` alive.
     _keys: Vec<RegistryKey>,
     _host: Arc<Mutex<HostShared>>,
     // Declared last: the Lua state holds its address and must be dropped first.
     _slot: Box<SeriesSlot>,
+}
+
+/// Stack indices (absolute) of what every hook call pushes: the hook functions (nil where
+/// not defined), the reused `obj` table, the candidates' tables and the field names. They
+/// are pushed once, at the bottom of the hooks' own state's stack, where nothing pops them
+/// (mlua and the calls here restore the top they found): `lua_pushvalue` of a slot costs a
+/// third of a `lua_rawgeti` from the registry, paid several times a call.
+struct Pins {
+    functions: [c_int; 6],
+    obj: c_int,
+    candidates: [c_int; MAX_QUEUES],
+    names: [c_int; 5],
+}
+
+impl Pins {
+    /// Pushes the registry entries `functions` (0: none), `tables` (`obj`'s first) and
+    /// `names` onto the stack of `lua`'s main state, to stay there.
+    fn push(
+        lua: &Lua,
+        functions: [i32; 6],
+        tables: [i32; 1 + MAX_QUEUES],
+        names: [i32; 5],
+    ) -> mlua::Result<Pins> {
+        // SAFETY: pushes within the space checked for; `lua_rawgeti` of the registry cannot
+        // raise (an integer key, a table without metamethods).
+        lua.exec_raw_lua(|raw| unsafe {
+            let l = raw.state();
+            if ffi::lua_checkstack(l, (6 + 1 + MAX_QUEUES + 5) as c_int) == 0 {
+                return Err(mlua::Error::runtime("Lua stack exhausted"));
+            }
+            let mut push = |id: i32| {
+                match id {
+                    0 => ffi::lua_pushnil(l),
+                    id => {
+                        ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, id.into());
+                    }
+                }
+                ffi::lua_gettop(l)
+            };
+            let functions = functions.map(&mut push);
+            let tables = tables.map(&mut push);
+            let names = names.map(&mut push);
+            let mut candidates = [0; MAX_QUEUES];
+            candidates.copy_from_slice(&tables[1..]);
+            Ok(Pins {
+                functions,
+                obj: tables[0],
+                candidates,
+                names,
+            })
+        })
+    }
 }
 
 /// The main state of a [`ScriptHooks`]' own `Lua`.
@@ -197,10 +243,8 @@ impl ScriptHooks {
         for (id, bound) in tables.iter_mut().zip(bound.iter()) {
             *id = bound_table(&lua, bound).map_err(setup)?;
         }
-        let obj = tables[0];
-        let mut candidates = [0; MAX_QUEUES];
-        candidates.copy_from_slice(&tables[1..]);
-        let stored = FIELDS.map(|field| names_field(source, field));
+        let code = crate::source_scan::without_comments(source);
+        let stored = FIELDS.map(|field| names_field(&code, field));
         let mut names = [0; 5];
         for (id, name) in names.iter_mut().zip(FIELDS) {
             let key = lua.create_registry_value(lua.create_string(name).map_err(setup)?);
@@ -208,6 +252,7 @@ impl ScriptHooks {
             *id = key.id();
             keys.push(key);
         }
+        let pins = Pins::push(&lua, functions, tables, names).map_err(setup)?;
         let state = RawState(lua.exec_raw_lua(|raw| raw.state()));
         let defined = HookSet {
             admit: functions[ADMIT] != 0,
@@ -223,11 +268,8 @@ impl ScriptHooks {
             budget,
             limits: *limits,
             defined,
-            functions,
-            names,
+            pins,
             stored,
-            obj,
-            candidates,
             bound,
             _keys: keys,
             _host: host,
@@ -259,10 +301,10 @@ impl ScriptHooks {
                     break 'call Err(Err("Lua stack exhausted".to_string()));
                 }
                 let top = ffi::lua_gettop(l);
-                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.functions[which].into());
+                ffi::lua_pushvalue(l, self.pins.functions[which]);
                 for ((obj, &table), bound) in objs.iter_mut().zip(tables).zip(bound) {
                     bound.obj.set(obj);
-                    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
+                    ffi::lua_pushvalue(l, table);
                     self.fill(l, obj);
                 }
                 let called = ffi::lua_pcall(l, objs.len() as i32, results, 0);
@@ -296,9 +338,9 @@ impl ScriptHooks {
             obj.last_access as i64,
             obj.inserted as i64,
         ];
-        for ((&name, value), stored) in self.names.iter().zip(values).zip(self.stored) {
+        for ((&name, value), stored) in self.pins.names.iter().zip(values).zip(self.stored) {
             if stored {
-                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, name.into());
+                ffi::lua_pushvalue(l, name);
                 ffi::lua_pushinteger(l, value);
                 ffi::lua_rawset(l, -3);
             }
@@ -316,7 +358,7 @@ impl ScriptHooks {
         self.call(
             which,
             std::slice::from_mut(obj),
-            &[self.obj],
+            &[self.pins.obj],
             bound,
             results,
             read,
@@ -324,11 +366,12 @@ impl ScriptHooks {
     }
 }
 
-/// The fields of `obj`, in [`ScriptHooks::names`]' order.
+/// The fields of `obj`, in [`ScriptHooks::stored`]' order.
 const FIELDS: [&str; 5] = ["id", "size", "hits", "last_access", "inserted"];
 
-/// Whether `source` names `field` as a word (`obj.last_access`, `o["hits"]`): a field it
-/// never names is left to the metatable, which answers it all the same.
+/// Whether `code` (a source without its comments) names `field` as a word
+/// (`obj.last_access`, `o["hits"]`): a field it never names is left to the metatable,
+/// which answers it all the same, so storing it at each call would be wasted.
 fn names_field(source: &str, field: &str) -> bool {
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     source.match_indices(field).any(|(at, _)| {
@@ -488,16 +531,20 @@ impl ObjectHooks for ScriptHooks {
     fn priority(&mut self, obj: &mut HookObject) -> Result<Placement, HookFailure> {
         self.call_one(PRIORITY, obj, 2, |l, top| unsafe {
             let mut ok = 0;
-            let priority = ffi::lua_tonumberx(l, top + 1, &mut ok);
-            if ok == 0 || ffi::lua_type(l, top + 1) != ffi::LUA_TNUMBER || priority.is_nan() {
-                return Err(format!(
-                    "priority() must return a number, not {}",
-                    if ok != 0 && priority.is_nan() {
-                        "NaN".to_string()
-                    } else {
-                        format!("a {}", type_name(l, top + 1))
-                    }
-                ));
+            let priority = match ffi::lua_type(l, top + 1) {
+                // An integer (a last access, a count) read as one: `lua_tonumberx` takes its
+                // slow path of conversions for every integer.
+                ffi::LUA_TNUMBER => match ffi::lua_tointegerx(l, top + 1, &mut ok) {
+                    i if ok != 0 => i as f64,
+                    _ => ffi::lua_tonumberx(l, top + 1, std::ptr::null_mut()),
+                },
+                _ => {
+                    let what = type_name(l, top + 1);
+                    return Err(format!("priority() must return a number, not a {what}"));
+                }
+            };
+            if priority.is_nan() {
+                return Err("priority() must return a number, not NaN".to_string());
             }
             let queue = match ffi::lua_type(l, top + 2) {
                 ffi::LUA_TNIL => 1,
@@ -531,7 +578,7 @@ impl ObjectHooks for ScriptHooks {
         let n = candidates.len().min(MAX_QUEUES);
         let mut objs = [HookObject::default(); MAX_QUEUES];
         objs[..n].copy_from_slice(&candidates[..n]);
-        let tables = self.candidates;
+        let tables = self.pins.candidates;
         let bound = &self.bound[1..];
         self.call(
             EVICT,
@@ -549,10 +596,7 @@ impl ObjectHooks for ScriptHooks {
                     }
                 }
                 for (i, &table) in tables[..n].iter().enumerate() {
-                    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, table.into());
-                    let same = ffi::lua_rawequal(l, at, -1) != 0;
-                    ffi::lua_settop(l, -2);
-                    if same {
+                    if ffi::lua_rawequal(l, at, table) != 0 {
                         return Ok(i);
                     }
                 }

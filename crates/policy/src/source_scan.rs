@@ -65,6 +65,33 @@ fn chain_tokens(src: &[u8]) -> usize {
     count
 }
 
+/// `src` with each comment replaced by a space (strings kept whole, so a `--` inside one
+/// stays): what a scan for the names a file uses should read, as a word in a comment is
+/// not a use.
+pub(crate) fn without_comments(src: &str) -> String {
+    let bytes = src.as_bytes();
+    let mut code = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let end = match c {
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                i = skip_comment(bytes, i + 2);
+                code.push(b' ');
+                continue;
+            }
+            b'"' | b'\'' => skip_quoted(bytes, i + 1, c),
+            b'[' => long_bracket_level(bytes, i).map_or(i + 1, |level| skip_long(bytes, i, level)),
+            _ => i + 1,
+        };
+        let end = end.min(bytes.len());
+        code.extend_from_slice(&bytes[i..end]);
+        i = end;
+    }
+    // Cut only at ASCII bytes (comment delimiters, quotes, brackets): still UTF-8.
+    String::from_utf8(code).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 fn skip_while(src: &[u8], mut i: usize, keep: impl Fn(u8) -> bool) -> usize {
     while i < src.len() && keep(src[i]) {
         i += 1;
@@ -121,6 +148,17 @@ fn skip_long(src: &[u8], i: usize, level: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comments_are_blanked_and_strings_kept() {
+        let src =
+            "-- hits\nx = o.last_access --[[ size\n inserted ]] + 1\ns = \"a -- id\" .. [[--b]]";
+        assert_eq!(
+            without_comments(src),
+            " \nx = o.last_access   + 1\ns = \"a -- id\" .. [[--b]]"
+        );
+        assert_eq!(without_comments("y = 'é' -- ünï\n"), "y = 'é'  \n");
+    }
 
     #[test]
     fn counts_the_tokens_of_code_only() {

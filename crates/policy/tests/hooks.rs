@@ -321,3 +321,32 @@ fn a_hooks_only_policy_loads_in_the_engine_without_tick_callbacks() {
     let err = engine.load("none", "x = 1").unwrap_err();
     assert!(err.to_string().contains("per-request hook"), "{err}");
 }
+
+#[test]
+fn fields_named_only_in_comments_are_not_stored_but_still_answered() {
+    // `last_access` and `hits` appear only in comments (and as keys built at run time): the
+    // host stores neither in `obj` at each call, and the metatable answers the read as the
+    // record holds it, so this is still LRU.
+    let source = "-- LRU: priority is obj.last_access; obj.hits is not used\n\
+                  local field = 'last_' .. 'access'\n\
+                  function priority(o) return o[field] end\n";
+    let trace = trace();
+    let capacity = Capacity::objects(80);
+    let builtin = hits(&mut Cache::new(Algorithm::Lru, capacity), &trace);
+    let hooks = hooks_of(source, &Params::new(), &Limits::default());
+    let mut scripted = Cache::with_hooks(capacity, Box::new(hooks));
+    assert_eq!(hits(&mut scripted, &trace), builtin);
+    assert!(scripted.hook_failure().is_none());
+
+    // A write to such a field is refused like any host field's (it was let through, and
+    // left in the reused table for the next object, when the comment made it stored).
+    let source = "-- obj.hits\nfunction on_hit(o) o['hi' .. 'ts'] = 0 end\n";
+    let hooks = hooks_of(source, &Params::new(), &Limits::default());
+    let mut scripted = Cache::with_hooks(capacity, Box::new(hooks));
+    hits(&mut scripted, &trace);
+    let failure = scripted.hook_failure().expect("the write is refused");
+    assert!(
+        failure.message.contains("fields are the host's"),
+        "{failure}"
+    );
+}
