@@ -65,7 +65,7 @@ fn tolerance(algorithm: Algorithm, _admission: Option<&str>) -> f64 {
 /// generator started where a fresh libCacheSim process starts it, docs/cache.md): their
 /// misses must equal libCacheSim's exactly.
 fn must_be_exact(algorithm: Algorithm) -> bool {
-    matches!(algorithm, Algorithm::LeCaR)
+    matches!(algorithm, Algorithm::LeCaR | Algorithm::Lhd)
 }
 
 fn traces_dir() -> PathBuf {
