@@ -289,3 +289,40 @@ fn miss_ratios_match_libcachesim() {
         failures.join("\n")
     );
 }
+
+/// libCacheSim 0.3.5's LHD misses on the synthetic workloads of
+/// `bench/libcachesim/lhd_long_reference.py`: (name, keys, cache bytes, misses).
+const LHD_LONG_REFERENCE: &[(&str, u64, u64, u64)] = &[
+    ("stretch", 100_000, 2_000_000, LHD_STRETCH_MISSES),
+    ("compress", 2_000_000, 300_000, LHD_COMPRESS_MISSES),
+];
+const LHD_STRETCH_MISSES: u64 = 49_958_158;
+const LHD_COMPRESS_MISSES: u64 = 0;
+const LHD_LONG_REQUESTS: u64 = 55_000_000;
+
+/// The shared traces are shorter than LHD's 2^20 accesses per reconfiguration; these
+/// workloads (generated as `lhd_long_reference.py` generates them) run through 52
+/// reconfigurations, both changes of the age coarsening (one stretching, one compressing the
+/// counts) and the switch to 32 candidates, and must miss exactly as often as libCacheSim.
+#[test]
+fn lhd_reconfigures_as_libcachesim() {
+    for &(name, keys, cache_bytes, theirs) in LHD_LONG_REFERENCE {
+        let mut cache = Cache::new(Algorithm::Lhd, Capacity::bytes(cache_bytes));
+        let mut x = 1u64;
+        let mut misses = 0u64;
+        for _ in 0..LHD_LONG_REQUESTS {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let key = (x >> 33) % (1 + (x >> 13) % keys);
+            let size = if name == "stretch" {
+                1 + (key * 2654435761) % 4000
+            } else {
+                1
+            };
+            misses += u64::from(!cache.access(key, size as u32));
+        }
+        println!("lhd {name}: {misses} misses, libCacheSim {theirs}");
+        assert_eq!(misses, theirs, "{name}");
+    }
+}
