@@ -237,7 +237,7 @@ impl Lhd {
     #[inline]
     fn accessed(&mut self, at: usize, size: f32, inserted: bool, key: u64) {
         let timestamp = self.timestamp;
-        let explore = self.rng.next() % EXPLORE_INVERSE_PROBABILITY == 0;
+        let explore = self.rng.next().is_multiple_of(EXPLORE_INVERSE_PROBABILITY);
         let explorer = explore
             && self.explorer_budget > 0
             && self.reconfigurations < SETTLED_AFTER_RECONFIGURATIONS;
