@@ -292,15 +292,19 @@ fn miss_ratios_match_libcachesim() {
 
 /// libCacheSim 0.3.5's LHD misses on the synthetic workloads of
 /// `bench/libcachesim/lhd_long_reference.py`: (name, keys, cache bytes, misses).
-const LHD_LONG_REFERENCE: &[(&str, u64, u64, u64)] =
-    &[("stretch", 100_000, 2_000_000, LHD_STRETCH_MISSES)];
+const LHD_LONG_REFERENCE: &[(&str, u64, u64, u64)] = &[
+    ("stretch", 100_000, 2_000_000, LHD_STRETCH_MISSES),
+    ("compress", 2_000_000, 300_000, LHD_COMPRESS_MISSES),
+];
 const LHD_STRETCH_MISSES: u64 = 49_958_158;
+const LHD_COMPRESS_MISSES: u64 = 36_156_607;
 const LHD_LONG_REQUESTS: u64 = 55_000_000;
 
-/// The shared traces are shorter than LHD's 2^20 accesses per reconfiguration; this
-/// workload (generated as `lhd_long_reference.py` generates it) runs through 52
-/// reconfigurations, the setting of the age coarsening (which stretches the counts) and the
-/// switch to 32 candidates, and must miss exactly as often as libCacheSim.
+/// The shared traces are shorter than LHD's 2^20 accesses per reconfiguration; these
+/// workloads (generated as `lhd_long_reference.py` generates them) run through 52
+/// reconfigurations, the setting of the age coarsening (stretching the counts in one,
+/// compressing them in the other) and the switch to 32 candidates, and must miss exactly as
+/// often as libCacheSim.
 #[test]
 fn lhd_reconfigures_as_libcachesim() {
     for &(name, keys, cache_bytes, theirs) in LHD_LONG_REFERENCE {
