@@ -2,7 +2,7 @@
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
 For every algorithm in ALGORITHMS (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC, LIRS, 2Q, SLRU,
-LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF, LeCaR, Cacheus, W-TinyLFU) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
+LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF, LeCaR, Cacheus, W-TinyLFU, LHD) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
 bytes, runs libCacheSim's own C simulator (through its Python package) and writes the exact
 byte cache sizes and miss ratios to reference.json next to this script; ADMISSIONS are run
 in front of LRU the same way. The cache crate's test `libcachesim_agreement` replays the same
@@ -15,7 +15,7 @@ request, INT64_MAX for none, as oracleGeneral stores it) and feeds the requests 
 
 Every online replay runs in a freshly spawned process: libCacheSim's random generator
 (`next_rand`) is one per thread, starts at 0 and is advanced by whatever drew from it before,
-so only a fresh process gives the learning algorithms (LeCaR, Cacheus) the sequence of draws Mantle
+so only a fresh process gives the learning and sampling algorithms (LeCaR, Cacheus, LHD) the sequence of draws Mantle
 reproduces.
 
 Usage (the package lives in a private virtualenv):
@@ -57,6 +57,7 @@ ALGORITHMS = {
     "lecar": lcs.LeCaR,
     "cacheus": lcs.Cacheus,
     "wtinylfu": lcs.WTinyLFU,
+    "lhd": lcs.LHD,
 }
 # Offline algorithms: they need next-access times (see the module doc).
 OFFLINE = {

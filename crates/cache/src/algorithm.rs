@@ -26,11 +26,12 @@ pub enum Algorithm {
     Cacheus,
     WTinyLfu,
     ClockPro,
+    Lhd,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 20] = [
+    pub const ALL: [Algorithm; 21] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -48,6 +49,7 @@ impl Algorithm {
         Algorithm::Cacheus,
         Algorithm::WTinyLfu,
         Algorithm::ClockPro,
+        Algorithm::Lhd,
         Algorithm::Gdsf,
         Algorithm::Belady,
         Algorithm::BeladySize,
@@ -76,6 +78,7 @@ impl Algorithm {
             Algorithm::Cacheus => "cacheus",
             Algorithm::WTinyLfu => "wtinylfu",
             Algorithm::ClockPro => "clockpro",
+            Algorithm::Lhd => "lhd",
         }
     }
 }
@@ -123,6 +126,7 @@ impl FromStr for Algorithm {
             "cacheus" => Ok(Algorithm::Cacheus),
             "wtinylfu" | "w-tinylfu" | "tinylfu" => Ok(Algorithm::WTinyLfu),
             "clockpro" | "clock-pro" => Ok(Algorithm::ClockPro),
+            "lhd" => Ok(Algorithm::Lhd),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of: {})",
                 Algorithm::names()

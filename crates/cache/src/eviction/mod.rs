@@ -20,6 +20,7 @@ mod hyperbolic;
 mod lecar;
 mod lfu;
 mod lfuda;
+mod lhd;
 mod lirs;
 mod lru;
 mod next_rand;
@@ -135,6 +136,7 @@ enum Kind {
     Cacheus(Box<cacheus::Cacheus>),
     WTinyLfu(Box<wtinylfu::WTinyLfu>),
     ClockPro(Box<clockpro::ClockPro>),
+    Lhd(Box<lhd::Lhd>),
     Scripted(Box<scripted::Scripted>),
 }
 
@@ -167,6 +169,7 @@ macro_rules! dispatch {
             Kind::Cacheus($p) => $e,
             Kind::WTinyLfu($p) => $e,
             Kind::ClockPro($p) => $e,
+            Kind::Lhd($p) => $e,
             Kind::Scripted($p) => $e,
         }
     };
@@ -195,6 +198,7 @@ impl Evictor {
             Algorithm::Cacheus => Kind::Cacheus(Box::new(cacheus::Cacheus::new(capacity))),
             Algorithm::WTinyLfu => Kind::WTinyLfu(Box::new(wtinylfu::WTinyLfu::new(capacity))),
             Algorithm::ClockPro => Kind::ClockPro(Box::new(clockpro::ClockPro::new(capacity))),
+            Algorithm::Lhd => Kind::Lhd(Box::new(lhd::Lhd::new(capacity))),
         })
     }
 
