@@ -6,7 +6,10 @@ mod cmd;
 /// mimalloc instead of glibc's malloc: glibc keeps a 32 MiB+ arena per thread that grows with
 /// the server's many small key+value allocations and seldom shrinks, which put the server's
 /// memory at 2.5x Redis's for the same data (bench/server_memory_vs_redis); mimalloc's pages
-/// are smaller, shared out per size class and returned to the OS when freed.
+/// are smaller, shared out per size class and returned to the OS when freed. Built to
+/// override `malloc` too, so that RocksDB's allocations (memtables, blocks read from its files)
+/// come from the same pages instead of glibc's arenas, which kept ~35 MB freed by RocksDB
+/// resident at 1M keys (bench/RESULTS.md, issue 30).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -53,7 +56,9 @@ fn main() {
         Ok(cli) => cli,
         Err(err) => usage_error(err),
     };
-    if !matches!(cli.command, Command::Serve(_)) {
+    if matches!(cli.command, Command::Serve(_)) {
+        purge_freed_memory_periodically();
+    } else {
         die_quietly_on_closed_stdout();
     }
     let result = match cli.command {
@@ -69,6 +74,37 @@ fn main() {
         eprintln!("mantle: {err:#}");
         std::process::exit(1);
     }
+}
+
+extern "C" {
+    /// mimalloc's collection of the calling thread's heap; it also purges, process-wide, the
+    /// arena ranges freed more than mimalloc's `purge_delay` (1 s) ago.
+    fn mi_collect(force: bool);
+}
+
+/// How often the server hands memory freed in bulk back to the OS.
+const PURGE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Gives the OS back what mimalloc holds freed: the cache's tables as they grow (each growth
+/// frees the old copy), RocksDB's flushed memtables. mimalloc purges such ranges `purge_delay`
+/// after the free, but only when some thread next takes pages from its arenas or collects;
+/// a server that went quiet after a load kept them resident (28 B per key after loading 1M
+/// keys, bench/RESULTS.md, issue 30). A thread of its own collects once a second.
+fn purge_freed_memory_periodically() {
+    let spawned = std::thread::Builder::new()
+        .name("mantle-purge".into())
+        .spawn(|| loop {
+            std::thread::sleep(PURGE_PERIOD);
+            purge_freed_memory();
+        });
+    if let Err(err) = spawned {
+        eprintln!("mantle: cannot start the thread that returns freed memory: {err}");
+    }
+}
+
+fn purge_freed_memory() {
+    // SAFETY: mi_collect takes no pointers and may be called from any thread.
+    unsafe { mi_collect(false) }
 }
 
 /// `mantle replay ... | head` must end like any Unix filter when the reader goes away, not
@@ -136,6 +172,55 @@ fn one_line(rendered: &str, subcommand: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// This process's resident anonymous memory, in bytes.
+    fn resident_anonymous() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("RssAnon:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap();
+        kib << 10
+    }
+
+    #[test]
+    fn memory_freed_in_bulk_goes_back_to_the_os_once_the_purge_delay_is_over() {
+        let block = 256 << 20;
+        let mut table = vec![0u8; block];
+        table.iter_mut().step_by(4096).for_each(|byte| *byte = 1);
+        let loaded = resident_anonymous();
+        drop(table);
+        std::thread::sleep(PURGE_PERIOD + std::time::Duration::from_millis(200));
+        purge_freed_memory();
+        let after = resident_anonymous();
+        assert!(
+            after + (block as u64) / 2 < loaded,
+            "resident {loaded} bytes with the block, {after} after freeing and purging"
+        );
+    }
+
+    #[test]
+    fn c_and_cpp_allocations_are_mimallocs_too() {
+        // RocksDB (a shared library) allocates through `malloc`: the program's own
+        // definition, mimalloc's, must be the one the dynamic linker hands out.
+        // SAFETY: dlsym and dladdr only read the loaded objects' symbol tables.
+        let (found, object) = unsafe {
+            let malloc = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            let found = libc::dladdr(malloc, &mut info) != 0 && !info.dli_fname.is_null();
+            let object = found.then(|| std::ffi::CStr::from_ptr(info.dli_fname).to_owned());
+            (found, object)
+        };
+        assert!(found, "malloc is in no loaded object");
+        let object = std::fs::canonicalize(object.unwrap().to_str().unwrap()).unwrap();
+        let program = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(object, program, "malloc comes from {}", object.display());
+    }
 
     #[test]
     fn every_usage_error_renders_as_one_line() {

@@ -525,4 +525,47 @@ mod tests {
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
+    /// Bytes this thread has read through system calls so far (`rchar`: page cache included).
+    fn thread_bytes_read() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|line| line.strip_prefix("rchar: "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_lookup_reads_a_partition_of_a_large_tables_filter_not_all_of_it() {
+        // 500,000 keys make one table whose whole filter (~1.25 B per key) is larger than a
+        // block-cache shard (512 KiB with the default budget): such a filter left the cache as
+        // soon as it was read, and every lookup read all of it from the file again.
+        let dir = temp_dir("partitioned");
+        let store = RocksStore::open(&dir, Fsync::No, OpenOptions::default()).unwrap();
+        let keys = 500_000u32;
+        for i in 0..keys {
+            let key = format!("key:{i:012}");
+            store
+                .set(key.as_bytes(), &record("v", 0), Condition::Always, 0, true)
+                .unwrap();
+        }
+        store.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+        let lookups = 2_000u32;
+        let before = thread_bytes_read();
+        for i in 0..lookups {
+            let absent = format!("absent:{i:012}");
+            assert!(store.get(absent.as_bytes()).unwrap().is_none());
+        }
+        for i in (0..keys).step_by((keys / lookups) as usize) {
+            let present = format!("key:{i:012}");
+            assert!(store.get(present.as_bytes()).unwrap().is_some());
+        }
+        let per_lookup = (thread_bytes_read() - before) / u64::from(2 * lookups);
+        assert!(
+            per_lookup < 32 << 10,
+            "{per_lookup} bytes read from the table per lookup"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -9,8 +9,8 @@ use super::{
 };
 use crate::{wal_scan, Fsync, StoreError, WalRecovery};
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, DBRecoveryMode, LogLevel,
-    MemtableFactory, Options, ReadOptions, SliceTransform, DB,
+    BlockBasedIndexType, BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType,
+    DBRecoveryMode, LogLevel, MemtableFactory, Options, ReadOptions, SliceTransform, DB,
 };
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -18,6 +18,9 @@ use std::sync::Arc;
 
 /// Hash buckets of each memtable (8 bytes each): one per slot, the memtable's hash prefix.
 const MEMTABLE_BUCKETS: usize = ::slots::SLOTS as usize;
+
+/// Target size of one partition of a table's filter or index: a data block's.
+const METADATA_BLOCK_BYTES: usize = 4096;
 
 /// Memtable bytes of the policy registry's family (it holds versions of small sources).
 const POLICY_WRITE_BUFFER_BYTES: usize = 1 << 20;
@@ -136,6 +139,16 @@ impl RocksStore {
         table.set_block_cache(&block_cache);
         table.set_cache_index_and_filter_blocks(true);
         table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        // Filters and indexes in partitions of about one data block, behind a small top
+        // level pinned with the table: a whole filter or index grows with its table (~1.25
+        // and ~0.7 bytes per key), and one larger than a block-cache shard (RocksDB cuts the
+        // cache into up to 64 shards of at least 512 KiB) is dropped as soon as it has been
+        // read, so every lookup of a key read it from the file again: loading 10M keys fell
+        // to a few hundred SETs per second, each reading a 2 MB filter (bench/RESULTS.md).
+        table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+        table.set_partition_filters(true);
+        table.set_metadata_block_size(METADATA_BLOCK_BYTES);
+        table.set_pin_top_level_index_and_filter(true);
         options.set_block_based_table_factory(&table);
         options.create_missing_column_families(true);
         // The policy registry lives in its own column family with ordinary (sorted) memtables:
