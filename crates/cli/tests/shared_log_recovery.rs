@@ -3,9 +3,10 @@
 //! (`crates/zlog`): `kill -9` of the node running the log's sequencer, and separately of a
 //! node holding only storage. Afterwards: no position acknowledged twice, every acknowledged
 //! append readable with its bytes, and no hole except filled ones. The time from the kill to
-//! the first append served by the new sequencer is printed (measured, not asserted); that it
-//! came before the dead node's slots were reassigned (the sequencer takeover of
-//! docs/shared-log.md, not the data failover) is asserted.
+//! the first append served by the new sequencer is printed (measured, not asserted) with
+//! where it went (the dead node's lease running out in etcd, its record deleted, the
+//! successor's view dropping it); that it came before the dead node's slots were reassigned
+//! (the sequencer takeover of docs/shared-log.md, not the data failover) is asserted.
 
 mod common;
 
@@ -79,16 +80,19 @@ fn owner_if_any(port: u16, slot: u16) -> Option<u16> {
 }
 
 struct Cluster {
-    _etcd: Etcd,
+    etcd: Etcd,
+    name: String,
     _root: tempfile::TempDir,
     nodes: Vec<(Option<Proc>, u16)>,
 }
+
+const IDS: [&str; 3] = ["n1", "n2", "n3"];
 
 impl Cluster {
     fn start(name: &str) -> Cluster {
         let etcd = Etcd::start();
         let root = tempfile::tempdir().unwrap();
-        let nodes: Vec<(Option<Proc>, u16)> = ["n1", "n2", "n3"]
+        let nodes: Vec<(Option<Proc>, u16)> = IDS
             .iter()
             .map(|id| {
                 let port = free_port();
@@ -117,7 +121,8 @@ impl Cluster {
             });
         }
         Cluster {
-            _etcd: etcd,
+            etcd,
+            name: name.to_string(),
             _root: root,
             nodes,
         }
@@ -129,6 +134,11 @@ impl Cluster {
             .filter(|(proc, _)| proc.is_some())
             .map(|(_, p)| format!("redis://127.0.0.1:{p}"))
             .collect()
+    }
+
+    /// The node id of the node on `port`.
+    fn id(&self, port: u16) -> &'static str {
+        IDS[self.nodes.iter().position(|(_, p)| *p == port).unwrap()]
     }
 
     fn kill(&mut self, port: u16) -> Instant {
@@ -143,6 +153,70 @@ impl Cluster {
         drop(proc);
         killed
     }
+}
+
+/// When the steps of a takeover happened, seen from outside: the dead node's lease running
+/// out in etcd (between two times: etcd answers a time to live in whole seconds, so the
+/// moment is where its answers turn from 1 to 0, plus a second), its record deleted (the
+/// lease revoked), and the successor's view dropping the node (it serves the sequencer
+/// from then on).
+#[derive(Debug, Default)]
+struct Lapse {
+    ran_out: Option<(Instant, Instant)>,
+    deleted: Option<Instant>,
+    successor_saw: Option<Instant>,
+}
+
+/// Watches `victim`'s lease in etcd and `successor`'s view of the members (every 5 ms)
+/// until both saw it go, or 20 s.
+fn watch_lapse(cluster: &Cluster, victim: &str, successor: u16) -> std::thread::JoinHandle<Lapse> {
+    let config = cluster::ClusterConfig::new(&cluster.etcd.address(), &cluster.name).unwrap();
+    let victim = cluster::NodeId::new(victim).unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let plane = runtime
+            .block_on(cluster::ControlPlane::connect(config))
+            .unwrap();
+        let lease = runtime
+            .block_on(cluster::expiry::member_lease(&plane, &victim))
+            .unwrap()
+            .expect("the victim is a member");
+        let mut successor = conn(successor);
+        let mut lapse = Lapse::default();
+        // The last answer of 1 (sent), and the first 0 after it (received).
+        let (mut last_one, mut zero_after): (Option<Instant>, Option<Instant>) = (None, None);
+        let stop = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < stop && (lapse.deleted.is_none() || lapse.successor_saw.is_none()) {
+            let sent = Instant::now();
+            let ttl = runtime.block_on(cluster::expiry::lease_ttl(&plane, lease));
+            let received = Instant::now();
+            match ttl {
+                Ok(ttl) if ttl > 0 => (last_one, zero_after) = (Some(sent), None),
+                Ok(0) => {
+                    zero_after.get_or_insert(received);
+                }
+                Ok(_) => {
+                    lapse.deleted.get_or_insert(received);
+                }
+                Err(_) => {}
+            }
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut successor)
+                .unwrap_or_default();
+            if info.contains("cluster_known_nodes:2") {
+                lapse.successor_saw.get_or_insert(Instant::now());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let (Some(one), Some(zero)) = (last_one, zero_after) {
+            lapse.ran_out = Some((one + Duration::from_secs(1), zero + Duration::from_secs(1)));
+        }
+        lapse
+    })
 }
 
 /// One acknowledged append.
@@ -277,10 +351,21 @@ fn killing_the_sequencers_node_loses_no_acknowledged_append() {
             }
         })
     };
+    let victim = cluster.id(sequencer);
+    let survivors: Vec<cluster::NodeId> = IDS
+        .iter()
+        .filter(|id| **id != victim)
+        .map(|id| cluster::NodeId::new(id).unwrap())
+        .collect();
+    let successor = cluster::successor::successor(log_slot, &survivors).unwrap();
+    let successor_port =
+        cluster.nodes[IDS.iter().position(|id| *id == successor.as_str()).unwrap()].1;
+    let lapse = watch_lapse(&cluster, victim, successor_port);
     let killed = Mutex::new(None);
     let acked = kill_under_appenders(&mut cluster, sequencer, &killed);
     let killed = killed.lock().unwrap().unwrap();
     let reassigned = reassigned.join().unwrap().expect("the slot reassigned");
+    let lapse = lapse.join().unwrap();
     let before = acked
         .iter()
         .filter(|a| a.at < killed)
@@ -297,6 +382,21 @@ fn killing_the_sequencers_node_loses_no_acknowledged_append() {
          (membership TTL 2 s); the slot itself reassigned after {:?}",
         first_new - killed,
         reassigned - killed
+    );
+    let since = |t: Option<Instant>| {
+        t.map_or("never".to_string(), |t| {
+            format!("{:.3} s", t.saturating_duration_since(killed).as_secs_f64())
+        })
+    };
+    eprintln!(
+        "takeover timeline after the kill: lease ran out in etcd between {} and {}; \
+         record deleted {}; successor ({successor}) saw it go {}; first append by the new \
+         sequencer {}",
+        since(lapse.ran_out.map(|r| r.0)),
+        since(lapse.ran_out.map(|r| r.1)),
+        since(lapse.deleted),
+        since(lapse.successor_saw),
+        since(Some(first_new)),
     );
     assert!(
         first_new < reassigned,

@@ -435,6 +435,14 @@ impl ControlPlane {
     }
 }
 
+/// Why a member's keep-alive stream ended.
+enum Lapse {
+    /// etcd says the lease is gone.
+    Expired,
+    /// A renewal was answered after the lease could have run out ([`LeaseClock::renewed`]).
+    RenewedLate,
+}
+
 /// Keeps a member's lease alive; if the lease is lost (etcd was unreachable for longer
 /// than the TTL), joins again with a new one. `clock` learns of every renewal (fencing,
 /// [`crate::lease`]).
@@ -458,15 +466,25 @@ async fn keep_alive(
                 keeper.keep_alive().await?;
                 match stream.message().await? {
                     Some(resp) if resp.ttl() > 0 => {
-                        clock.confirm(sent, Duration::from_secs(resp.ttl() as u64))
+                        let ttl = Duration::from_secs(resp.ttl() as u64);
+                        if !clock.renewed(sent, Instant::now(), ttl) {
+                            return Ok(Lapse::RenewedLate);
+                        }
                     }
-                    _ => return Ok::<bool, etcd_client::Error>(false),
+                    _ => return Ok::<Lapse, etcd_client::Error>(Lapse::Expired),
                 }
                 tokio::time::sleep(period).await;
             }
         };
         let expired = match tokio::time::timeout(plane.config.timeout + period * 2, alive).await {
-            Ok(Ok(false)) => true,
+            Ok(Ok(Lapse::Expired)) => true,
+            // Other nodes may have proven this lease gone (`crate::lease`): it is given up
+            // (which deletes the record, as its running out would have) and replaced. Until
+            // the revocation succeeds the clock stays lapsed and the node fenced.
+            Ok(Ok(Lapse::RenewedLate)) => plane
+                .bounded(plane.client.clone().lease_revoke(lease))
+                .await
+                .is_ok(),
             // The keep-alive failed or stalled (the process was stopped longer than the
             // TTL, the connection broke, etcd restarted): whatever it said, the record is
             // what counts. Seen under load: a node stopped past its TTL kept failing here

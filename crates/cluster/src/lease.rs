@@ -14,6 +14,13 @@
 //! slot map may still be the one from before the lapse, in which it owns slots that were
 //! reassigned meanwhile. So after a rejoin the node also waits until its view is at least
 //! as new as the rejoin's own etcd revision.
+//!
+//! Other nodes may also prove that the lease ran out before etcd deletes the record
+//! ([`crate::expiry`]: the sequencer takeover starts then). That proof holds only if a lease
+//! that ran out is never renewed, which etcd guarantees except across a change of its leader
+//! (a new leader extends every lease it finds). So a renewal answered after the moment the
+//! lease would have ended without it ([`LeaseClock::renewed`] returns false) is not trusted:
+//! the node gives that lease up and joins again under a new one, which every node sees.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -30,6 +37,9 @@ pub struct LeaseClock {
     base: Instant,
     /// Milliseconds after `base` until which the lease is confirmed; 0: not confirmed.
     confirmed_until_ms: AtomicU64,
+    /// Milliseconds after `base` before which etcd cannot have let the lease run out (the
+    /// last confirmation's send time plus the TTL, no margin); 0: no lease confirmed.
+    ends_ms: AtomicU64,
     /// The etcd revision a view must have reached for this node to trust it (see the
     /// module doc); 0 before any rejoin.
     fresh_from: AtomicI64,
@@ -40,23 +50,43 @@ impl Default for LeaseClock {
         LeaseClock {
             base: Instant::now(),
             confirmed_until_ms: AtomicU64::new(0),
+            ends_ms: AtomicU64::new(0),
             fresh_from: AtomicI64::new(0),
         }
     }
 }
 
 impl LeaseClock {
-    /// A lease of `ttl` was granted or renewed by a request sent at `sent`.
+    /// A lease of `ttl` was granted (or renewed, see [`LeaseClock::renewed`]) by a request
+    /// sent at `sent`.
     pub fn confirm(&self, sent: Instant, ttl: Duration) {
-        let until = sent.saturating_duration_since(self.base) + ttl.saturating_sub(margin(ttl));
+        let sent = sent.saturating_duration_since(self.base);
+        let until = sent + ttl.saturating_sub(margin(ttl));
         // Renewals may be answered out of order: never move the end backwards.
         self.confirmed_until_ms
             .fetch_max(until.as_millis() as u64, Ordering::AcqRel);
+        self.ends_ms
+            .fetch_max((sent + ttl).as_millis() as u64, Ordering::AcqRel);
+    }
+
+    /// A renewal of the lease (TTL `ttl`) sent at `sent` was answered at `received`. Counts
+    /// (and returns true) only if it was answered before the lease, as confirmed so far,
+    /// could have run out in etcd: a later one renewed a lease that other nodes may already
+    /// have proven gone (see the module doc), and the caller must give the lease up.
+    pub fn renewed(&self, sent: Instant, received: Instant, ttl: Duration) -> bool {
+        let ends = self.ends_ms.load(Ordering::Acquire);
+        let received = received.saturating_duration_since(self.base).as_millis() as u64;
+        if ends != 0 && received >= ends {
+            return false;
+        }
+        self.confirm(sent, ttl);
+        true
     }
 
     /// The lease is known to be gone.
     pub fn revoke(&self) {
         self.confirmed_until_ms.store(0, Ordering::Release);
+        self.ends_ms.store(0, Ordering::Release);
     }
 
     /// The lease was taken out anew at etcd revision `revision`.
@@ -98,6 +128,28 @@ mod tests {
         assert!(clock.confirmed(t0 + Duration::from_millis(2400), 1));
         clock.revoke();
         assert!(!clock.confirmed(t0 + Duration::from_millis(100), 1));
+    }
+
+    #[test]
+    fn a_renewal_answered_after_the_lease_could_have_run_out_does_not_count() {
+        let clock = LeaseClock::default();
+        let t0 = Instant::now();
+        let ttl = Duration::from_secs(2);
+        let ms = Duration::from_millis;
+        clock.confirm(t0, ttl);
+        // Renewed in time: the lease goes on.
+        assert!(clock.renewed(t0 + ms(700), t0 + ms(710), ttl));
+        assert!(clock.confirmed(t0 + ms(2_100), 1));
+        // The process stalls; its next renewal is answered 2 s after the last one was
+        // sent, when etcd may have let the lease run out and other nodes proven it gone.
+        assert!(!clock.renewed(t0 + ms(2_600), t0 + ms(2_700), ttl));
+        assert!(!clock.confirmed(t0 + ms(2_701), 1), "not trusted again");
+        assert!(!clock.renewed(t0 + ms(2_800), t0 + ms(2_810), ttl));
+        // A new lease (after a rejoin) is confirmed afresh.
+        clock.revoke();
+        clock.confirm(t0 + ms(3_000), ttl);
+        assert!(clock.renewed(t0 + ms(3_700), t0 + ms(3_710), ttl));
+        assert!(clock.confirmed(t0 + ms(4_000), 1));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   node shares;
 //! - [`function_store`]: the function libraries every node runs (`FUNCTION LOAD`);
 //! - [`successor`]: which live node runs a dead node's shared-log sequencers before its
-//!   slots are reassigned.
+//!   slots are reassigned, and [`expiry`]: proving a dead member's lease ran out before etcd
+//!   gets round to deleting its record.
 
 #[cfg(feature = "etcd")]
 pub mod admin;
@@ -25,6 +26,8 @@ pub mod board;
 pub mod central_log;
 #[cfg(feature = "etcd")]
 pub mod control;
+#[cfg(feature = "etcd")]
+pub mod expiry;
 pub mod exports;
 #[cfg(feature = "etcd")]
 pub mod failover;

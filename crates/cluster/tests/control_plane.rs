@@ -153,6 +153,51 @@ async fn members_come_and_go_with_their_lease() {
     assert!(gone_after >= Duration::from_millis(500), "{gone_after:?}");
 }
 
+/// `cluster::expiry`: a member whose keep-alive stopped (a crash) is proven gone once its
+/// lease ran out, and its record deleted then (the lease revoked) rather than when etcd's
+/// revoke loop, which wakes every 500 ms, comes round; a member that keeps renewing is
+/// never taken for gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_ran_out_is_proven_gone_and_a_live_one_is_not() {
+    use cluster::expiry::{confirm_gone, member_lease, Outcome};
+    let etcd = Etcd::start();
+    let plane = plane(&etcd, "expiry").await;
+    let ttl = Duration::from_secs(2);
+
+    let _live = plane.join(member("live", 7001), ttl).await.unwrap();
+    let outcome = confirm_gone(&plane, &id("live"), ttl * 2).await.unwrap();
+    assert_eq!(outcome, Outcome::Alive);
+    assert!(member_lease(&plane, &id("live")).await.unwrap().is_some());
+
+    // A crashed member's lease is proven run out within tens of milliseconds of its end,
+    // and revoked; etcd's own revocation comes anywhere in the 500 ms after the end, so a
+    // trial now and then finds it revoked already: a few trials, and at least one must be
+    // this node's revocation (each lost with odds of about 1 in 15).
+    let mut revoked = 0;
+    for trial in 0..4 {
+        let name = format!("dead{trial}");
+        let dead = plane.join(member(&name, 7002), ttl).await.unwrap();
+        drop(dead);
+        let outcome = confirm_gone(&plane, &id(&name), ttl * 2).await.unwrap();
+        assert!(
+            matches!(outcome, Outcome::Revoked | Outcome::Gone),
+            "{outcome:?}"
+        );
+        assert!(
+            member_lease(&plane, &id(&name)).await.unwrap().is_none(),
+            "the record is gone with the lease"
+        );
+        if outcome == Outcome::Revoked {
+            revoked += 1;
+            break;
+        }
+    }
+    assert_eq!(revoked, 1, "etcd revoked the lease first in every trial");
+    // A member without a record is gone.
+    let outcome = confirm_gone(&plane, &id("never"), ttl).await.unwrap();
+    assert_eq!(outcome, Outcome::Gone);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_id_cannot_join_twice() {
     let etcd = Etcd::start();

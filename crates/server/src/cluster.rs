@@ -22,6 +22,7 @@ pub mod import;
 pub mod migrate;
 pub mod policy;
 pub mod proxy;
+pub mod suspect;
 
 use crate::db::Db;
 use crate::frame::Frame;
@@ -187,6 +188,8 @@ pub struct ClusterNode {
     rebuilding: Mutex<()>,
     /// Members seen going, from the watched views (see [`Routing::stand_in`]).
     lapses: Mutex<cluster::successor::Lapses>,
+    /// Members that could not be reached, checked against their leases ([`suspect`]).
+    suspicions: Arc<suspect::Suspicions>,
     watch: ClusterWatch,
     follower: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub(crate) migrations: migrate::Running,
@@ -303,6 +306,7 @@ impl ClusterNode {
             local: Mutex::new(Local::default()),
             rebuilding: Mutex::new(()),
             lapses: Mutex::new(Default::default()),
+            suspicions: Default::default(),
             watch,
             follower: Mutex::new(None),
             migrations: migrate::Running::default(),
@@ -580,9 +584,32 @@ impl ClusterNode {
                 }
                 None => {}
             },
+            // A sequencer command reaches another node than the slot's owner when a client
+            // could not connect to the owner (the zlog client then asks the others): the
+            // owner may be dead, and the takeover need not wait for etcd to notice.
+            Route::Moved(addr) if self.mode == ClusterMode::Client || forwarded => {
+                self.unreachable(addr)
+            }
             _ => {}
         }
         self.route(std::iter::once(log), forwarded)
+    }
+
+    /// The member at `addr` could not be reached (a client's or a forward's connection
+    /// failed): checked in the background, and its lease revoked if it is proven to have run
+    /// out ([`suspect`]).
+    pub fn unreachable(&self, addr: &str) {
+        let routing = self.routing();
+        let Some(member) = routing.view.members.values().find(|m| m.addr == addr) else {
+            return;
+        };
+        if member.id != self.id {
+            // The lease ends within a TTL of its last renewal; the proof takes a second
+            // more; the timeout covers etcd's answers.
+            let within = self.ttl * 2 + self.plane.config().timeout;
+            self.suspicions
+                .suspect(&self.plane, &member.id, addr, within);
+        }
     }
 
     /// Leaves the cluster at once (graceful shutdown): the lease is revoked, so the others

@@ -130,10 +130,14 @@ impl Log<redis::cluster::ClusterConnection> {
     ) -> Result<Log<redis::cluster::ClusterConnection>> {
         let client = redis::cluster::ClusterClientBuilder::new(urls.to_vec())
             // Few fast retries inside redis-rs: this client retries whole steps itself, up
-            // to its deadline, so a failover is waited out once, not per request.
+            // to its deadline, so a failover is waited out once, not per request. They
+            // must be short: a node's `-CLUSTERDOWN` (a dead node's slot) is waited on
+            // twice here before this client sees it and gives the object up, and a
+            // recovery's seal meets one per object of the dead node (at 10-100 ms a wait,
+            // that alone held the first append after a takeover back by 0.5-0.8 s).
             .retries(2)
-            .min_retry_wait(10)
-            .max_retry_wait(100)
+            .min_retry_wait(1)
+            .max_retry_wait(5)
             .build()
             .map_err(unavailable)?;
         Log::build(

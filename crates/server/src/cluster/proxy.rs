@@ -69,6 +69,13 @@ pub struct Sent {
     reply: oneshot::Receiver<Answered>,
 }
 
+impl Sent {
+    /// The node the request went to.
+    pub fn addr(&self) -> &Arc<str> {
+        &self.addr
+    }
+}
+
 /// The shared connections to other nodes.
 pub struct Pool {
     links: Mutex<HashMap<Arc<str>, Vec<Link>>>,

@@ -51,7 +51,12 @@ impl Held {
                         .cluster
                         .as_deref()
                         .expect("forwarding in a cluster");
+                    let owner = Arc::clone(sent.addr());
                     let first = node.proxy.answer(sent).await;
+                    if first.reply.is_err() {
+                        // The owner may be dead (`cluster::suspect`).
+                        node.unreachable(&owner);
+                    }
                     relay(instance, session, first).await
                 }
                 outcome => outcome,
@@ -86,7 +91,10 @@ pub(super) async fn submit(
         .await
     {
         Ok(sent) => Outcome::Sent(sent),
-        Err(failed) => Outcome::Reply(Frame::err(failed.reply.err().unwrap_or_default())),
+        Err(failed) => {
+            node.unreachable(&addr);
+            Outcome::Reply(Frame::err(failed.reply.err().unwrap_or_default()))
+        }
     }
 }
 
