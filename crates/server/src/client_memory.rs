@@ -9,6 +9,12 @@
 //! a reply that does not fit becomes an error (the connection stays usable), and a connection
 //! whose buffers would pass it is closed with an error and a log line. The others go on.
 //!
+//! A connection's first buffers (its [`Account::with_floor`]) are granted whatever the others
+//! hold: otherwise, with the total at the bound, every new client — one sending `PING` — was
+//! the one whose growth passed it, and was closed, while the clients holding the memory went
+//! on. So the total may pass the bound by at most one floor per connection (`maxclients` bounds
+//! how many connections there are); growth past the floor is what is refused.
+//!
 //! Costs: a connection re-counts its buffers' capacity after each read and each queued reply,
 //! and touches the shared counter only when the capacity changed (buffers are reused, so in a
 //! steady state that is never). Small replies (under [`SMALL_REPLY`]) are not checked before
@@ -101,6 +107,11 @@ impl ClientMemory {
         Ok(())
     }
 
+    /// Takes `extra` bytes whether or not they fit.
+    fn force(&self, extra: u64) {
+        self.used.fetch_add(extra, Ordering::Relaxed);
+    }
+
     /// Takes `extra` bytes if they fit; nothing when they do not.
     fn take(&self, extra: u64) -> Result<(), Exceeded> {
         let limit = self.limit.load(Ordering::Relaxed);
@@ -125,15 +136,28 @@ impl ClientMemory {
 pub struct Account {
     memory: Arc<ClientMemory>,
     held: u64,
+    /// Up to this much is granted without asking the bound.
+    floor: u64,
 }
 
 impl Account {
+    /// An account all of whose growth is checked against the bound.
     pub fn new(memory: Arc<ClientMemory>) -> Account {
-        Account { memory, held: 0 }
+        Account::with_floor(memory, 0)
     }
 
-    /// Records that the holder now holds `bytes`. Shrinking always succeeds; growing fails
-    /// (and keeps the earlier figure) when the total would pass the bound.
+    /// An account whose first `floor` bytes are granted even when the total is at the bound
+    /// (counted all the same); only what it holds beyond them can be refused.
+    pub fn with_floor(memory: Arc<ClientMemory>, floor: u64) -> Account {
+        Account {
+            memory,
+            held: 0,
+            floor,
+        }
+    }
+
+    /// Records that the holder now holds `bytes`. Shrinking always succeeds; growing beyond
+    /// the floor fails (and keeps the earlier figure) when the total would pass the bound.
     #[inline]
     pub fn hold(&mut self, bytes: u64) -> Result<(), Exceeded> {
         if bytes == self.held {
@@ -142,7 +166,12 @@ impl Account {
         if bytes < self.held {
             self.memory.give_back(self.held - bytes);
         } else {
-            self.memory.take(bytes - self.held)?;
+            let granted = self.floor.saturating_sub(self.held).min(bytes - self.held);
+            let checked = bytes - self.held - granted;
+            if checked > 0 {
+                self.memory.take(checked)?;
+            }
+            self.memory.force(granted);
         }
         self.held = bytes;
         Ok(())
@@ -188,6 +217,30 @@ mod tests {
         assert_eq!(memory.used(), 400);
         assert!(memory.check(600).is_ok() && memory.check(601).is_err());
         assert_eq!(memory.refusals(), 2);
+    }
+
+    #[test]
+    fn the_floor_is_granted_at_the_bound_and_growth_past_it_is_refused() {
+        let memory = ClientMemory::new(1000);
+        let mut hog = Account::new(memory.clone());
+        hog.hold(1000).unwrap();
+        let mut fresh = Account::with_floor(memory.clone(), 100);
+        fresh.hold(60).unwrap();
+        fresh.hold(100).unwrap();
+        assert_eq!((fresh.held(), memory.used()), (100, 1100));
+        // Past the floor only what is beyond it is checked, and it does not fit.
+        let refused = fresh.hold(150).unwrap_err();
+        assert_eq!(refused.total, 1150);
+        assert_eq!((fresh.held(), memory.used()), (100, 1100));
+        // Refused from below the floor: the part under it is not taken either.
+        let mut other = Account::with_floor(memory.clone(), 100);
+        other.hold(120).unwrap_err();
+        assert_eq!((other.held(), memory.used()), (0, 1100));
+        drop(hog);
+        fresh.hold(900).unwrap();
+        assert_eq!(memory.used(), 900);
+        drop(fresh);
+        assert_eq!(memory.used(), 0);
     }
 
     #[test]

@@ -17,6 +17,11 @@ use tokio::net::TcpStream;
 
 /// Initial size of each buffer, and the least free space offered to each read.
 const CHUNK: usize = 16 * 1024;
+/// What each connection may hold whatever all clients hold together, so an ordinary client
+/// is never the one turned away for what others hold (and can be told why when it is): its
+/// two first buffers and the doubled input a read is counted at before it happens (once a
+/// request has been consumed from the input, its free space is under `CHUNK`).
+const GRANTED: u64 = 4 * CHUNK as u64;
 /// Pending output beyond which replies are written before more requests are run, so a client
 /// that pipelines without reading cannot make the server buffer without bound.
 pub const FLUSH_AT: usize = 64 * 1024;
@@ -46,10 +51,11 @@ impl Connection {
             output: BytesMut::with_capacity(CHUNK),
             decoder: Decoder::new(limits),
             queued: 0,
-            account: Account::new(memory),
+            account: Account::with_floor(memory, GRANTED),
         };
-        // The first buffers are not refused: a connection needs them to be told why.
-        let _ = connection.count_buffers();
+        connection
+            .count_buffers()
+            .expect("a connection's first buffers are within its floor");
         connection
     }
 

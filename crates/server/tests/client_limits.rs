@@ -344,6 +344,58 @@ fn streamed_requests_of_many_clients_are_held_to_one_total() {
     assert_eq!(value.len(), value_len);
 }
 
+/// With the total at the bound, a new client was the one whose first buffers passed it, and
+/// was closed while the client holding the memory went on (the memory soak caught a `PING`
+/// refused so). A connection's first buffers are granted; its growth past them is not.
+#[test]
+fn a_new_client_is_served_with_the_total_at_the_bound() {
+    let (_dir, server) = server_with(|config| config.maxmemory_clients = 64 << 20);
+    let mut hoarder = server.raw();
+    hoarder.send(b"*3\r\n$3\r\nSET\r\n$1\r\nh\r\n$8388608\r\n");
+    hoarder.send(&vec![b'h'; 4 << 20]);
+    let mut setup = server.raw();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_number(&mut setup, "clients_memory") < 4 << 20 {
+        assert!(Instant::now() < deadline, "the stream was never buffered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The clients now hold more than the bound (lowering it takes nothing back).
+    let bound = info_number(&mut setup, "clients_memory") / 2;
+    setup.send(&request(&[
+        b"CONFIG",
+        b"SET",
+        b"maxmemory-clients",
+        bound.to_string().as_bytes(),
+    ]));
+    assert_eq!(setup.line(), "+OK\r\n");
+
+    for _ in 0..3 {
+        let mut fresh = server.raw();
+        ping(&mut fresh);
+        fresh.send(&request(&[b"SET", b"small", b"value"]));
+        assert_eq!(fresh.line(), "+OK\r\n");
+    }
+    // Growth past the first buffers is still refused.
+    let mut grower = TcpStream::connect(server.addr).unwrap();
+    grower
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let _ = grower.write_all(&request(&[b"SET", b"g", &vec![b'g'; 1 << 20]]));
+    let mut reply = String::new();
+    let _ = grower.read_to_string(&mut reply);
+    assert!(
+        reply.starts_with("-ERR client memory limit reached")
+            && reply.contains("closing the connection"),
+        "{reply}"
+    );
+    // The hoarder finishes once the bound is lifted.
+    setup.send(&request(&[b"CONFIG", b"SET", b"maxmemory-clients", b"0"]));
+    assert_eq!(setup.line(), "+OK\r\n");
+    hoarder.send(&vec![b'h'; 4 << 20]);
+    hoarder.send(b"\r\n");
+    assert_eq!(hoarder.line(), "+OK\r\n");
+}
+
 /// The server-wide bound is a CONFIG parameter like Redis's.
 #[test]
 fn maxmemory_clients_is_read_and_set_by_config() {
