@@ -103,3 +103,58 @@ fn policy_load_use_and_rollback_swap_the_hooks_of_a_live_cache() {
     assert!(log.contains("per-request hooks decide"), "{log}");
     assert!(log.contains("no per-request hooks"), "{log}");
 }
+
+/// A hook that never ends is stopped by the budget in a live server as in replay, whether it
+/// loops itself or is straight-line code reaching a loop through a metamethod (straight-line
+/// hooks otherwise run without the count hook); LRU decides after, and the status says why.
+#[test]
+fn hooks_without_end_are_stopped_by_the_budget_in_a_live_server() {
+    let server = Serve::start(&[
+        "--max-keys",
+        "100",
+        "--policy",
+        "policies/hooks/lru.lua",
+        "--policy-instructions",
+        "200000",
+    ]);
+    let mut con = server.client();
+    let spin = "function() while true do end end";
+    let cases = [
+        (
+            "loop",
+            "function on_hit(o) while true do end end".to_string(),
+        ),
+        (
+            "recursion",
+            "function on_hit(o) return on_hit(o) end".to_string(),
+        ),
+        (
+            "metamethod",
+            format!(
+                "m = setmetatable({{}}, {{__index = {spin}}})\nfunction on_hit(o) return m.x end"
+            ),
+        ),
+        (
+            "metatable_later",
+            format!(
+                "function on_insert(o) m = m or setmetatable({{}}, {{__index = {spin}}}) end\n\
+                 function on_hit(o) return m.x end"
+            ),
+        ),
+    ];
+    for (name, source) in &cases {
+        policy(&mut con, &["LOAD", name, source]);
+        assert_eq!(hooks(&mut con).as_deref(), Some("running"), "{name}");
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+        for _ in 0..2 {
+            let v: Option<String> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+            assert_eq!(v.as_deref(), Some("v"), "{name}");
+        }
+        let status = hooks(&mut con).unwrap_or_default();
+        assert!(
+            status.contains("failed, LRU decides")
+                && status.contains("instruction budget of 200000"),
+            "{name}: {status}"
+        );
+    }
+}

@@ -13,9 +13,18 @@
 //! numbers `obj[1..4]` are reached through the table's metatable, whose C functions read and
 //! write the host's record of the object directly, so nothing is copied back after a call
 //! and a hook pays only for what it touches. `bench/hooks_vs_plugincache` measures it.
+//!
+//! A hook of straight-line code (no loop, no call: [`crate::straight_line`]) runs without
+//! the budget's count hook, which would make the VM trap before each of its instructions:
+//! it cannot run longer than the count hook lets any code run between two checks. Lua code
+//! it could reach without a call instruction runs only as a metamethod, which needs a
+//! metatable set from Lua: once the file's code has called `setmetatable`, every hook runs
+//! under the count hook again.
 
+use std::cell::Cell;
 use std::ffi::{c_int, CStr};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cache::hooks::{
@@ -66,6 +75,14 @@ pub struct ScriptHooks {
     /// The object each table stands for during a call (the `obj` table first): what its
     /// metatable's functions read and write. Boxed: the functions hold its address.
     bound: Box<[Bound; 1 + MAX_QUEUES]>,
+    /// Which hooks (by index) are straight-line code.
+    straight: [bool; 6],
+    /// Set once the file's code has called `setmetatable` (at its top level or in a hook):
+    /// from then on a metamethod may run Lua code that no call instruction shows.
+    metatables: Arc<AtomicBool>,
+    /// The budget's count hook as the sandbox set it, and whether it is lifted now.
+    count_hook: SavedHook,
+    lifted: Cell<bool>,
     /// Keeps the registry entries behind `pins` alive.
     _keys: Vec<RegistryKey>,
     _host: Arc<Mutex<HostShared>>,
@@ -189,6 +206,7 @@ impl ScriptHooks {
         let slot = SeriesSlot::new();
         let id = PolicyId::new(name, 1);
         install_host_functions(&lua, &id, &host, &slot, &budget).map_err(setup)?;
+        let metatables = watch_setmetatable(&lua).map_err(setup)?;
         let chunk = lua
             .load(source)
             .set_name(chunk_name)
@@ -254,6 +272,22 @@ impl ScriptHooks {
         }
         let pins = Pins::push(&lua, functions, tables, names).map_err(setup)?;
         let state = RawState(lua.exec_raw_lua(|raw| raw.state()));
+        // SAFETY: pushes one pinned value and pops it again; reads the state's hook.
+        let (straight, count_hook) = unsafe {
+            let l = state.0;
+            let straight = pins.functions.map(|at| {
+                ffi::lua_pushvalue(l, at);
+                let straight = crate::straight_line::is_straight_line(l);
+                ffi::lua_pop(l, 1);
+                straight
+            });
+            let count_hook = SavedHook {
+                hook: ffi::lua_gethook(l),
+                mask: ffi::lua_gethookmask(l),
+                count: ffi::lua_gethookcount(l),
+            };
+            (straight, count_hook)
+        };
         let defined = HookSet {
             admit: functions[ADMIT] != 0,
             on_hit: functions[ON_HIT] != 0,
@@ -271,6 +305,10 @@ impl ScriptHooks {
             pins,
             stored,
             bound,
+            straight,
+            metatables,
+            count_hook,
+            lifted: Cell::new(false),
             _keys: keys,
             _host: host,
             _slot: slot,
@@ -292,6 +330,7 @@ impl ScriptHooks {
         let hook = HOOKS[which];
         self.budget.refill();
         let l = self.state.0;
+        self.lift_count_hook(self.straight[which] && !self.metatables.load(Ordering::Relaxed));
         let outcome = 'call: {
             // SAFETY: pushes within the space checked for; a protected call that catches every
             // Lua error; the stack restored to `top` on every path. The bound pointers are
@@ -329,6 +368,26 @@ impl ScriptHooks {
         })
     }
 
+    /// Lifts the budget's count hook for the next call (`lift`) or puts it back. Only hook
+    /// calls run code in this state, and each sets the hook it needs first.
+    fn lift_count_hook(&self, lift: bool) {
+        if self.lifted.get() == lift {
+            return;
+        }
+        let l = self.state.0;
+        // SAFETY: sets the state's hook between calls (nothing runs in the state now).
+        unsafe {
+            match lift {
+                true => ffi::lua_sethook(l, None, 0, 0),
+                false => {
+                    let saved = &self.count_hook;
+                    ffi::lua_sethook(l, saved.hook, saved.mask, saved.count);
+                }
+            }
+        }
+        self.lifted.set(lift);
+    }
+
     /// Stores the fields of `obj` the file names into the table on top of the stack.
     unsafe fn fill(&self, l: *mut ffi::lua_State, obj: &HookObject) {
         let values = [
@@ -364,6 +423,33 @@ impl ScriptHooks {
             read,
         )
     }
+}
+
+/// The budget's count hook of a state, to set again after lifting it.
+struct SavedHook {
+    hook: Option<ffi::lua_Hook>,
+    mask: c_int,
+    count: c_int,
+}
+
+/// Wraps the sandbox's `setmetatable` so that a call of it from the file's code sets the
+/// returned flag: a metatable from Lua is what lets a metamethod run Lua code inside a
+/// hook without a call instruction (the host's own tables carry C metamethods only).
+fn watch_setmetatable(lua: &Lua) -> mlua::Result<Arc<AtomicBool>> {
+    let set = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&set);
+    let mark = lua.create_function(move |_, ()| {
+        flag.store(true, Ordering::Relaxed);
+        Ok(())
+    })?;
+    // A tail call: the sandbox's own `setmetatable` then reports errors at the caller's line.
+    lua.load(
+        "local set, mark = setmetatable, ...\n\
+         setmetatable = function(t, mt) mark() return set(t, mt) end",
+    )
+    .set_name("=hooks")
+    .call::<()>(mark)?;
+    Ok(set)
 }
 
 /// The fields of `obj`, in [`ScriptHooks::stored`]' order.

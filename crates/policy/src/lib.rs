@@ -26,6 +26,7 @@ mod series;
 mod series_object;
 mod source_file;
 mod source_scan;
+mod straight_line;
 mod value;
 
 pub mod check;

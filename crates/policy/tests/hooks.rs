@@ -261,6 +261,94 @@ fn a_spent_budget_or_memory_limit_falls_back_to_lru() {
     assert!(failure.message.contains("memory limit"), "{failure}");
 }
 
+/// Hooks that run without end, each in another way: the budget stops every one, whether the
+/// hook's own code loops (and so keeps the count hook) or is straight-line code that reaches
+/// a loop through a metamethod (which a metatable set from Lua, at the top level or later in
+/// a hook, must put back under the count hook).
+#[test]
+fn every_way_to_run_without_end_is_stopped_by_the_budget() {
+    let limits = Limits {
+        instructions: 200_000,
+        ..Limits::default()
+    };
+    let spin = "function() while true do end end";
+    let cases = [
+        "function on_hit(o) while true do end end".to_string(),
+        "function on_hit(o) repeat until false end".to_string(),
+        "function on_hit(o) for i = 1, math.huge do end end".to_string(),
+        "function on_hit(o) for _ in function() return 1 end do end end".to_string(),
+        "function on_hit(o) ::again:: goto again end".to_string(),
+        // A tail call: no stack grows, only the budget ends it.
+        "function on_hit(o) return on_hit(o) end".to_string(),
+        format!("t = {{f = {spin}}}\nfunction on_hit(o) t.f() end"),
+        format!("string.spin = {spin}\nfunction on_hit(o) ('x'):spin() end"),
+        // Straight-line hooks reaching Lua through a metamethod set at the top level.
+        format!("m = setmetatable({{}}, {{__index = {spin}}})\nfunction on_hit(o) return m.x end"),
+        format!("m = setmetatable({{}}, {{__newindex = {spin}}})\nfunction on_hit(o) m.x = 1 end"),
+        format!("m = setmetatable({{}}, {{__len = {spin}}})\nfunction on_hit(o) return #m end"),
+        format!("m = setmetatable({{}}, {{__lt = {spin}}})\nfunction on_hit(o) return m < m end"),
+        format!("m = setmetatable({{}}, {{__concat = {spin}}})\nfunction on_hit(o) return m .. 'x' end"),
+        // A string's arithmetic metamethod (C) handing over to the table's (Lua).
+        format!("m = setmetatable({{}}, {{__add = {spin}}})\nfunction on_hit(o) return '1' + m end"),
+        format!("m = setmetatable({{}}, {{__close = {spin}}})\nfunction on_hit(o) local c <close> = m end"),
+        format!("m = setmetatable({{}}, {{__index = {{}}}})\ngetmetatable(m).__index = {spin}\nfunction on_hit(o) return m.x end"),
+        // The metatable set later, by a hook that calls (and so runs under the count hook).
+        format!("function on_insert(o) m = m or setmetatable({{}}, {{__index = {spin}}}) end\nfunction on_hit(o) return m.x end"),
+        // The global table itself given a metamethod.
+        format!("setmetatable(_G, {{__index = {spin}}})\nfunction on_hit(o) return undefined_name end"),
+    ];
+    for source in &cases {
+        let failure = failure_of(source, &limits);
+        assert_eq!(failure.hook, "on_hit", "{source}");
+        assert!(
+            failure.message.contains("instruction budget of 200000"),
+            "{source}: {failure}"
+        );
+    }
+    // Neither a finalizer nor a coroutine is there to run outside the budget.
+    let gc = "setmetatable({}, {__gc = function() while true do end end})\n\
+              function on_hit(o) end";
+    let refused = ScriptHooks::compile(
+        "t",
+        "@t.lua",
+        gc,
+        &Params::new(),
+        &limits,
+        Interrupt::default(),
+    );
+    assert!(
+        refused
+            .err()
+            .is_some_and(|e| e.to_string().contains("__gc finalizers are not allowed")),
+        "a __gc metatable is refused at load"
+    );
+    let coroutine = format!("function on_hit(o) coroutine.wrap({spin})() end");
+    let failure = failure_of(&coroutine, &limits);
+    assert!(failure.message.contains("global 'coroutine'"), "{failure}");
+}
+
+/// A straight-line hook over a state with no metatable from Lua runs without the count
+/// hook, and still answers the same (the shipped LRU is such a hook).
+#[test]
+fn straight_line_hooks_decide_as_before() {
+    let trace = trace();
+    for source in [
+        "function priority(o) return o.last_access end",
+        // Same order, but a call in the hook keeps the count hook on.
+        "function priority(o) return math.floor(o.last_access) end",
+    ] {
+        let hooks = hooks_of(source, &Params::new(), &Limits::default());
+        let mut cache = Cache::with_hooks(Capacity::objects(80), Box::new(hooks));
+        let mut reference = Cache::new(Algorithm::Lru, Capacity::objects(80));
+        assert_eq!(
+            hits(&mut cache, &trace),
+            hits(&mut reference, &trace),
+            "{source}"
+        );
+        assert!(cache.hook_failure().is_none(), "{source}");
+    }
+}
+
 #[test]
 fn bad_results_fall_back_to_lru_with_the_reason() {
     let cases = [
