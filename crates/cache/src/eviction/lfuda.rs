@@ -13,49 +13,93 @@
 //! since they decide victims. Where libCacheSim would then find no object at priority `L`
 //! (it would dereference a null victim), the lowest non-empty priority is taken.
 //!
-//! Priorities grow without bound, so the FIFOs are kept in an ordered map of the non-empty
-//! ones: finding the next priority is a range query, not libCacheSim's scan of every integer
-//! between `L` and `P` (which on twitter_cluster52 at 1% runs for hours).
+//! Priorities grow without bound, so the FIFOs are kept by priority in a hash map, and the
+//! non-empty priorities in an ordered set: finding the next priority is a range query, not
+//! libCacheSim's scan of every integer between `L` and `P` (which on twitter_cluster52 at 1%
+//! runs for hours). The ordered set changes only when a priority gets its first object or
+//! loses its last; a request that moves an object between existing FIFOs costs two hash
+//! lookups (none for the one it leaves when the object sits inside a FIFO, not at an end),
+//! where one ordered map cost three to four tree searches a request.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+
+use foldhash::fast::FixedState;
+use hashbrown::hash_map::Entry;
+use hashbrown::HashMap;
 
 use super::EvictionPolicy;
 use crate::queue::Queue;
 use crate::slab::{Node, Slot, NIL};
 
-#[derive(Default)]
+/// Fixed seed: victims must not depend on the run (the map is never iterated, but a fixed
+/// layout keeps replays identical instruction for instruction).
+const HASH_SEED: u64 = 0x6c66_7564_6131_3233;
+
 pub(crate) struct Lfuda {
     /// Priority of the object in each slot.
     priority: Vec<u64>,
     /// Non-empty FIFOs by priority, oldest arrival at the tail.
-    lists: BTreeMap<u64, Queue>,
+    lists: HashMap<u64, Queue, FixedState>,
+    /// The keys of `lists`, in order.
+    order: BTreeSet<u64>,
     /// `L`.
     min_freq: u64,
     /// `P`.
     max_freq: u64,
 }
 
+impl Default for Lfuda {
+    fn default() -> Self {
+        Lfuda {
+            priority: Vec::new(),
+            lists: HashMap::with_hasher(FixedState::with_seed(HASH_SEED)),
+            order: BTreeSet::new(),
+            min_freq: 0,
+            max_freq: 0,
+        }
+    }
+}
+
 impl Lfuda {
     fn push(&mut self, nodes: &mut [Node], slot: Slot, priority: u64) {
         self.priority[slot as usize] = priority;
-        self.lists
-            .entry(priority)
-            .or_default()
-            .push_head(nodes, slot);
+        match self.lists.entry(priority) {
+            Entry::Occupied(mut list) => list.get_mut().push_head(nodes, slot),
+            Entry::Vacant(vacant) => {
+                vacant.insert(Queue::default()).push_head(nodes, slot);
+                self.order.insert(priority);
+            }
+        }
     }
 
     /// Unlinks `slot`; returns whether its priority has no object left.
     fn unlink(&mut self, nodes: &mut [Node], slot: Slot) -> bool {
+        let Node { prev, next, .. } = nodes[slot as usize];
+        if prev != NIL && next != NIL {
+            // Inside its FIFO: neither end of the queue changes.
+            nodes[prev as usize].next = next;
+            nodes[next as usize].prev = prev;
+            let node = &mut nodes[slot as usize];
+            node.prev = NIL;
+            node.next = NIL;
+            return false;
+        }
         let priority = self.priority[slot as usize];
         let Some(list) = self.lists.get_mut(&priority) else {
             return true;
         };
         list.unlink(nodes, slot);
         if list.is_empty() {
-            self.lists.remove(&priority);
+            self.forget(priority);
             return true;
         }
         false
+    }
+
+    /// Drops the emptied FIFO of `priority`.
+    fn forget(&mut self, priority: u64) {
+        self.lists.remove(&priority);
+        self.order.remove(&priority);
     }
 
     /// libCacheSim's `update_min_freq`: the lowest non-empty priority in `(L, P]`, if any.
@@ -63,7 +107,7 @@ impl Lfuda {
         if self.min_freq >= self.max_freq {
             return;
         }
-        if let Some((&p, _)) = self.lists.range(self.min_freq + 1..=self.max_freq).next() {
+        if let Some(&p) = self.order.range(self.min_freq + 1..=self.max_freq).next() {
             self.min_freq = p;
         }
     }
@@ -92,19 +136,20 @@ impl EvictionPolicy for Lfuda {
 
     fn evict(&mut self, nodes: &mut [Node]) -> Slot {
         let wanted = self.min_freq.max(1);
-        let priority = if self.lists.contains_key(&wanted) {
-            wanted
-        } else {
-            match self.lists.keys().next() {
-                Some(&p) => p,
-                None => return NIL,
+        let (priority, list) = match self.lists.get_mut(&wanted) {
+            Some(list) => (wanted, list),
+            None => {
+                let Some(&lowest) = self.order.first() else {
+                    return NIL;
+                };
+                let list = self.lists.get_mut(&lowest).expect("ordered priorities are keyed");
+                (lowest, list)
             }
         };
         self.min_freq = priority;
-        let list = self.lists.get_mut(&priority).expect("non-empty priority");
         let victim = list.pop_tail(nodes);
         if list.is_empty() {
-            self.lists.remove(&priority);
+            self.forget(priority);
             self.update_min_freq();
         }
         victim
@@ -118,8 +163,11 @@ impl EvictionPolicy for Lfuda {
     }
 
     fn heap_bytes(&self) -> usize {
-        // A B-tree node holds up to 11 entries of 8 + 8 bytes and a few words.
-        self.priority.capacity() * size_of::<u64>() + self.lists.len() * 24
+        // A hash bucket holds 8 + 8 bytes and a control byte; a B-tree node up to 11 keys
+        // of 8 bytes and a few words.
+        self.priority.capacity() * size_of::<u64>()
+            + self.lists.capacity() * (size_of::<(u64, Queue)>() + 1)
+            + self.order.len() * 12
     }
 }
 
