@@ -61,6 +61,7 @@ impl Default for Lfuda {
 }
 
 impl Lfuda {
+    #[inline]
     fn push(&mut self, nodes: &mut [Node], slot: Slot, priority: u64) {
         self.priority[slot as usize] = priority;
         match self.lists.entry(priority) {
@@ -96,6 +97,11 @@ impl Lfuda {
         false
     }
 
+    #[cold]
+    fn grow(&mut self, i: usize) {
+        self.priority.resize(i + 1, 0);
+    }
+
     /// Drops the emptied FIFO of `priority`.
     fn forget(&mut self, priority: u64) {
         self.lists.remove(&priority);
@@ -128,7 +134,7 @@ impl EvictionPolicy for Lfuda {
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
         let i = slot as usize;
         if i >= self.priority.len() {
-            self.priority.resize(i + 1, 0);
+            self.grow(i);
         }
         let priority = self.min_freq + 1;
         self.push(nodes, slot, priority);
@@ -142,7 +148,10 @@ impl EvictionPolicy for Lfuda {
                 let Some(&lowest) = self.order.first() else {
                     return NIL;
                 };
-                let list = self.lists.get_mut(&lowest).expect("ordered priorities are keyed");
+                let list = self
+                    .lists
+                    .get_mut(&lowest)
+                    .expect("ordered priorities are keyed");
                 (lowest, list)
             }
         };
