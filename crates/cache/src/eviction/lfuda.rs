@@ -218,4 +218,92 @@ mod tests {
         h.access(7, 1);
         assert_eq!(h.evicted, vec![1, 3, 4, 2]);
     }
+
+    /// The same rules over a plain list of (key, priority, arrival), every lookup a scan:
+    /// the keyed FIFOs and the ordered set of priorities (one appearing, one emptying, the
+    /// victim's fallback to the lowest) must choose the same victims.
+    #[test]
+    fn victims_match_a_scan_of_every_object() {
+        #[derive(Default)]
+        struct Model {
+            objects: Vec<(u64, u64, u64)>,
+            arrivals: u64,
+            min: u64,
+            max: u64,
+            evicted: Vec<u64>,
+        }
+        impl Model {
+            fn holds(&self, p: u64) -> bool {
+                self.objects.iter().any(|o| o.1 == p)
+            }
+            fn update(&mut self) {
+                if self.min >= self.max {
+                    return;
+                }
+                let (lo, hi) = (self.min, self.max);
+                let next = self
+                    .objects
+                    .iter()
+                    .map(|o| o.1)
+                    .filter(|&p| p > lo && p <= hi);
+                if let Some(p) = next.min() {
+                    self.min = p;
+                }
+            }
+            fn push(&mut self, key: u64, p: u64) {
+                self.arrivals += 1;
+                self.objects.push((key, p, self.arrivals));
+            }
+            fn access(&mut self, key: u64, capacity: usize) {
+                if let Some(i) = self.objects.iter().position(|o| o.0 == key) {
+                    let old = self.objects.remove(i).1;
+                    let new = old.saturating_add(self.min);
+                    self.max = self.max.max(new);
+                    if !self.holds(old) && self.min == old {
+                        self.update();
+                    }
+                    self.push(key, new);
+                    return;
+                }
+                if self.objects.len() == capacity {
+                    let wanted = self.min.max(1);
+                    let p = if self.holds(wanted) {
+                        wanted
+                    } else {
+                        self.objects.iter().map(|o| o.1).min().unwrap()
+                    };
+                    self.min = p;
+                    let (i, _) = self
+                        .objects
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, o)| o.1 == p)
+                        .min_by_key(|(_, o)| o.2)
+                        .unwrap();
+                    self.evicted.push(self.objects.remove(i).0);
+                    if !self.holds(p) {
+                        self.update();
+                    }
+                }
+                self.push(key, self.min + 1);
+            }
+        }
+
+        let capacity = 40;
+        let mut h = Harness::new(Lfuda::default(), Capacity::objects(capacity as u64));
+        let mut model = Model::default();
+        let mut x = 11u64;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Skewed: a few keys come back often, most rarely.
+            let r = (x >> 33) % 1000;
+            let key = if r < 600 { r % 30 } else { r };
+            h.access(key, 1);
+            model.access(key, capacity);
+        }
+        assert!(model.evicted.len() > 1_000);
+        assert_eq!(h.evicted, model.evicted);
+    }
 }
