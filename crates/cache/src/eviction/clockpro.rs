@@ -134,7 +134,10 @@ impl ClockPro {
         self.entries[e as usize].next
     }
 
-    /// Links `e` into the ring at the list head: just behind HAND_hot.
+    /// Links `e` into the ring at the list head: just behind HAND_hot. (This and the other
+    /// ring operations are inlined: they run once or twice a request, and as calls their
+    /// register saves cost as much as their work.)
+    #[inline]
     fn link_at_head(&mut self, e: Slot) {
         let entries = &mut self.entries;
         if self.hand_hot == NIL {
@@ -154,6 +157,7 @@ impl ClockPro {
     }
 
     /// Takes `e` out of the ring, moving any hand on it to its successor.
+    #[inline]
     fn unlink(&mut self, e: Slot) {
         let Entry { prev, next, .. } = self.entries[e as usize];
         let successor = if next == e { NIL } else { next };
@@ -169,6 +173,7 @@ impl ClockPro {
     }
 
     /// Forgets the ghost `e` (its test period ended unused): `m_c` shrinks.
+    #[inline]
     fn drop_ghost(&mut self, e: Slot) {
         let units = self.entry_units(e);
         self.ghosts -= units;
@@ -302,6 +307,7 @@ impl ClockPro {
     }
 
     /// Turns the evicted entry `e` into the ghost of `key`; false if the index is full.
+    #[inline]
     fn remember(&mut self, e: Slot, key: u64) -> bool {
         let entry = &mut self.entries[e as usize];
         let Some(ghost) = self.ghost_index.insert(key, entry.size) else {
@@ -315,9 +321,14 @@ impl ClockPro {
 
     fn map(&mut self, e: Slot, slot: Slot) {
         if self.entry_of.len() <= slot as usize {
-            self.entry_of.resize(slot as usize + 1, NIL);
+            self.grow_entry_of(slot);
         }
         self.entry_of[slot as usize] = e;
+    }
+
+    #[cold]
+    fn grow_entry_of(&mut self, slot: Slot) {
+        self.entry_of.resize(slot as usize + 1, NIL);
     }
 }
 

@@ -37,6 +37,7 @@ impl Ghosts {
     }
 
     /// Forgets the entry at `slot` (from [`Ghosts::find`]).
+    #[inline]
     pub fn remove(&mut self, slot: Slot) {
         let node = self.store.nodes[slot as usize];
         let list = node.meta() as usize;
@@ -47,6 +48,7 @@ impl Ghosts {
 
     /// Adds `key` (absent from every list) at the head of `list`; returns the entry's slot,
     /// which stays its own until it is removed (for callers that keep more per entry).
+    #[inline]
     pub fn push(&mut self, list: usize, key: u64, size: u32) -> Option<Slot> {
         let slot = self.store.insert(key, size)?;
         self.store.nodes[slot as usize].set_meta(list as u32);
@@ -56,6 +58,7 @@ impl Ghosts {
     }
 
     /// Forgets the oldest entry of `list`; false if it is empty.
+    #[inline]
     pub fn drop_oldest(&mut self, list: usize) -> bool {
         let slot = self.lists[list].tail;
         if slot == NIL {

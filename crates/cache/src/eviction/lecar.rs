@@ -80,16 +80,22 @@ impl LeCaR {
         }
     }
 
+    #[inline]
     fn remember(&mut self, list: usize, key: u64, size: u32) {
         if let Some(slot) = self.ghosts.push(list, key, size) {
             let i = slot as usize;
             if i >= self.evicted_at.len() {
-                self.evicted_at.resize(i + 1, 0);
+                self.grow_evicted_at(i);
             }
             self.evicted_at[i] = self.requests;
         }
         let limit = self.units.total / 2;
         while self.ghosts.total(list) > limit && self.ghosts.drop_oldest(list) {}
+    }
+
+    #[cold]
+    fn grow_evicted_at(&mut self, i: usize) {
+        self.evicted_at.resize(i + 1, 0);
     }
 
     #[cfg(test)]
