@@ -350,32 +350,51 @@ impl<L: ClassLayer> Cache<L> {
         } else {
             self.store.hash(key)
         };
+        let mut report_miss = !known_absent;
         if !known_absent {
             if let Some(slot) = self.store.find_hashed(key, hash) {
                 if !self.store.nodes[slot as usize].holds_object() {
+                    // A ghost (ARC's): the key is not cached, a miss reported here.
                     self.layer.queue(class).on_miss(key);
                     self.ghost_found(slot, class);
-                    return self.insert_new(key, hash, size, class, false, on_evict);
+                    report_miss = false;
+                } else {
+                    return self.rewrite(key, hash, slot, size, class, on_evict);
                 }
-                let own = self.layer.class_at(slot);
-                let old = self.store.nodes[slot as usize].size;
-                return match self.layer.rewrite(own, class, old, size) {
-                    Rewrite::InPlace => self.update(slot, own, size, on_evict),
-                    Rewrite::Touch => {
-                        self.layer.queue(own).on_hit(&mut self.store.nodes, slot);
-                        Some(slot)
-                    }
-                    Rewrite::Reinsert => {
-                        self.remove_slot(slot);
-                        self.insert_new(key, hash, size, class, false, on_evict)
-                    }
-                };
             }
         }
-        self.insert_new(key, hash, size, class, !known_absent, on_evict)
+        self.insert_new(key, hash, size, class, report_miss, on_evict)
+    }
+
+    /// An insert of `key`, cached at `slot`, as `class`: see [`Cache::insert_as`]. Out of
+    /// line: a replay's inserts always follow a lookup that missed.
+    #[inline(never)]
+    fn rewrite<F: FnMut(u64, u32, SlotHint)>(
+        &mut self,
+        key: u64,
+        hash: u64,
+        slot: Slot,
+        size: u32,
+        class: L::Class,
+        on_evict: &mut F,
+    ) -> Option<Slot> {
+        let own = self.layer.class_at(slot);
+        let old = self.store.nodes[slot as usize].size;
+        match self.layer.rewrite(own, class, old, size) {
+            Rewrite::InPlace => self.update(slot, own, size, on_evict),
+            Rewrite::Touch => {
+                self.layer.queue(own).on_hit(&mut self.store.nodes, slot);
+                Some(slot)
+            }
+            Rewrite::Reinsert => {
+                self.remove_slot(slot);
+                self.insert_new(key, hash, size, class, false, on_evict)
+            }
+        }
     }
 
     /// Inserts absent `key`, whose [`Slab::hash`] is `hash`.
+    #[inline(always)]
     fn insert_new<F: FnMut(u64, u32, SlotHint)>(
         &mut self,
         key: u64,

@@ -2,13 +2,13 @@
 //! the real types so the documented numbers cannot drift from the code.
 //!
 //! Per cached object the cache holds one slab node (key, size, two queue links, and the
-//! index chain link whose top 4 bits carry the algorithm's state) and a share of the index's
+//! index chain link whose top 4 bits carry a ghost mark and the algorithm's state) and a share of the index's
 //! bucket array (4-byte heads). The key is stored once, in the node; "overhead" is everything
 //! except those 8 key bytes. The bucket array doubles when the population would exceed it,
 //! so it holds between 1 and 2 buckets per object; the slab grows by an eighth at a time, so
 //! at most 1/8 of its nodes are spare. Neither depends on how much the cache churns: deleting
-//! unlinks, there are no tombstones. S3-FIFO's ghost entries are metadata for objects *not*
-//! cached and are accounted separately (see `docs/cache.md`).
+//! unlinks, there are no tombstones. Ghost entries (S3-FIFO's, ARC's) are metadata for
+//! objects *not* cached and are accounted separately (see `docs/cache.md`).
 
 use crate::slab::Node;
 use core::mem::size_of;

@@ -192,7 +192,7 @@ impl Slab {
     }
 
     /// Ghost nodes in the index.
-    #[inline]
+    #[cfg(test)]
     pub fn ghosts(&self) -> u64 {
         self.ghosts
     }
@@ -299,6 +299,7 @@ impl Slab {
 
     /// Unlinks the node at `slot` from its bucket and puts it on the free list; false (and
     /// nothing changed) if the index does not have it.
+    #[inline(always)]
     fn unindex(&mut self, slot: Slot) -> bool {
         let node = self.nodes[slot as usize];
         let bucket = self.bucket_of(node.key);
@@ -444,6 +445,59 @@ mod tests {
         }
         assert_eq!(store.bucket_count(), buckets);
         assert_eq!(store.nodes.len(), 1_000);
+    }
+
+    #[test]
+    fn ghosts_stay_indexed_but_are_not_objects() {
+        let mut store = Slab::new();
+        let mut slots = Vec::new();
+        for k in 0..40u64 {
+            slots.push(store.insert(k, 10).unwrap());
+        }
+        // Bury every other node, as an algorithm does with the victim it returns.
+        for &slot in slots.iter().step_by(2) {
+            store.nodes[slot as usize].bury();
+            store.release(slot);
+        }
+        assert_eq!((store.len(), store.bytes(), store.ghosts()), (20, 200, 20));
+        for k in 0..40u64 {
+            let any = store.find_hashed(k, store.hash(k));
+            assert_eq!(any, Some(slots[k as usize]), "key {k} keeps its node");
+            let node = &store.nodes[slots[k as usize] as usize];
+            assert_eq!(node.is_ghost(), k % 2 == 0);
+            assert_eq!(node.holds_object(), k % 2 == 1);
+            assert_eq!(
+                store.find(k).is_some(),
+                k % 2 == 1,
+                "find sees objects only"
+            );
+        }
+        assert_eq!(store.slots().count(), 20);
+        // Ghosts count towards the index's population: 40 nodes in 16 buckets would not fit.
+        assert!(store.bucket_count() >= 40);
+        store.forget(slots[0]);
+        assert!(store.nodes[slots[0] as usize].is_free());
+        assert!(!store.nodes[slots[0] as usize].holds_object());
+        assert_eq!(store.find_hashed(0, store.hash(0)), None);
+        assert_eq!((store.len(), store.ghosts()), (20, 19));
+        assert_eq!(
+            store.insert(1000, 5),
+            Some(slots[0]),
+            "a forgotten ghost's slot is reused"
+        );
+        assert!(store.nodes[slots[0] as usize].holds_object());
+    }
+
+    #[test]
+    fn meta_never_reaches_the_ghost_mark() {
+        let mut node = Node::detached(1, 1);
+        node.set_meta(META_MAX);
+        assert!(node.holds_object());
+        assert_eq!(node.meta(), META_MAX);
+        node.bury();
+        node.set_meta(0);
+        assert!(node.is_ghost(), "set_meta keeps a ghost a ghost");
+        assert_eq!(node.chain_next(), CHAIN_END);
     }
 
     #[test]

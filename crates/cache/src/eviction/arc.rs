@@ -376,9 +376,132 @@ mod tests {
             assert!(arc.t1_units() + arc.ghost_units(B1) <= 10);
             assert!((0.0..=10.0).contains(&arc.p));
             let ghosts = arc.b_usage[B1].objects + arc.b_usage[B2].objects;
-            assert_eq!(h.store.ghosts(), ghosts, "every ghost in the index is in B1 or B2");
+            assert_eq!(
+                h.store.ghosts(),
+                ghosts,
+                "every ghost in the index is in B1 or B2"
+            );
         }
         assert!(h.store.ghosts() > 0);
         assert_eq!(h.store.len(), 10);
+    }
+
+    /// Requests of a seeded stream over `keys` keys, all of size 1.
+    fn churn(h: &mut Harness<Arc>, requests: u32, keys: u64, seed: u64) {
+        let mut x = seed;
+        for _ in 0..requests {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            h.access((x >> 33) % keys, 1);
+        }
+    }
+
+    fn ghosts_listed(arc: &Arc) -> u64 {
+        arc.b_usage[B1].objects + arc.b_usage[B2].objects
+    }
+
+    #[test]
+    fn ghosts_are_never_reported_as_cached() {
+        let mut cache = Cache::new(Algorithm::Arc, Capacity::objects(4));
+        let mut hints = std::collections::HashMap::new();
+        for key in 0..12u64 {
+            cache.access(key, 1);
+            hints.insert(key, cache.slot_hint(key).unwrap());
+        }
+        // Keys 0..8 left; with four cached, B1 holds the latest of them as buried nodes.
+        assert_eq!(cache.len(), 4);
+        for key in 0..8u64 {
+            assert!(!cache.contains(key), "{key}");
+            assert_eq!(cache.object_size(key), None);
+            assert_eq!(cache.slot_hint(key), None);
+            assert!(
+                !cache.remove(key),
+                "a ghost is not removable: it is not cached"
+            );
+        }
+        assert_eq!(cache.iter().count(), 4);
+        // Key 7's node is a ghost now, still holding key 7: its old hint must not hit. The
+        // lookup is a ghost hit instead, so 7 enters T2 and survives a scan of new keys.
+        assert!(!cache.get_hinted(7, hints[&7]));
+        assert!(cache.insert(7, 1));
+        for key in 100..103u64 {
+            cache.access(key, 1);
+        }
+        assert!(cache.contains(7), "7 came back from B1 into T2");
+    }
+
+    #[test]
+    fn a_capacity_cut_trims_the_ghosts_before_they_are_read() {
+        let capacity = Capacity::objects(20);
+        let mut h = Harness::new(Arc::new(capacity), capacity);
+        churn(&mut h, 5_000, 60, 3);
+        assert!(h.store.ghosts() > 10);
+        let small = Capacity::objects(5);
+        h.capacity = small;
+        h.policy.on_capacity(small);
+        // The cut itself cannot free nodes (no slab at hand); the next eviction trims first.
+        while h.store.len() > 5 {
+            assert!(h.evict_one());
+        }
+        let arc = &h.policy;
+        assert!(arc.all_units() <= 10, "{}", arc.all_units());
+        assert!(arc.t1_units() + arc.ghost_units(B1) <= 5);
+        assert_eq!(h.store.ghosts(), ghosts_listed(arc));
+        churn(&mut h, 2_000, 60, 4);
+        assert_eq!(h.store.ghosts(), ghosts_listed(&h.policy));
+        assert!(h.policy.all_units() <= 10);
+    }
+
+    #[test]
+    fn ghosts_dropped_without_the_slab_leave_the_index_later() {
+        let capacity = Capacity::objects(8);
+        let mut h = Harness::new(Arc::new(capacity), capacity);
+        churn(&mut h, 2_000, 30, 5);
+        // A plain `evict` cannot free the ghost it drops; it must still stop counting it.
+        let victim = h.policy.evict(&mut h.store.nodes);
+        assert_ne!(victim, NIL);
+        h.store.release(victim);
+        let listed = ghosts_listed(&h.policy);
+        assert!(
+            h.policy.dropped.tail != NIL,
+            "this stream drops a ghost at every miss"
+        );
+        assert_eq!(h.store.ghosts(), listed + 1);
+        // The first new key takes the room `evict` made; the second evicts, freeing it.
+        h.access(1_000, 1);
+        h.access(1_001, 1);
+        assert_eq!(h.policy.dropped.tail, NIL);
+        assert_eq!(h.store.ghosts(), ghosts_listed(&h.policy));
+    }
+
+    #[test]
+    fn a_ghost_found_by_another_class_is_forgotten_not_duplicated() {
+        use crate::classes::ClassSet;
+        let header = "IO class id,IO class name,Eviction priority,Allocation\n";
+        let set = ClassSet::parse(
+            &format!("{header}0,unclassified,5,1\n1,size:le:10,5,1\n"),
+            "t",
+        )
+        .unwrap();
+        let mut c = Cache::with_classes(Algorithm::Arc, Capacity::objects(4), set);
+        for key in 0..8u64 {
+            assert!(!c.get(key, 0));
+            c.insert(key, 50, 0);
+        }
+        // Key 1 is a ghost of class 0; a request of class 1 misses it and caches it there.
+        assert!(!c.get(1, 1));
+        assert!(c.insert(1, 5, 1));
+        assert_eq!(c.class_of(1), Some(1));
+        for key in 20..40u64 {
+            assert!(!c.get(key, 0));
+            c.insert(key, 50, 0);
+        }
+        let ones = c.objects().filter(|&(k, _, _)| k == 1).count();
+        assert!(ones <= 1);
+        assert!(c.len() <= 4);
+        // Evicting everything then re-inserting key 1 must find no stale node of it.
+        c.evict(10);
+        assert!(!c.get(1, 0));
+        assert!(c.insert(1, 50, 0));
+        assert_eq!(c.objects().filter(|&(k, _, _)| k == 1).count(), 1);
     }
 }
