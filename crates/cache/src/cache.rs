@@ -675,6 +675,12 @@ impl<L: ClassLayer> Cache<L> {
         })
     }
 
+    /// Ghost nodes in the index (ARC's B1 and B2).
+    #[cfg(test)]
+    pub(crate) fn ghosts(&self) -> u64 {
+        self.store.ghosts()
+    }
+
     /// Heap bytes of the cache's own metadata now: the slab (including free slots), the
     /// index, per-slot classes and the algorithms' state (S3-FIFO's ghost). Object payloads
     /// are not stored here and not counted.

@@ -81,4 +81,27 @@ mod tests {
             }
         }
     }
+
+    /// ARC's ghosts are nodes of the cache's own slab and index: each costs what a cached
+    /// object does, and there are at most as many as the capacity holds objects.
+    #[test]
+    fn arc_ghosts_cost_what_cached_objects_do() {
+        for n in [1_000u64, 57_344, 100_000] {
+            let mut cache = Cache::new(Algorithm::Arc, Capacity::objects(n));
+            // Every key twice: each enters T2, so every eviction leaves a ghost in B2.
+            for key in 0..n * 3 {
+                let key = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                cache.access(key, 100);
+                cache.access(key, 100);
+            }
+            let (objects, ghosts) = (cache.len(), cache.ghosts());
+            assert_eq!(objects, n);
+            assert!(ghosts > 0 && ghosts <= n, "{ghosts} ghosts for {n} objects");
+            let per_node = cache.metadata_bytes() as f64 / (objects + ghosts) as f64;
+            assert!(
+                per_node - KEY_BYTES as f64 <= per_object_worst(),
+                "ARC with {n} objects and {ghosts} ghosts: {per_node:.1} bytes per node"
+            );
+        }
+    }
 }
