@@ -35,8 +35,9 @@ impl SlotHint {
     pub const NONE: SlotHint = SlotHint(NIL);
 
     /// The node's index in the slab (`None` for [`SlotHint::NONE`]): slots are dense, reused
-    /// after an object leaves and below the most objects ever cached at once, so a caller can
-    /// keep its own per-object record in a `Vec` indexed by it (the server's values).
+    /// after an object leaves (or, with ARC, once its ghost is dropped) and below the most
+    /// nodes (objects and ARC's ghosts) ever held at once, so a caller can keep its own
+    /// per-object record in a `Vec` indexed by it (the server's values).
     #[inline]
     pub fn slot(self) -> Option<usize> {
         (self.0 != NIL).then_some(self.0 as usize)
@@ -233,15 +234,33 @@ impl<L: ClassLayer> Cache<L> {
     #[inline(always)]
     pub fn get_as(&mut self, key: u64, class: L::Class) -> bool {
         let hash = self.store.hash(key);
-        match self.store.find_hashed(key, hash) {
-            Some(slot) => self.hit(slot, class),
-            None => {
-                self.layer.queue(class).on_miss(key);
-                self.layer.count_lookup(class, false);
-                self.reported_miss = Some(key);
-                self.miss_hash = hash;
-                false
+        let found = self.store.find_hashed(key, hash);
+        if let Some(slot) = found {
+            if self.store.nodes[slot as usize].holds_object() {
+                return self.hit(slot, class);
             }
+        }
+        self.layer.queue(class).on_miss(key);
+        if let Some(ghost) = found {
+            self.ghost_found(ghost, class);
+        }
+        self.layer.count_lookup(class, false);
+        self.reported_miss = Some(key);
+        self.miss_hash = hash;
+        false
+    }
+
+    /// A miss of a request of `class` found a ghost at `slot`: its algorithm learns from it
+    /// if it is `class`'s own (ARC's ghost hit), and forgets it either way, so the insert
+    /// that follows finds the key without a node.
+    #[cold]
+    fn ghost_found(&mut self, slot: Slot, class: L::Class) {
+        let owner = self.layer.class_at(slot);
+        let queue = self.layer.queue(owner);
+        if owner == class {
+            queue.on_ghost_hit(&mut self.store, slot);
+        } else {
+            queue.forget_ghost(&mut self.store, slot);
         }
     }
 
@@ -250,7 +269,7 @@ impl<L: ClassLayer> Cache<L> {
     pub fn get_hinted_as(&mut self, key: u64, hint: SlotHint, class: L::Class) -> bool {
         let slot = hint.0;
         match self.store.nodes.get(slot as usize) {
-            Some(node) if node.key == key && !node.is_free() => self.hit(slot, class),
+            Some(node) if node.key == key && node.holds_object() => self.hit(slot, class),
             _ => self.get_as(key, class),
         }
     }
@@ -280,7 +299,8 @@ impl<L: ClassLayer> Cache<L> {
         self.store.find(key).map(SlotHint)
     }
 
-    /// The most objects the slab has held at once: every [`SlotHint::slot`] is below it.
+    /// The most nodes (objects and ghosts) the slab has held at once: every
+    /// [`SlotHint::slot`] is below it.
     pub fn slot_bound(&self) -> usize {
         self.store.nodes.len()
     }
@@ -330,27 +350,51 @@ impl<L: ClassLayer> Cache<L> {
         } else {
             self.store.hash(key)
         };
+        let mut report_miss = !known_absent;
         if !known_absent {
             if let Some(slot) = self.store.find_hashed(key, hash) {
-                let own = self.layer.class_at(slot);
-                let old = self.store.nodes[slot as usize].size;
-                return match self.layer.rewrite(own, class, old, size) {
-                    Rewrite::InPlace => self.update(slot, own, size, on_evict),
-                    Rewrite::Touch => {
-                        self.layer.queue(own).on_hit(&mut self.store.nodes, slot);
-                        Some(slot)
-                    }
-                    Rewrite::Reinsert => {
-                        self.remove_slot(slot);
-                        self.insert_new(key, hash, size, class, false, on_evict)
-                    }
-                };
+                if !self.store.nodes[slot as usize].holds_object() {
+                    // A ghost (ARC's): the key is not cached, a miss reported here.
+                    self.layer.queue(class).on_miss(key);
+                    self.ghost_found(slot, class);
+                    report_miss = false;
+                } else {
+                    return self.rewrite(key, hash, slot, size, class, on_evict);
+                }
             }
         }
-        self.insert_new(key, hash, size, class, !known_absent, on_evict)
+        self.insert_new(key, hash, size, class, report_miss, on_evict)
+    }
+
+    /// An insert of `key`, cached at `slot`, as `class`: see [`Cache::insert_as`]. Out of
+    /// line: a replay's inserts always follow a lookup that missed.
+    #[inline(never)]
+    fn rewrite<F: FnMut(u64, u32, SlotHint)>(
+        &mut self,
+        key: u64,
+        hash: u64,
+        slot: Slot,
+        size: u32,
+        class: L::Class,
+        on_evict: &mut F,
+    ) -> Option<Slot> {
+        let own = self.layer.class_at(slot);
+        let old = self.store.nodes[slot as usize].size;
+        match self.layer.rewrite(own, class, old, size) {
+            Rewrite::InPlace => self.update(slot, own, size, on_evict),
+            Rewrite::Touch => {
+                self.layer.queue(own).on_hit(&mut self.store.nodes, slot);
+                Some(slot)
+            }
+            Rewrite::Reinsert => {
+                self.remove_slot(slot);
+                self.insert_new(key, hash, size, class, false, on_evict)
+            }
+        }
     }
 
     /// Inserts absent `key`, whose [`Slab::hash`] is `hash`.
+    #[inline(always)]
     fn insert_new<F: FnMut(u64, u32, SlotHint)>(
         &mut self,
         key: u64,
@@ -484,10 +528,10 @@ impl<L: ClassLayer> Cache<L> {
         class: L::Class,
         on_evict: &mut F,
     ) -> Slot {
-        let victim = self.layer.queue(class).evict(&mut self.store.nodes);
+        let victim = self.layer.queue(class).evict_in(&mut self.store);
         if victim != NIL {
             let node = self.store.nodes[victim as usize];
-            self.store.remove(victim);
+            self.store.release(victim);
             self.layer.left(class, node.size, true);
             self.evictions += 1;
             on_evict(node.key, node.size, SlotHint(victim));
@@ -629,6 +673,12 @@ impl<L: ClassLayer> Cache<L> {
             let node = &self.store.nodes[slot as usize];
             (node.key, node.size, self.layer.class_at(slot))
         })
+    }
+
+    /// Ghost nodes in the index (ARC's B1 and B2).
+    #[cfg(test)]
+    pub(crate) fn ghosts(&self) -> u64 {
+        self.store.ghosts()
     }
 
     /// Heap bytes of the cache's own metadata now: the slab (including free slots), the

@@ -2,13 +2,13 @@
 //! the real types so the documented numbers cannot drift from the code.
 //!
 //! Per cached object the cache holds one slab node (key, size, two queue links, and the
-//! index chain link whose top 4 bits carry the algorithm's state) and a share of the index's
+//! index chain link whose top 4 bits carry a ghost mark and the algorithm's state) and a share of the index's
 //! bucket array (4-byte heads). The key is stored once, in the node; "overhead" is everything
 //! except those 8 key bytes. The bucket array doubles when the population would exceed it,
 //! so it holds between 1 and 2 buckets per object; the slab grows by an eighth at a time, so
 //! at most 1/8 of its nodes are spare. Neither depends on how much the cache churns: deleting
-//! unlinks, there are no tombstones. S3-FIFO's ghost entries are metadata for objects *not*
-//! cached and are accounted separately (see `docs/cache.md`).
+//! unlinks, there are no tombstones. Ghost entries (S3-FIFO's, ARC's) are metadata for
+//! objects *not* cached and are accounted separately (see `docs/cache.md`).
 
 use crate::slab::Node;
 use core::mem::size_of;
@@ -79,6 +79,29 @@ mod tests {
                     "{alg} with {n} objects: {per_object:.1} bytes per object"
                 );
             }
+        }
+    }
+
+    /// ARC's ghosts are nodes of the cache's own slab and index: each costs what a cached
+    /// object does, and there are at most as many as the capacity holds objects.
+    #[test]
+    fn arc_ghosts_cost_what_cached_objects_do() {
+        for n in [1_000u64, 57_344, 100_000] {
+            let mut cache = Cache::new(Algorithm::Arc, Capacity::objects(n));
+            // Every key twice: each enters T2, so every eviction leaves a ghost in B2.
+            for key in 0..n * 3 {
+                let key = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                cache.access(key, 100);
+                cache.access(key, 100);
+            }
+            let (objects, ghosts) = (cache.len(), cache.ghosts());
+            assert_eq!(objects, n);
+            assert!(ghosts > 0 && ghosts <= n, "{ghosts} ghosts for {n} objects");
+            let per_node = cache.metadata_bytes() as f64 / (objects + ghosts) as f64;
+            assert!(
+                per_node - KEY_BYTES as f64 <= per_object_worst(),
+                "ARC with {n} objects and {ghosts} ghosts: {per_node:.1} bytes per node"
+            );
         }
     }
 }

@@ -13,6 +13,12 @@
 //! 8 bytes per object. An open-addressing table (hashbrown) needs a 5-byte bucket per
 //! object at a load factor that, under constant churn, settles between 7/32 and 7/16, i.e. up
 //! to 23 bytes per object: too much for the 32-byte budget (see `docs/cache.md`).
+//!
+//! A node may also be a *ghost*: the key and size of an object its algorithm evicted but still
+//! remembers (ARC's B1/B2), kept in the same index as the cached objects so that a miss finds
+//! it with the lookup it makes anyway, as in libCacheSim's one hash table. A ghost is not
+//! cached: lookups report it as absent to every caller but the cache's miss path, and `len`
+//! and `bytes` leave it out.
 
 use core::hash::BuildHasher;
 use foldhash::fast::FixedState;
@@ -27,24 +33,29 @@ pub(crate) const NIL: Slot = Slot::MAX;
 /// `NIL`, so a node can tell whether it is in use without consulting the index.
 const FREED: Slot = NIL - 1;
 
-/// Bits of `Node::chain` that hold the next slot in the bucket; the 4 bits above hold the
-/// eviction algorithm's per-object state.
+/// Bits of `Node::chain` that hold the next slot in the bucket; the bit above marks a node
+/// that holds no cached object ([`VACANT`]), the 3 bits above that hold the eviction
+/// algorithm's per-object state.
 const CHAIN_BITS: u32 = 28;
 const CHAIN_MASK: u32 = (1 << CHAIN_BITS) - 1;
 /// End of a bucket chain (the largest 28-bit value).
 const CHAIN_END: u32 = CHAIN_MASK;
+/// Set on ghost and free nodes: one test tells a lookup whether a node holds an object.
+const VACANT: u32 = 1 << CHAIN_BITS;
+/// Where the algorithm's `meta` bits start.
+const META_SHIFT: u32 = CHAIN_BITS + 1;
 
 /// Objects the slab can hold at once: every slot must fit in 28 bits and differ from the
 /// chain end marker.
 pub(crate) const MAX_OBJECTS: usize = CHAIN_END as usize;
 
 /// Largest value an algorithm can keep in a node's `meta` bits.
-pub(crate) const META_MAX: u32 = (1 << (32 - CHAIN_BITS)) - 1;
+pub(crate) const META_MAX: u32 = (1 << (32 - META_SHIFT)) - 1;
 
 /// Everything the cache keeps about one object. `prev`/`next` link the node into the queue of
 /// its algorithm (`prev` points towards the head, i.e. newer objects, as in libCacheSim);
-/// `chain` links it into its index bucket and carries 4 bits of algorithm state (`meta`).
-/// A free node keeps the free list in `next`.
+/// `chain` links it into its index bucket, marks a ghost or free node and carries 3 bits of
+/// algorithm state (`meta`). A free node keeps the free list in `next`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Node {
     pub key: u64,
@@ -70,19 +81,42 @@ impl Node {
     /// The eviction algorithm's per-object state (0..=`META_MAX`).
     #[inline]
     pub fn meta(&self) -> u32 {
-        self.chain >> CHAIN_BITS
+        self.chain >> META_SHIFT
     }
 
+    /// Sets the algorithm's state; bits above `META_MAX` are shifted out, so they can never
+    /// turn a node into a ghost.
     #[inline]
     pub fn set_meta(&mut self, meta: u32) {
         debug_assert!(meta <= META_MAX);
-        self.chain = (self.chain & CHAIN_MASK) | (meta << CHAIN_BITS);
+        self.chain = (self.chain & (CHAIN_MASK | VACANT)) | (meta << META_SHIFT);
     }
 
     /// Whether this node is on the free list (holds no object).
     #[inline]
     pub fn is_free(&self) -> bool {
         self.prev == FREED
+    }
+
+    /// Whether this node holds a cached object (neither a ghost nor free).
+    #[inline]
+    pub fn holds_object(&self) -> bool {
+        self.chain & VACANT == 0
+    }
+
+    /// Whether this node is a ghost (see [`Node::bury`]).
+    #[inline]
+    pub fn is_ghost(&self) -> bool {
+        !self.holds_object() && !self.is_free()
+    }
+
+    /// Turns the victim an algorithm is about to return from `evict` into a ghost: the node
+    /// keeps its key, size, links and `meta` and stays in the index; [`Slab::release`] then
+    /// keeps it instead of freeing it. The algorithm owns it until it calls
+    /// [`Slab::forget`].
+    #[inline]
+    pub fn bury(&mut self) {
+        self.chain |= VACANT;
     }
 
     #[inline]
@@ -110,6 +144,8 @@ pub(crate) struct Slab {
     hasher: FixedState,
     len: u64,
     bytes: u64,
+    /// Ghost nodes (in the index, not counted in `len` or `bytes`).
+    ghosts: u64,
 }
 
 impl Slab {
@@ -121,6 +157,7 @@ impl Slab {
             hasher: FixedState::with_seed(HASH_SEED),
             len: 0,
             bytes: 0,
+            ghosts: 0,
         }
     }
 
@@ -154,12 +191,21 @@ impl Slab {
         self.bytes
     }
 
+    /// Ghost nodes in the index.
+    #[cfg(test)]
+    pub fn ghosts(&self) -> u64 {
+        self.ghosts
+    }
+
+    /// The node of cached `key` (never a ghost).
     #[inline]
     pub fn find(&self, key: u64) -> Option<Slot> {
         self.find_hashed(key, self.hash(key))
+            .filter(|&slot| self.nodes[slot as usize].holds_object())
     }
 
-    /// [`Slab::find`] with `hash` = [`Slab::hash`]`(key)`.
+    /// The node of `key`, cached or a ghost (a key has at most one node), with `hash` =
+    /// [`Slab::hash`]`(key)`: the cache's lookup, which tells the two apart itself.
     #[inline]
     pub fn find_hashed(&self, key: u64, hash: u64) -> Option<Slot> {
         let mut slot = self.buckets[self.bucket_of_hash(hash)];
@@ -173,7 +219,8 @@ impl Slab {
         None
     }
 
-    /// Adds `key`, which must be absent. Returns `None` only when `MAX_OBJECTS` are stored.
+    /// Adds `key`, which must have no node (cached or ghost). Returns `None` only when
+    /// `MAX_OBJECTS` nodes (objects and ghosts) are in use.
     #[inline]
     pub fn insert(&mut self, key: u64, size: u32) -> Option<Slot> {
         self.insert_hashed(key, size, self.hash(key))
@@ -182,10 +229,11 @@ impl Slab {
     /// [`Slab::insert`] with `hash` = [`Slab::hash`]`(key)`.
     #[inline]
     pub fn insert_hashed(&mut self, key: u64, size: u32, hash: u64) -> Option<Slot> {
-        if self.len as usize >= MAX_OBJECTS {
+        let indexed = (self.len + self.ghosts) as usize;
+        if indexed >= MAX_OBJECTS {
             return None;
         }
-        if self.len as usize >= self.buckets.len() {
+        if indexed >= self.buckets.len() {
             self.grow_index();
         }
         let bucket = self.bucket_of_hash(hash);
@@ -217,8 +265,42 @@ impl Slab {
         Some(slot)
     }
 
-    /// Drops the node at `slot` (already unlinked from its queue) and recycles the slot.
+    /// Drops the object at `slot` (already unlinked from its queue) and recycles the slot.
     pub fn remove(&mut self, slot: Slot) {
+        let size = self.nodes[slot as usize].size;
+        if self.unindex(slot) {
+            self.len -= 1;
+            self.bytes -= u64::from(size);
+        }
+    }
+
+    /// Frees the node of an evicted object: recycles the slot, or keeps the node as a ghost
+    /// when the algorithm buried it ([`Node::bury`]) while choosing it.
+    #[inline]
+    pub fn release(&mut self, slot: Slot) {
+        let node = &self.nodes[slot as usize];
+        if node.holds_object() {
+            self.remove(slot);
+        } else {
+            self.len -= 1;
+            self.bytes -= u64::from(node.size);
+            self.ghosts += 1;
+        }
+    }
+
+    /// Drops the ghost at `slot` (already unlinked from its algorithm's lists) from the index
+    /// and recycles the slot.
+    pub fn forget(&mut self, slot: Slot) {
+        debug_assert!(self.nodes[slot as usize].is_ghost());
+        if self.unindex(slot) {
+            self.ghosts -= 1;
+        }
+    }
+
+    /// Unlinks the node at `slot` from its bucket and puts it on the free list; false (and
+    /// nothing changed) if the index does not have it.
+    #[inline(always)]
+    fn unindex(&mut self, slot: Slot) -> bool {
         let node = self.nodes[slot as usize];
         let bucket = self.bucket_of(node.key);
         let head = self.buckets[bucket];
@@ -231,17 +313,16 @@ impl Slab {
             }
             if prev == CHAIN_END {
                 debug_assert!(false, "slot {slot} missing from the index");
-                return;
+                return false;
             }
             self.nodes[prev as usize].set_chain_next(node.chain_next());
         }
-        self.len -= 1;
-        self.bytes -= u64::from(node.size);
         let freed = &mut self.nodes[slot as usize];
         freed.next = self.free_head;
         freed.prev = FREED;
-        freed.chain = CHAIN_END;
+        freed.chain = CHAIN_END | VACANT;
         self.free_head = slot;
+        true
     }
 
     /// Doubles the bucket array and relinks every stored node.
@@ -269,8 +350,14 @@ impl Slab {
         node.size = size;
     }
 
-    /// Slots of every stored object, in no particular order.
+    /// Slots of every stored object (not of ghosts), in no particular order.
     pub fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.index_slots()
+            .filter(|&slot| self.nodes[slot as usize].holds_object())
+    }
+
+    /// Slots of every node in the index, objects and ghosts.
+    fn index_slots(&self) -> impl Iterator<Item = Slot> + '_ {
         self.buckets.iter().flat_map(move |&head| {
             let mut slot = head;
             core::iter::from_fn(move || {
@@ -358,6 +445,59 @@ mod tests {
         }
         assert_eq!(store.bucket_count(), buckets);
         assert_eq!(store.nodes.len(), 1_000);
+    }
+
+    #[test]
+    fn ghosts_stay_indexed_but_are_not_objects() {
+        let mut store = Slab::new();
+        let mut slots = Vec::new();
+        for k in 0..40u64 {
+            slots.push(store.insert(k, 10).unwrap());
+        }
+        // Bury every other node, as an algorithm does with the victim it returns.
+        for &slot in slots.iter().step_by(2) {
+            store.nodes[slot as usize].bury();
+            store.release(slot);
+        }
+        assert_eq!((store.len(), store.bytes(), store.ghosts()), (20, 200, 20));
+        for k in 0..40u64 {
+            let any = store.find_hashed(k, store.hash(k));
+            assert_eq!(any, Some(slots[k as usize]), "key {k} keeps its node");
+            let node = &store.nodes[slots[k as usize] as usize];
+            assert_eq!(node.is_ghost(), k % 2 == 0);
+            assert_eq!(node.holds_object(), k % 2 == 1);
+            assert_eq!(
+                store.find(k).is_some(),
+                k % 2 == 1,
+                "find sees objects only"
+            );
+        }
+        assert_eq!(store.slots().count(), 20);
+        // Ghosts count towards the index's population: 40 nodes in 16 buckets would not fit.
+        assert!(store.bucket_count() >= 40);
+        store.forget(slots[0]);
+        assert!(store.nodes[slots[0] as usize].is_free());
+        assert!(!store.nodes[slots[0] as usize].holds_object());
+        assert_eq!(store.find_hashed(0, store.hash(0)), None);
+        assert_eq!((store.len(), store.ghosts()), (20, 19));
+        assert_eq!(
+            store.insert(1000, 5),
+            Some(slots[0]),
+            "a forgotten ghost's slot is reused"
+        );
+        assert!(store.nodes[slots[0] as usize].holds_object());
+    }
+
+    #[test]
+    fn meta_never_reaches_the_ghost_mark() {
+        let mut node = Node::detached(1, 1);
+        node.set_meta(META_MAX);
+        assert!(node.holds_object());
+        assert_eq!(node.meta(), META_MAX);
+        node.bury();
+        node.set_meta(0);
+        assert!(node.is_ghost(), "set_meta keeps a ghost a ghost");
+        assert_eq!(node.chain_next(), CHAIN_END);
     }
 
     #[test]

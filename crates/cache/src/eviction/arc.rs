@@ -15,14 +15,18 @@
 //!   B2's oldest is dropped when the four lists reach `2c`, and REPLACE runs.
 //!
 //! A cache limited only in objects counts every object as one unit ([`Units`]).
+//!
+//! The ghosts are the victims' own nodes, left in the cache's index ([`Node::bury`]) and
+//! linked into B1/B2 by the links they had in T1/T2, as libCacheSim flags its objects in its
+//! one hash table: a miss finds a ghost with the lookup it makes anyway, a demotion moves no
+//! key, and a dropped ghost leaves the index the way an evicted object does.
 
-use super::ghost::Ghosts;
 use super::{EvictionPolicy, Units, Usage};
 use crate::queue::Queue;
-use crate::slab::{Node, Slot, NIL};
+use crate::slab::{Node, Slab, Slot, NIL};
 use crate::Capacity;
 
-/// `meta`: the object is in T2 (else T1).
+/// `meta`: the object is in T2 (else T1). A ghost keeps it: in B2 if set, else in B1.
 const IN_T2: u32 = 1;
 /// Ghost lists.
 const B1: usize = 0;
@@ -34,7 +38,15 @@ pub(crate) struct Arc {
     t2: Queue,
     t1_usage: Usage,
     t2_usage: Usage,
-    ghosts: Ghosts,
+    /// B1 and B2: buried victims, threaded through the cache's nodes.
+    b: [Queue; 2],
+    b_usage: [Usage; 2],
+    /// Ghosts no longer in B1/B2 that the index still holds, because they were dropped
+    /// without the slab at hand ([`EvictionPolicy::evict`] alone); freed by `settle`.
+    dropped: Queue,
+    /// The capacity shrank: the ghost lists are trimmed to it by the next `settle`, before
+    /// anything reads their sizes.
+    trim_due: bool,
     p: f64,
     /// The ghost list of the last ghost hit, until the object is inserted or a lookup finds
     /// a cached object (libCacheSim's `curr_obj_in_L*_ghost`, which a plain miss keeps).
@@ -48,14 +60,16 @@ pub(crate) struct Arc {
 
 impl Arc {
     pub fn new(capacity: Capacity) -> Arc {
-        let units = Units::of(capacity);
         Arc {
-            units,
+            units: Units::of(capacity),
             t1: Queue::default(),
             t2: Queue::default(),
             t1_usage: Usage::default(),
             t2_usage: Usage::default(),
-            ghosts: Ghosts::new(units),
+            b: [Queue::default(); 2],
+            b_usage: [Usage::default(); 2],
+            dropped: Queue::default(),
+            trim_due: false,
             p: 0.0,
             ghost_list: None,
             ghost_hit: None,
@@ -71,14 +85,19 @@ impl Arc {
         self.units.of_usage(self.t1_usage)
     }
 
+    fn ghost_units(&self, list: usize) -> u64 {
+        self.units.of_usage(self.b_usage[list])
+    }
+
     fn all_units(&self) -> u64 {
         self.units.of_usage(self.t1_usage)
             + self.units.of_usage(self.t2_usage)
-            + self.ghosts.total(B1)
-            + self.ghosts.total(B2)
+            + self.ghost_units(B1)
+            + self.ghost_units(B2)
     }
 
-    /// The paper's REPLACE: demotes one cached object to its ghost list and returns its slot.
+    /// The paper's REPLACE: demotes one cached object to its ghost list (burying its node)
+    /// and returns its slot.
     fn replace(&mut self, nodes: &mut [Node]) -> Slot {
         let t1 = self.t1_units() as f64;
         let from_t1 = (t1 > 0.0 && (t1 > self.p || (t1 == self.p && self.ghost_list == Some(B2))))
@@ -92,9 +111,12 @@ impl Arc {
         };
         let slot = queue.pop_tail(nodes);
         if slot != NIL {
-            let Node { key, size, .. } = nodes[slot as usize];
+            let size = nodes[slot as usize].size;
             total.sub(size);
-            self.ghosts.push(ghost, key, size);
+            // The node's `meta` (IN_T2 or not) already names the list it joins.
+            self.b[ghost].push_head(nodes, slot);
+            self.b_usage[ghost].add(size);
+            nodes[slot as usize].bury();
         }
         slot
     }
@@ -107,11 +129,90 @@ impl Arc {
         slot
     }
 
-    /// Drops ghosts the lists no longer have room for after the capacity shrank.
-    fn trim_ghosts(&mut self) {
+    /// Unlinks the oldest ghost of `list` (still indexed; the caller frees it); `NIL` when
+    /// the list is empty.
+    fn unlink_oldest_ghost(&mut self, nodes: &mut [Node], list: usize) -> Slot {
+        let slot = self.b[list].pop_tail(nodes);
+        if slot != NIL {
+            self.b_usage[list].sub(nodes[slot as usize].size);
+        }
+        slot
+    }
+
+    /// libCacheSim's `ARC_evict`: the victim, and the ghost dropped to make room (unlinked
+    /// from its list, still indexed) or `NIL`.
+    fn choose(&mut self, nodes: &mut [Node]) -> (Slot, Slot) {
+        if self.ghost_hit.is_some() {
+            return (self.replace(nodes), NIL);
+        }
         let c = self.c();
-        while self.t1_units() + self.ghosts.total(B1) > c && self.ghosts.drop_oldest(B1) {}
-        while self.all_units() > 2 * c && self.ghosts.drop_oldest(B2) {}
+        if self.t1_units() + self.ghost_units(B1) + self.incoming > c {
+            let dropped = self.unlink_oldest_ghost(nodes, B1);
+            if dropped != NIL {
+                (self.replace(nodes), dropped)
+            } else {
+                (self.evict_t1_outright(nodes), NIL)
+            }
+        } else {
+            let dropped = if self.all_units() >= 2 * c {
+                self.unlink_oldest_ghost(nodes, B2)
+            } else {
+                NIL
+            };
+            (self.replace(nodes), dropped)
+        }
+    }
+
+    /// Frees the ghosts dropped without the slab at hand and trims the ghost lists after a
+    /// capacity cut. Runs before anything that reads the lists' sizes with the slab at hand.
+    #[inline]
+    fn settle(&mut self, store: &mut Slab) {
+        if self.dropped.tail != NIL || self.trim_due {
+            self.settle_slow(store);
+        }
+    }
+
+    #[cold]
+    fn settle_slow(&mut self, store: &mut Slab) {
+        loop {
+            let slot = self.dropped.pop_tail(&mut store.nodes);
+            if slot == NIL {
+                break;
+            }
+            store.forget(slot);
+        }
+        if std::mem::take(&mut self.trim_due) {
+            let c = self.c();
+            while self.t1_units() + self.ghost_units(B1) > c {
+                let slot = self.unlink_oldest_ghost(&mut store.nodes, B1);
+                if slot == NIL {
+                    break;
+                }
+                store.forget(slot);
+            }
+            while self.all_units() > 2 * c {
+                let slot = self.unlink_oldest_ghost(&mut store.nodes, B2);
+                if slot == NIL {
+                    break;
+                }
+                store.forget(slot);
+            }
+        }
+    }
+
+    /// Takes the ghost at `slot` out of its list and the index; returns its list, or `None`
+    /// when it had already been dropped (the lookup is then a plain miss).
+    fn take_ghost(&mut self, store: &mut Slab, slot: Slot) -> Option<usize> {
+        self.settle(store);
+        let node = store.nodes[slot as usize];
+        if !node.is_ghost() {
+            return None;
+        }
+        let list = if node.meta() & IN_T2 != 0 { B2 } else { B1 };
+        self.b[list].unlink(&mut store.nodes, slot);
+        self.b_usage[list].sub(node.size);
+        store.forget(slot);
+        Some(list)
     }
 }
 
@@ -133,12 +234,19 @@ impl EvictionPolicy for Arc {
         }
     }
 
-    fn on_miss(&mut self, key: u64) {
+    #[inline]
+    fn on_miss(&mut self, _key: u64) {
         self.ghost_hit = None;
-        let Some((list, slot)) = self.ghosts.find(key) else {
+    }
+
+    fn on_ghost_hit(&mut self, store: &mut Slab, slot: Slot) {
+        let key = store.nodes[slot as usize].key;
+        // B1 and B2's sizes before the ghost leaves, as libCacheSim reads them.
+        self.settle(store);
+        let (b1, b2) = (self.ghost_units(B1) as f64, self.ghost_units(B2) as f64);
+        let Some(list) = self.take_ghost(store, slot) else {
             return;
         };
-        let (b1, b2) = (self.ghosts.total(B1) as f64, self.ghosts.total(B2) as f64);
         if list == B1 {
             let delta = (b2 / b1).max(1.0);
             self.p = (self.p + delta).min(self.c() as f64);
@@ -146,9 +254,12 @@ impl EvictionPolicy for Arc {
             let delta = (b1 / b2).max(1.0);
             self.p = (self.p - delta).max(0.0);
         }
-        self.ghosts.remove(slot);
         self.ghost_list = Some(list);
         self.ghost_hit = Some(key);
+    }
+
+    fn forget_ghost(&mut self, store: &mut Slab, slot: Slot) {
+        self.take_ghost(store, slot);
     }
 
     fn owes_eviction(&mut self, _nodes: &mut [Node], _key: u64, size: u32) -> bool {
@@ -182,22 +293,21 @@ impl EvictionPolicy for Arc {
     }
 
     fn evict(&mut self, nodes: &mut [Node]) -> Slot {
-        if self.ghost_hit.is_some() {
-            return self.replace(nodes);
+        let (victim, dropped) = self.choose(nodes);
+        if dropped != NIL {
+            self.dropped.push_head(nodes, dropped);
         }
-        let c = self.c();
-        if self.t1_units() + self.ghosts.total(B1) + self.incoming > c {
-            if self.ghosts.drop_oldest(B1) {
-                self.replace(nodes)
-            } else {
-                self.evict_t1_outright(nodes)
-            }
-        } else {
-            if self.all_units() >= 2 * c {
-                self.ghosts.drop_oldest(B2);
-            }
-            self.replace(nodes)
+        victim
+    }
+
+    #[inline]
+    fn evict_in(&mut self, store: &mut Slab) -> Slot {
+        self.settle(store);
+        let (victim, dropped) = self.choose(&mut store.nodes);
+        if dropped != NIL {
+            store.forget(dropped);
         }
+        victim
     }
 
     fn on_remove(&mut self, nodes: &mut [Node], slot: Slot) {
@@ -213,13 +323,9 @@ impl EvictionPolicy for Arc {
 
     fn on_capacity(&mut self, capacity: Capacity) {
         self.units = Units::of(capacity);
-        self.ghosts.set_units(self.units);
         self.p = self.p.min(self.c() as f64);
-        self.trim_ghosts();
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.ghosts.heap_bytes()
+        // Trimming frees nodes, which needs the slab: the next `settle` does it.
+        self.trim_due = true;
     }
 }
 
@@ -267,10 +373,135 @@ mod tests {
             h.access((x >> 33) % 100, 1);
             let arc = &h.policy;
             assert!(arc.all_units() <= 20, "{}", arc.all_units());
-            assert!(arc.t1_units() + arc.ghosts.total(B1) <= 10);
+            assert!(arc.t1_units() + arc.ghost_units(B1) <= 10);
             assert!((0.0..=10.0).contains(&arc.p));
+            let ghosts = arc.b_usage[B1].objects + arc.b_usage[B2].objects;
+            assert_eq!(
+                h.store.ghosts(),
+                ghosts,
+                "every ghost in the index is in B1 or B2"
+            );
         }
-        assert!(h.policy.ghosts.len() > 0);
+        assert!(h.store.ghosts() > 0);
         assert_eq!(h.store.len(), 10);
+    }
+
+    /// Requests of a seeded stream over `keys` keys, all of size 1.
+    fn churn(h: &mut Harness<Arc>, requests: u32, keys: u64, seed: u64) {
+        let mut x = seed;
+        for _ in 0..requests {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            h.access((x >> 33) % keys, 1);
+        }
+    }
+
+    fn ghosts_listed(arc: &Arc) -> u64 {
+        arc.b_usage[B1].objects + arc.b_usage[B2].objects
+    }
+
+    #[test]
+    fn ghosts_are_never_reported_as_cached() {
+        let mut cache = Cache::new(Algorithm::Arc, Capacity::objects(4));
+        let mut hints = std::collections::HashMap::new();
+        for key in 0..12u64 {
+            cache.access(key, 1);
+            hints.insert(key, cache.slot_hint(key).unwrap());
+        }
+        // Keys 0..8 left; with four cached, B1 holds the latest of them as buried nodes.
+        assert_eq!(cache.len(), 4);
+        for key in 0..8u64 {
+            assert!(!cache.contains(key), "{key}");
+            assert_eq!(cache.object_size(key), None);
+            assert_eq!(cache.slot_hint(key), None);
+            assert!(
+                !cache.remove(key),
+                "a ghost is not removable: it is not cached"
+            );
+        }
+        assert_eq!(cache.iter().count(), 4);
+        // Key 7's node is a ghost now, still holding key 7: its old hint must not hit. The
+        // lookup is a ghost hit instead, so 7 enters T2 and survives a scan of new keys.
+        assert!(!cache.get_hinted(7, hints[&7]));
+        assert!(cache.insert(7, 1));
+        for key in 100..103u64 {
+            cache.access(key, 1);
+        }
+        assert!(cache.contains(7), "7 came back from B1 into T2");
+    }
+
+    #[test]
+    fn a_capacity_cut_trims_the_ghosts_before_they_are_read() {
+        let capacity = Capacity::objects(20);
+        let mut h = Harness::new(Arc::new(capacity), capacity);
+        churn(&mut h, 5_000, 60, 3);
+        assert!(h.store.ghosts() > 10);
+        let small = Capacity::objects(5);
+        h.capacity = small;
+        h.policy.on_capacity(small);
+        // The cut itself cannot free nodes (no slab at hand); the next eviction trims first.
+        while h.store.len() > 5 {
+            assert!(h.evict_one());
+        }
+        let arc = &h.policy;
+        assert!(arc.all_units() <= 10, "{}", arc.all_units());
+        assert!(arc.t1_units() + arc.ghost_units(B1) <= 5);
+        assert_eq!(h.store.ghosts(), ghosts_listed(arc));
+        churn(&mut h, 2_000, 60, 4);
+        assert_eq!(h.store.ghosts(), ghosts_listed(&h.policy));
+        assert!(h.policy.all_units() <= 10);
+    }
+
+    #[test]
+    fn ghosts_dropped_without_the_slab_leave_the_index_later() {
+        let capacity = Capacity::objects(8);
+        let mut h = Harness::new(Arc::new(capacity), capacity);
+        churn(&mut h, 2_000, 30, 5);
+        // A plain `evict` cannot free the ghost it drops; it must still stop counting it.
+        let victim = h.policy.evict(&mut h.store.nodes);
+        assert_ne!(victim, NIL);
+        h.store.release(victim);
+        let listed = ghosts_listed(&h.policy);
+        assert!(
+            h.policy.dropped.tail != NIL,
+            "this stream drops a ghost at every miss"
+        );
+        assert_eq!(h.store.ghosts(), listed + 1);
+        // The first new key takes the room `evict` made; the second evicts, freeing it.
+        h.access(1_000, 1);
+        h.access(1_001, 1);
+        assert_eq!(h.policy.dropped.tail, NIL);
+        assert_eq!(h.store.ghosts(), ghosts_listed(&h.policy));
+    }
+
+    #[test]
+    fn a_ghost_found_by_another_class_is_forgotten_not_duplicated() {
+        use crate::classes::ClassSet;
+        let header = "IO class id,IO class name,Eviction priority,Allocation\n";
+        let set = ClassSet::parse(
+            &format!("{header}0,unclassified,5,1\n1,size:le:10,5,1\n"),
+            "t",
+        )
+        .unwrap();
+        let mut c = Cache::with_classes(Algorithm::Arc, Capacity::objects(4), set);
+        for key in 0..8u64 {
+            assert!(!c.get(key, 0));
+            c.insert(key, 50, 0);
+        }
+        // Key 1 is a ghost of class 0; a request of class 1 misses it and caches it there.
+        assert!(!c.get(1, 1));
+        assert!(c.insert(1, 5, 1));
+        assert_eq!(c.class_of(1), Some(1));
+        for key in 20..40u64 {
+            assert!(!c.get(key, 0));
+            c.insert(key, 50, 0);
+        }
+        let ones = c.objects().filter(|&(k, _, _)| k == 1).count();
+        assert!(ones <= 1);
+        assert!(c.len() <= 4);
+        // Evicting everything then re-inserting key 1 must find no stale node of it.
+        c.evict(10);
+        assert!(!c.get(1, 0));
+        assert!(c.insert(1, 50, 0));
+        assert_eq!(c.objects().filter(|&(k, _, _)| k == 1).count(), 1);
     }
 }

@@ -1,5 +1,5 @@
-//! Ghost lists: keys (with their sizes) of objects no longer cached, in recency order, as ARC's
-//! B1/B2 and 2Q's A1out keep them. Each entry is in exactly one of up to two lists; each list
+//! Ghost lists: keys (with their sizes) of objects no longer cached, in recency order, as 2Q's
+//! A1out keeps them. Each entry is in exactly one of up to two lists; each list
 //! knows its total in [`Units`]. Entries live in a slab of their own, so a ghost costs one node
 //! and never touches the cache's index.
 

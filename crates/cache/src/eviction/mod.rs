@@ -35,7 +35,7 @@ mod twoq;
 mod wtinylfu;
 
 use crate::hooks::{HookFailure, ObjectHooks};
-use crate::slab::{Node, Slot};
+use crate::slab::{Node, Slab, Slot};
 use crate::{Algorithm, Capacity};
 
 /// What an eviction algorithm decides. The cache calls these in libCacheSim's order: a lookup
@@ -89,9 +89,31 @@ pub(crate) trait EvictionPolicy {
     /// The cached object at `slot` changed size from `old_size` (its node holds the new one).
     fn on_resize(&mut self, _nodes: &mut [Node], _slot: Slot, _old_size: u32) {}
 
-    /// Chooses a victim, unlinks it and returns its slot (the cache frees it); `NIL` when
-    /// nothing is cached.
+    /// Chooses a victim, unlinks it and returns its slot (the cache frees it, or keeps it as
+    /// a ghost when the algorithm buried it, [`Node::bury`]); `NIL` when nothing is cached.
     fn evict(&mut self, nodes: &mut [Node]) -> Slot;
+
+    /// [`EvictionPolicy::evict`] with the cache's slab at hand, which is what the cache
+    /// calls: an algorithm keeping ghosts in the cache's index (ARC) also frees the ghosts it
+    /// stopped remembering here ([`Slab::forget`]).
+    #[inline]
+    fn evict_in(&mut self, store: &mut Slab) -> Slot {
+        self.evict(&mut store.nodes)
+    }
+
+    /// A lookup of this algorithm's class found its ghost at `slot`: the request is a miss
+    /// the algorithm learns from; it drops the ghost from its lists and the index
+    /// ([`Slab::forget`]). Called after `on_miss` for the same key. Only algorithms that
+    /// bury victims have ghosts; the default just forgets the node.
+    fn on_ghost_hit(&mut self, store: &mut Slab, slot: Slot) {
+        store.forget(slot);
+    }
+
+    /// Drops this algorithm's ghost at `slot` without learning from it (a lookup of another
+    /// class found it; the key is about to be inserted there).
+    fn forget_ghost(&mut self, store: &mut Slab, slot: Slot) {
+        store.forget(slot);
+    }
 
     /// Unlinks `slot` because the user removed it (not an eviction).
     fn on_remove(&mut self, nodes: &mut [Node], slot: Slot);
@@ -264,6 +286,16 @@ impl EvictionPolicy for Evictor {
         dispatch!(self, p => p.evict(nodes))
     }
     #[inline]
+    fn evict_in(&mut self, store: &mut Slab) -> Slot {
+        dispatch!(self, p => p.evict_in(store))
+    }
+    fn on_ghost_hit(&mut self, store: &mut Slab, slot: Slot) {
+        dispatch!(self, p => p.on_ghost_hit(store, slot))
+    }
+    fn forget_ghost(&mut self, store: &mut Slab, slot: Slot) {
+        dispatch!(self, p => p.forget_ghost(store, slot))
+    }
+    #[inline]
     fn on_remove(&mut self, nodes: &mut [Node], slot: Slot) {
         dispatch!(self, p => p.on_remove(nodes, slot))
     }
@@ -379,22 +411,28 @@ impl<P: EvictionPolicy> Harness<P> {
     }
 
     fn evict_one(&mut self) -> bool {
-        let victim = self.policy.evict(&mut self.store.nodes);
+        let victim = self.policy.evict_in(&mut self.store);
         if victim == crate::slab::NIL {
             return false;
         }
         self.evicted.push(self.store.nodes[victim as usize].key);
-        self.store.remove(victim);
+        self.store.release(victim);
         true
     }
 
     /// One libCacheSim request: returns whether it hit.
     pub fn access(&mut self, key: u64, size: u32) -> bool {
-        if let Some(slot) = self.store.find(key) {
-            self.policy.on_hit(&mut self.store.nodes, slot);
-            return true;
+        let found = self.store.find_hashed(key, self.store.hash(key));
+        if let Some(slot) = found {
+            if self.store.nodes[slot as usize].holds_object() {
+                self.policy.on_hit(&mut self.store.nodes, slot);
+                return true;
+            }
         }
         self.policy.on_miss(key);
+        if let Some(ghost) = found {
+            self.policy.on_ghost_hit(&mut self.store, ghost);
+        }
         if !self.capacity.can_hold(size) || !self.policy.can_admit(size) {
             return false;
         }
