@@ -534,13 +534,14 @@ mod tests {
             .split("[CFOptions \"default\"]")
             .nth(1)
             .expect("the data family's options");
-        let locks: Vec<&str> = data_family
+        let locks: usize = data_family
             .lines()
-            .filter_map(|line| line.trim().strip_prefix("inplace_update_num_locks="))
-            .take(1)
-            .collect();
-        assert_eq!(locks, [open::INPLACE_UPDATE_LOCKS.to_string()]);
-        assert!(open::INPLACE_UPDATE_LOCKS <= 256);
+            .find_map(|line| line.trim().strip_prefix("inplace_update_num_locks="))
+            .expect("inplace_update_num_locks in the data family's options")
+            .parse()
+            .unwrap();
+        assert_eq!(locks, open::INPLACE_UPDATE_LOCKS);
+        assert!(locks <= 256, "{locks} lock stripes per memtable");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
