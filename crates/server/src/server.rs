@@ -397,6 +397,10 @@ pub fn serve(config: Config) -> anyhow::Result<()> {
         .context("starting the Tokio runtime")?;
     runtime.block_on(async move {
         let server = Server::bind(config.clone()).await?;
+        // Start-up is over: the code only it ran need not stay mapped (start_up_pages).
+        if let Err(err) = crate::start_up_pages::release() {
+            store::log_line!("mantle: start-up code stays resident: cannot read /proc/self/smaps: {err}");
+        }
         let store = match &config.backend {
             Backend::RocksDb { data_dir, fsync } => {
                 format!(

@@ -510,6 +510,41 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn memtables_are_built_with_few_in_place_update_locks() {
+        // RocksDB writes the options it opened with to OPTIONS-NNNNNN; each memtable builds
+        // this many read-write locks (10,000 by default: 0.55 MiB per memtable).
+        let dir = temp_dir("locks");
+        let store = RocksStore::open(&dir, Fsync::No, OpenOptions::default()).unwrap();
+        drop(store);
+        let options = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                path.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with("OPTIONS-")
+            })
+            .map(|path| std::fs::read_to_string(path).unwrap())
+            .next()
+            .expect("RocksDB wrote an OPTIONS file");
+        let data_family = options
+            .split("[CFOptions \"default\"]")
+            .nth(1)
+            .expect("the data family's options");
+        let locks: usize = data_family
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("inplace_update_num_locks="))
+            .expect("inplace_update_num_locks in the data family's options")
+            .parse()
+            .unwrap();
+        assert_eq!(locks, open::INPLACE_UPDATE_LOCKS);
+        assert!(locks <= 256, "{locks} lock stripes per memtable");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn fsync_always_waits_for_the_sync_thread() {
         let dir = temp_dir("always");

@@ -19,6 +19,14 @@ use std::sync::Arc;
 /// Hash buckets of each memtable (8 bytes each): one per slot, the memtable's hash prefix.
 const MEMTABLE_BUCKETS: usize = ::slots::SLOTS as usize;
 
+/// Lock stripes of in-place updates in each memtable. RocksDB's default, 10,000, builds as
+/// many `pthread_rwlock_t`s (56 B each) with every memtable: 0.55 MiB written at start and
+/// per memtable (two while one flushes), the largest single part of the server's anonymous
+/// memory at start (bench/RESULTS.md, issue 30). Writes reach the memtable from one thread
+/// (no concurrent memtable writes) and reads from the few worker threads, so 256 stripes
+/// keep two of them on one stripe rare.
+pub(crate) const INPLACE_UPDATE_LOCKS: usize = 256;
+
 /// Target size of one partition of a table's filter or index: a data block's.
 const METADATA_BLOCK_BYTES: usize = 4096;
 
@@ -108,6 +116,7 @@ impl RocksStore {
         // instead of stacking a new version (cache workloads overwrite hot keys constantly;
         // without it a SET cost 14-23% more, flushes included).
         options.set_inplace_update_support(true);
+        options.set_inplace_update_locks(INPLACE_UPDATE_LOCKS);
         // A bloom filter over the memtable's keys: most presence checks are for absent keys.
         options.set_memtable_prefix_bloom_ratio(0.02);
         options.set_memtable_whole_key_filtering(true);
