@@ -102,6 +102,38 @@ const HASH_SEED: u64 = 0x6d61_6e74_6c65_6361;
 /// Smallest bucket array.
 const MIN_BUCKETS: usize = 16;
 
+/// How tightly a slab packs its index and its spare nodes: a trade of bytes per object
+/// against nodes read per lookup (`docs/cache.md`, "Memory").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Packing {
+    /// 1 to 2 objects per bucket (4 to 8 index bytes per object, 1 to 1.5 nodes read by a
+    /// hit), nodes grown by an eighth: the replay cache's speed.
+    #[default]
+    Fast,
+    /// 2 to 4 objects per bucket (1 to 2 index bytes per object, 2 to 3 nodes read by a hit),
+    /// nodes grown by a sixteenth: for a host whose own per-object bytes (the server's entry
+    /// pointer and header) leave the cache less room.
+    Dense,
+}
+
+impl Packing {
+    /// Objects per bucket at which the index doubles, as a power of two.
+    pub const fn load_shift(self) -> u32 {
+        match self {
+            Packing::Fast => 0,
+            Packing::Dense => 2,
+        }
+    }
+
+    /// The node array grows by `len >> growth_shift`.
+    pub const fn growth_shift(self) -> u32 {
+        match self {
+            Packing::Fast => 3,
+            Packing::Dense => 4,
+        }
+    }
+}
+
 /// Keyed slab of nodes with byte and object counters.
 pub(crate) struct Slab {
     pub nodes: Vec<Node>,
@@ -110,6 +142,7 @@ pub(crate) struct Slab {
     hasher: FixedState,
     len: u64,
     bytes: u64,
+    packing: Packing,
 }
 
 impl Slab {
@@ -121,7 +154,17 @@ impl Slab {
             hasher: FixedState::with_seed(HASH_SEED),
             len: 0,
             bytes: 0,
+            packing: Packing::Fast,
         }
+    }
+
+    /// Packs the index and spare nodes as `packing` says from the next growth on.
+    pub fn set_packing(&mut self, packing: Packing) {
+        self.packing = packing;
+    }
+
+    pub fn packing(&self) -> Packing {
+        self.packing
     }
 
     /// The hash of `key`, for the `_hashed` calls: a lookup that misses hands its hash to
@@ -185,7 +228,7 @@ impl Slab {
         if self.len as usize >= MAX_OBJECTS {
             return None;
         }
-        if self.len as usize >= self.buckets.len() {
+        if self.len as usize >= self.buckets.len() << self.packing.load_shift() {
             self.grow_index();
         }
         let bucket = self.bucket_of_hash(hash);
@@ -203,9 +246,10 @@ impl Slab {
             slot
         } else {
             if self.nodes.len() == self.nodes.capacity() {
-                // Grow by an eighth (not by doubling) to bound the spare nodes; large
-                // reallocations are remapped rather than copied, so this stays cheap.
-                let extra = (self.nodes.len() / 8).max(64);
+                // Grow by an eighth or a sixteenth (not by doubling) to bound the spare
+                // nodes; large reallocations are remapped rather than copied, so this stays
+                // cheap.
+                let extra = (self.nodes.len() >> self.packing.growth_shift()).max(64);
                 self.nodes.reserve_exact(extra);
             }
             self.nodes.push(node);
