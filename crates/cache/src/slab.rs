@@ -143,6 +143,9 @@ pub(crate) struct Slab {
     len: u64,
     bytes: u64,
     packing: Packing,
+    /// Objects at which the index doubles: the buckets shifted by the packing's load (kept
+    /// here so an insertion compares one field, as with a fixed load).
+    grow_at: usize,
 }
 
 impl Slab {
@@ -155,12 +158,14 @@ impl Slab {
             len: 0,
             bytes: 0,
             packing: Packing::Fast,
+            grow_at: MIN_BUCKETS << Packing::Fast.load_shift(),
         }
     }
 
     /// Packs the index and spare nodes as `packing` says from the next growth on.
     pub fn set_packing(&mut self, packing: Packing) {
         self.packing = packing;
+        self.grow_at = self.buckets.len() << packing.load_shift();
     }
 
     pub fn packing(&self) -> Packing {
@@ -228,7 +233,7 @@ impl Slab {
         if self.len as usize >= MAX_OBJECTS {
             return None;
         }
-        if self.len as usize >= self.buckets.len() << self.packing.load_shift() {
+        if self.len as usize >= self.grow_at {
             self.grow_index();
         }
         let bucket = self.bucket_of_hash(hash);
@@ -293,6 +298,7 @@ impl Slab {
     fn grow_index(&mut self) {
         let doubled = vec![CHAIN_END; self.buckets.len() * 2];
         let old = std::mem::replace(&mut self.buckets, doubled);
+        self.grow_at = self.buckets.len() << self.packing.load_shift();
         for head in old {
             let mut slot = head;
             while slot != CHAIN_END {
@@ -386,6 +392,29 @@ mod tests {
         }
         assert_eq!(store.len(), 5_000);
         assert_eq!(store.slots().count(), 5_000);
+    }
+
+    #[test]
+    fn a_dense_slab_keeps_2_to_4_objects_per_bucket_and_grows_by_a_sixteenth() {
+        let mut store = Slab::new();
+        store.set_packing(Packing::Dense);
+        for k in 0..100_000u64 {
+            store.insert(k * 7919, 1).unwrap();
+            let per_bucket = store.len() as f64 / store.bucket_count() as f64;
+            assert!(per_bucket <= 4.0, "{k}: {per_bucket} objects per bucket");
+            if store.len() > 1_000 {
+                assert!(per_bucket >= 2.0, "{k}: {per_bucket} objects per bucket");
+                let spare = store.nodes.capacity() - store.nodes.len();
+                assert!(spare <= store.nodes.len() / 16, "{k}: {spare} spare nodes");
+            }
+        }
+        for k in (0..100_000u64).step_by(3) {
+            let slot = store.find(k * 7919).unwrap();
+            store.remove(slot);
+        }
+        for k in 0..100_000u64 {
+            assert_eq!(store.find(k * 7919).is_some(), k % 3 != 0, "key {k}");
+        }
     }
 
     #[test]
