@@ -41,6 +41,11 @@ impl AnyCache {
         }
     }
 
+    /// See [`Cache::set_packing`].
+    pub fn set_packing(&mut self, packing: crate::Packing) {
+        each!(self, c => c.set_packing(packing))
+    }
+
     /// See [`Cache::set_admission`].
     pub fn set_admission(&mut self, admission: Option<crate::Admission>) {
         each!(self, c => c.set_admission(admission))

@@ -186,8 +186,8 @@ impl<L: ClassLayer> Cache<L> {
         self.layer.queue(L::Class::default()).hook_failure()
     }
 
-    /// An empty cache with the same algorithm, capacity, classes and admission policy (its
-    /// state reset).
+    /// An empty cache with the same algorithm, capacity, classes, admission policy and
+    /// packing (its state reset).
     pub fn fresh(&self) -> Self {
         let mut cache = Cache::with_layer(
             self.algorithm,
@@ -195,7 +195,19 @@ impl<L: ClassLayer> Cache<L> {
             self.layer.fresh(self.algorithm, self.capacity),
         );
         cache.set_admission(self.admission().map(Admission::fresh));
+        cache.set_packing(self.store.packing());
         cache
+    }
+
+    /// How the cache's slab packs its index and spare nodes (see [`crate::Packing`]); the
+    /// algorithms' own slabs (ghosts) keep the default. Set it on an empty cache: it takes
+    /// effect as the slab grows.
+    pub fn set_packing(&mut self, packing: crate::Packing) {
+        self.store.set_packing(packing);
+    }
+
+    pub fn packing(&self) -> crate::Packing {
+        self.store.packing()
     }
 
     /// Puts an admission policy in front of the eviction algorithm (`None` removes it): from

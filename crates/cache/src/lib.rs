@@ -50,6 +50,7 @@ pub use capacity::Capacity;
 pub use classed::{ClassFigures, ClassStats, ClassedCache, Classes};
 pub use layer::{ClassLayer, NoClasses, Rewrite};
 pub use request::{RequestCounts, Served};
+pub use slab::Packing;
 
 /// Class files and rules (cache hints, seed 004): parsed once, matched per request.
 pub mod classes;

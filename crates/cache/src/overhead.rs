@@ -11,6 +11,7 @@
 //! objects *not* cached and are accounted separately (see `docs/cache.md`).
 
 use crate::slab::Node;
+use crate::Packing;
 use core::mem::size_of;
 
 /// Bytes of a key (kept once per object, in its slab node).
@@ -22,27 +23,53 @@ pub const NODE_BYTES: usize = size_of::<Node>();
 /// Bytes of one index bucket (the slot at the head of its chain).
 pub const BUCKET_BYTES: usize = size_of::<u32>();
 
-/// Most buckets per stored object (just after the array doubled).
+/// Most buckets per stored object (just after the array doubled) with [`Packing::Fast`].
 pub const MAX_BUCKETS_PER_OBJECT: f64 = 2.0;
 
-/// Fewest buckets per stored object (the array is about to double).
+/// Fewest buckets per stored object (the array is about to double) with [`Packing::Fast`].
 pub const MIN_BUCKETS_PER_OBJECT: f64 = 1.0;
 
-/// The most spare slab capacity, as a fraction of the nodes in use (growth is by 1/8).
+/// The most spare slab capacity, as a fraction of the nodes in use, with [`Packing::Fast`]
+/// (growth is by 1/8).
 pub const SLAB_MAX_SPARE: f64 = 1.0 / 8.0;
+
+/// Most buckets per stored object with `packing` (just after the array doubled).
+pub fn max_buckets_per_object(packing: Packing) -> f64 {
+    2.0 / f64::from(1u32 << packing.load_shift())
+}
+
+/// Fewest buckets per stored object with `packing` (the array is about to double).
+pub fn min_buckets_per_object(packing: Packing) -> f64 {
+    1.0 / f64::from(1u32 << packing.load_shift())
+}
+
+/// The most spare slab capacity with `packing`, as a fraction of the nodes in use.
+pub fn slab_max_spare(packing: Packing) -> f64 {
+    1.0 / f64::from(1u32 << packing.growth_shift())
+}
 
 /// Metadata bytes per cached object beyond its key with a full bucket array and no spare
 /// slab.
 pub fn per_object_best() -> f64 {
-    (NODE_BYTES - KEY_BYTES) as f64 + BUCKET_BYTES as f64 * MIN_BUCKETS_PER_OBJECT
+    per_object_best_packed(Packing::Fast)
 }
 
 /// Metadata bytes per cached object beyond its key in the worst case: a bucket array that
 /// just doubled and a slab with its largest spare margin (spare nodes' keys count as
 /// overhead).
 pub fn per_object_worst() -> f64 {
-    NODE_BYTES as f64 * (1.0 + SLAB_MAX_SPARE) - KEY_BYTES as f64
-        + BUCKET_BYTES as f64 * MAX_BUCKETS_PER_OBJECT
+    per_object_worst_packed(Packing::Fast)
+}
+
+/// [`per_object_best`] for a cache packed as `packing`.
+pub fn per_object_best_packed(packing: Packing) -> f64 {
+    (NODE_BYTES - KEY_BYTES) as f64 + BUCKET_BYTES as f64 * min_buckets_per_object(packing)
+}
+
+/// [`per_object_worst`] for a cache packed as `packing`.
+pub fn per_object_worst_packed(packing: Packing) -> f64 {
+    NODE_BYTES as f64 * (1.0 + slab_max_spare(packing)) - KEY_BYTES as f64
+        + BUCKET_BYTES as f64 * max_buckets_per_object(packing)
 }
 
 #[cfg(test)]
@@ -65,19 +92,45 @@ mod tests {
     }
 
     #[test]
+    fn the_fast_packing_is_the_default_and_its_bounds_are_the_constants() {
+        assert_eq!(Packing::default(), Packing::Fast);
+        assert_eq!(
+            max_buckets_per_object(Packing::Fast),
+            MAX_BUCKETS_PER_OBJECT
+        );
+        assert_eq!(
+            min_buckets_per_object(Packing::Fast),
+            MIN_BUCKETS_PER_OBJECT
+        );
+        assert_eq!(slab_max_spare(Packing::Fast), SLAB_MAX_SPARE);
+        assert_eq!(per_object_worst(), 27.0);
+    }
+
+    #[test]
+    fn dense_packing_costs_17_to_19_and_a_half_bytes() {
+        // Node 24 less the key 8, index 4 B / 4 to 4 B / 2 objects, 1/16 of a node spare.
+        assert_eq!(per_object_best_packed(Packing::Dense), 17.0);
+        assert_eq!(per_object_worst_packed(Packing::Dense), 19.5);
+    }
+
+    #[test]
     fn measured_overhead_under_churn_is_within_the_bound() {
-        for n in [1_000u64, 4_097, 57_344, 100_000, 262_143] {
-            for alg in [Algorithm::Lru, Algorithm::Sieve, Algorithm::Clock] {
-                let mut cache = Cache::new(alg, Capacity::objects(n));
-                for key in 0..n * 3 {
-                    cache.access(key.wrapping_mul(0x9e37_79b9_7f4a_7c15), 100);
+        for packing in [Packing::Fast, Packing::Dense] {
+            for n in [1_000u64, 4_097, 57_344, 100_000, 262_143] {
+                for alg in [Algorithm::Lru, Algorithm::Sieve, Algorithm::Clock] {
+                    let mut cache = Cache::new(alg, Capacity::objects(n));
+                    cache.set_packing(packing);
+                    for key in 0..n * 3 {
+                        cache.access(key.wrapping_mul(0x9e37_79b9_7f4a_7c15), 100);
+                    }
+                    assert_eq!(cache.len(), n);
+                    let per_object = cache.metadata_bytes() as f64 / n as f64 - KEY_BYTES as f64;
+                    let worst = per_object_worst_packed(packing);
+                    assert!(
+                        per_object <= worst,
+                        "{alg} {packing:?} with {n} objects: {per_object:.1} bytes per object"
+                    );
                 }
-                assert_eq!(cache.len(), n);
-                let per_object = cache.metadata_bytes() as f64 / n as f64 - KEY_BYTES as f64;
-                assert!(
-                    per_object <= per_object_worst(),
-                    "{alg} with {n} objects: {per_object:.1} bytes per object"
-                );
             }
         }
     }
@@ -103,5 +156,25 @@ mod tests {
                 "ARC with {n} objects and {ghosts} ghosts: {per_node:.1} bytes per node"
             );
         }
+    }
+
+    #[test]
+    fn a_dense_cache_finds_every_object_through_longer_chains() {
+        let n = 50_000u64;
+        let mut dense = Cache::new(Algorithm::Lru, Capacity::objects(n));
+        dense.set_packing(Packing::Dense);
+        let mut fast = Cache::new(Algorithm::Lru, Capacity::objects(n));
+        for key in 0..n * 2 {
+            let key = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            assert_eq!(dense.access(key, 1), fast.access(key, 1));
+        }
+        for key in n..n * 2 {
+            let key = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            assert!(dense.slot_hint(key).is_some());
+        }
+        // The dense index holds a quarter to a half of the fast one's buckets.
+        assert!(dense.metadata_bytes() < fast.metadata_bytes());
+        let fresh = dense.fresh();
+        assert_eq!(fresh.packing(), Packing::Dense, "fresh keeps the packing");
     }
 }

@@ -136,6 +136,38 @@ const HASH_SEED: u64 = 0x6d61_6e74_6c65_6361;
 /// Smallest bucket array.
 const MIN_BUCKETS: usize = 16;
 
+/// How tightly a slab packs its index and its spare nodes: a trade of bytes per object
+/// against nodes read per lookup (`docs/cache.md`, "Memory").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Packing {
+    /// 1 to 2 objects per bucket (4 to 8 index bytes per object, 1 to 1.5 nodes read by a
+    /// hit), nodes grown by an eighth: the replay cache's speed.
+    #[default]
+    Fast,
+    /// 2 to 4 objects per bucket (1 to 2 index bytes per object, 2 to 3 nodes read by a hit),
+    /// nodes grown by a sixteenth: for a host whose own per-object bytes (the server's entry
+    /// pointer and header) leave the cache less room.
+    Dense,
+}
+
+impl Packing {
+    /// Objects per bucket at which the index doubles, as a power of two.
+    pub const fn load_shift(self) -> u32 {
+        match self {
+            Packing::Fast => 0,
+            Packing::Dense => 2,
+        }
+    }
+
+    /// The node array grows by `len >> growth_shift`.
+    pub const fn growth_shift(self) -> u32 {
+        match self {
+            Packing::Fast => 3,
+            Packing::Dense => 4,
+        }
+    }
+}
+
 /// Keyed slab of nodes with byte and object counters.
 pub(crate) struct Slab {
     pub nodes: Vec<Node>,
@@ -146,6 +178,10 @@ pub(crate) struct Slab {
     bytes: u64,
     /// Ghost nodes (in the index, not counted in `len` or `bytes`).
     ghosts: u64,
+    packing: Packing,
+    /// Objects at which the index doubles: the buckets shifted by the packing's load (kept
+    /// here so an insertion compares one field, as with a fixed load).
+    grow_at: usize,
 }
 
 impl Slab {
@@ -158,7 +194,19 @@ impl Slab {
             len: 0,
             bytes: 0,
             ghosts: 0,
+            packing: Packing::Fast,
+            grow_at: MIN_BUCKETS << Packing::Fast.load_shift(),
         }
+    }
+
+    /// Packs the index and spare nodes as `packing` says from the next growth on.
+    pub fn set_packing(&mut self, packing: Packing) {
+        self.packing = packing;
+        self.grow_at = self.buckets.len() << packing.load_shift();
+    }
+
+    pub fn packing(&self) -> Packing {
+        self.packing
     }
 
     /// The hash of `key`, for the `_hashed` calls: a lookup that misses hands its hash to
@@ -233,7 +281,7 @@ impl Slab {
         if indexed >= MAX_OBJECTS {
             return None;
         }
-        if indexed >= self.buckets.len() {
+        if indexed >= self.grow_at {
             self.grow_index();
         }
         let bucket = self.bucket_of_hash(hash);
@@ -251,9 +299,10 @@ impl Slab {
             slot
         } else {
             if self.nodes.len() == self.nodes.capacity() {
-                // Grow by an eighth (not by doubling) to bound the spare nodes; large
-                // reallocations are remapped rather than copied, so this stays cheap.
-                let extra = (self.nodes.len() / 8).max(64);
+                // Grow by an eighth or a sixteenth (not by doubling) to bound the spare
+                // nodes; large reallocations are remapped rather than copied, so this stays
+                // cheap.
+                let extra = (self.nodes.len() >> self.packing.growth_shift()).max(64);
                 self.nodes.reserve_exact(extra);
             }
             self.nodes.push(node);
@@ -330,6 +379,7 @@ impl Slab {
     fn grow_index(&mut self) {
         let doubled = vec![CHAIN_END; self.buckets.len() * 2];
         let old = std::mem::replace(&mut self.buckets, doubled);
+        self.grow_at = self.buckets.len() << self.packing.load_shift();
         for head in old {
             let mut slot = head;
             while slot != CHAIN_END {
@@ -429,6 +479,29 @@ mod tests {
         }
         assert_eq!(store.len(), 5_000);
         assert_eq!(store.slots().count(), 5_000);
+    }
+
+    #[test]
+    fn a_dense_slab_keeps_2_to_4_objects_per_bucket_and_grows_by_a_sixteenth() {
+        let mut store = Slab::new();
+        store.set_packing(Packing::Dense);
+        for k in 0..100_000u64 {
+            store.insert(k * 7919, 1).unwrap();
+            let per_bucket = store.len() as f64 / store.bucket_count() as f64;
+            assert!(per_bucket <= 4.0, "{k}: {per_bucket} objects per bucket");
+            if store.len() > 1_000 {
+                assert!(per_bucket >= 2.0, "{k}: {per_bucket} objects per bucket");
+                let spare = store.nodes.capacity() - store.nodes.len();
+                assert!(spare <= store.nodes.len() / 16, "{k}: {spare} spare nodes");
+            }
+        }
+        for k in (0..100_000u64).step_by(3) {
+            let slot = store.find(k * 7919).unwrap();
+            store.remove(slot);
+        }
+        for k in 0..100_000u64 {
+            assert_eq!(store.find(k * 7919).is_some(), k % 3 != 0, "key {k}");
+        }
     }
 
     #[test]

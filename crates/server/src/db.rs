@@ -162,7 +162,7 @@ impl Db {
                     hints: HintNames::with_reserved(
                         classes.iter().flat_map(|classes| classes.hint_names()),
                     ),
-                    cache: ServerCache::new(algorithm, capacity, classes.clone()),
+                    cache: crate::server_cache::new(algorithm, capacity, classes.clone()),
                     hooks: None,
                     hook_failure_noted: false,
                     algorithm_under_hooks: algorithm,
@@ -694,7 +694,7 @@ impl Db {
         }
         let State { table, cache, .. } = &mut *state;
         let algorithm = cache.algorithm();
-        *cache = ServerCache::scripted(cache.capacity(), hooks.make());
+        *cache = crate::server_cache::scripted(cache.capacity(), hooks.make());
         *table = KeyTable::default();
         if state.hooks.is_none() {
             state.algorithm_under_hooks = algorithm;
@@ -716,7 +716,7 @@ impl Db {
         }
         let algorithm = state.algorithm_under_hooks;
         let State { table, cache, .. } = &mut *state;
-        *cache = ServerCache::new(algorithm, cache.capacity(), self.shared.classes.clone());
+        *cache = crate::server_cache::new(algorithm, cache.capacity(), self.shared.classes.clone());
         *table = KeyTable::default();
         state.hooks = None;
         state.hook_failure_noted = false;
@@ -757,8 +757,8 @@ impl Db {
     fn fresh_cache(&self, state: &State) -> ServerCache {
         let capacity = state.cache.capacity();
         match &state.hooks {
-            Some(hooks) => ServerCache::scripted(capacity, hooks.make()),
-            None => ServerCache::new(
+            Some(hooks) => crate::server_cache::scripted(capacity, hooks.make()),
+            None => crate::server_cache::new(
                 state.cache.algorithm(),
                 capacity,
                 self.shared.classes.clone(),

@@ -13,10 +13,10 @@
 //! allocating.
 //!
 //! Metadata per cached object beyond its key and value bytes (docs/cache.md has the table):
-//! the cache's slab node and index share ([`cache::overhead`]), the entry's slot here
-//! ([`SLOT_BYTES`], with the `Vec`'s growth slack) and the entry's header ([`HEADER_BYTES`],
-//! more with an expiry, a class or long lengths). [`metadata_worst`] adds them up; a test pins
-//! the sum (40 to 48 bytes).
+//! the cache's slab node and index share ([`cache::overhead`], with the cache packed densely:
+//! [`PACKING`]), the entry's slot here ([`SLOT_BYTES`], with the `Vec`'s growth slack) and the
+//! entry's header ([`HEADER_BYTES`], more with an expiry, a class or long lengths).
+//! [`metadata_worst`] adds them up; a test pins the sum (37 to 40 bytes).
 
 use bytes::Bytes;
 use cache::SlotHint;
@@ -50,8 +50,17 @@ const LONG_HEADER_BYTES: usize = 12;
 /// Bytes of one entry's place in [`KeyTable`] (a nullable pointer).
 pub const SLOT_BYTES: usize = std::mem::size_of::<Option<Entry>>();
 
-/// The table grows by an eighth of its length, as the cache's slab does.
-const SLOT_SPARE: f64 = 1.0 / 8.0;
+/// How the server's cache packs its slab: densely, so that its node and index share (19.5 B
+/// at worst) and this table's slot and header (12.5) stay within 40 bytes per object. The
+/// price is 2 to 4 objects per index bucket instead of 1 to 2: a lookup reads one more node
+/// on average.
+pub const PACKING: cache::Packing = cache::Packing::Dense;
+
+/// The table grows by `len >> SLOT_GROWTH_SHIFT`, as the cache's slab does.
+const SLOT_GROWTH_SHIFT: u32 = PACKING.growth_shift();
+
+/// The most spare slots, as a fraction of the slots in use.
+const SLOT_SPARE: f64 = 1.0 / (1u32 << SLOT_GROWTH_SHIFT) as f64;
 
 /// Server-side metadata per cached object beyond key and value, worst case: the entry's slot
 /// with the table's largest spare share, and a short header.
@@ -63,13 +72,15 @@ pub fn table_bytes_worst() -> f64 {
 /// the cache's node and index (`cache::overhead`, whose 8-byte key is the hash, metadata
 /// here).
 pub fn metadata_worst() -> f64 {
-    table_bytes_worst() + cache::overhead::per_object_worst() + cache::overhead::KEY_BYTES as f64
+    table_bytes_worst()
+        + cache::overhead::per_object_worst_packed(PACKING)
+        + cache::overhead::KEY_BYTES as f64
 }
 
 /// The same, best case (full index buckets, no spare slots).
 pub fn metadata_best() -> f64 {
     (SLOT_BYTES + HEADER_BYTES) as f64
-        + cache::overhead::per_object_best()
+        + cache::overhead::per_object_best_packed(PACKING)
         + cache::overhead::KEY_BYTES as f64
 }
 
@@ -407,14 +418,15 @@ impl KeyTable {
     }
 
     /// Puts `entry` in `hint`'s slot (empty: the cache just gave it out), growing the table by
-    /// an eighth when the slot is past its end.
+    /// a sixteenth when the slot is past its end.
     pub fn put(&mut self, hint: SlotHint, entry: Entry) {
         let Some(slot) = hint.slot() else {
             return;
         };
         if slot >= self.entries.len() {
             if slot >= self.entries.capacity() {
-                let extra = (slot + 1 - self.entries.len()).max(self.entries.len() / 8);
+                let extra =
+                    (slot + 1 - self.entries.len()).max(self.entries.len() >> SLOT_GROWTH_SHIFT);
                 self.entries.reserve_exact(extra.max(64));
             }
             self.entries.resize_with(slot + 1, || None);
@@ -580,14 +592,47 @@ mod tests {
     }
 
     #[test]
-    fn metadata_per_object_is_40_to_48_bytes() {
+    fn metadata_per_object_is_37_to_40_bytes() {
         // Layout (docs/cache.md): the cache's 24-byte node (the key's hash, size, queue
-        // links, index chain and algorithm bits), 4-8 bytes of index buckets, the entry's
-        // 8-byte slot here and its 4-byte header.
+        // links, index chain and algorithm bits) with up to 1/16 of a node spare, 1-2 bytes
+        // of index buckets (2 to 4 objects per bucket), the entry's 8-byte slot here with up
+        // to 1/16 of a slot spare, and its 4-byte header.
         assert_eq!(SLOT_BYTES, 8, "a slot is one nullable pointer");
         assert_eq!(HEADER_BYTES, 4);
+        assert_eq!(SLOT_SPARE, 1.0 / 16.0);
         assert_eq!(Entry::new(b"k", b"v", 0, 0).header_bytes(), HEADER_BYTES);
-        assert_eq!(metadata_best(), 40.0);
-        assert_eq!(metadata_worst(), 48.0);
+        assert_eq!(metadata_best(), 37.0);
+        assert_eq!(metadata_worst(), 40.0);
+    }
+
+    #[test]
+    fn measured_metadata_under_churn_stays_within_40_bytes() {
+        // The slab, index, slots and headers as allocated (what `INFO memory` reports), in a
+        // cache of the server's packing that grew, evicted and refilled.
+        for n in [1_000u64, 4_097, 65_537, 200_000] {
+            let mut cache =
+                crate::server_cache::new(cache::Algorithm::Lru, cache::Capacity::objects(n), None);
+            let mut table = KeyTable::default();
+            for key in 0..n * 2 {
+                let name = key.to_le_bytes();
+                let hint = cache
+                    .insert_slotted(
+                        key.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                        1,
+                        0,
+                        |_, _, victim| {
+                            table.take(victim).expect("every victim had an entry");
+                        },
+                    )
+                    .unwrap();
+                table.put(hint, Entry::new(&name, b"v", 0, 0));
+            }
+            assert_eq!(table.len() as u64, n);
+            let per_object = (cache.metadata_bytes() + table.heap_bytes()) as f64 / n as f64;
+            assert!(
+                per_object <= metadata_worst(),
+                "{n} objects: {per_object:.2} bytes each"
+            );
+        }
     }
 }

@@ -12,6 +12,30 @@ use cache::classes::{Probe, RuleOp};
 
 pub use cache::{AnyCache as ServerCache, ClassFigures};
 
+/// The server's cache of `algorithm`, its slab packed densely ([`crate::keytable::PACKING`]):
+/// every construction goes through here (or [`scripted`]) so the bound that
+/// `keytable::metadata_worst` computes holds for whichever cache is live.
+pub fn new(
+    algorithm: cache::Algorithm,
+    capacity: cache::Capacity,
+    classes: Option<cache::classes::ClassSet>,
+) -> ServerCache {
+    packed(ServerCache::new(algorithm, capacity, classes))
+}
+
+/// The server's cache under hooks ([`ServerCache::scripted`]), packed as [`new`]'s.
+pub fn scripted(
+    capacity: cache::Capacity,
+    hooks: Box<dyn cache::hooks::ObjectHooks>,
+) -> ServerCache {
+    packed(ServerCache::scripted(capacity, hooks))
+}
+
+fn packed(mut cache: ServerCache) -> ServerCache {
+    cache.set_packing(crate::keytable::PACKING);
+    cache
+}
+
 /// What a request looks like to the class rules.
 pub struct Request<'a> {
     pub key: &'a [u8],

@@ -6,7 +6,6 @@
 
 use super::{Db, State, STRIPES};
 use crate::keytable::KeyTable;
-use crate::server_cache::ServerCache;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use store::rocks::KeyPage;
@@ -101,7 +100,7 @@ impl Db {
         } = &mut *state;
         // Naming an algorithm ends the hooks' rule.
         *hooks = None;
-        *cache = ServerCache::new(algorithm, cache.capacity(), self.classes());
+        *cache = crate::server_cache::new(algorithm, cache.capacity(), self.classes());
         *table = KeyTable::default();
         drop(state);
         for stripe in self.shared.stripes.iter() {
