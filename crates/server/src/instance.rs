@@ -97,7 +97,7 @@ impl Instance {
             Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
             Frame::Value(data) => data.len(),
             Frame::Error(text) => text.len(),
-            Frame::Integer(_) | Frame::Null | Frame::NullArray => 0,
+            Frame::Integer(_) | Frame::Pair(..) | Frame::Null | Frame::NullArray => 0,
             Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
         };
         let size = payload as u64 + 32;
