@@ -236,6 +236,8 @@ pub struct Session {
     pub watched: Option<crate::db::Watched>,
     /// This connection's entry in `CLIENT LIST` (none for sessions outside a connection).
     pub slot: Option<std::sync::Arc<crate::client_list::ClientSlot>>,
+    /// The shared log's sequencer this connection asked last (`ZLOG.NEXT`, `ZLOG.LEASE`).
+    pub sequencer: crate::log::sequencer::Cached,
 }
 
 /// A transaction's queued requests (MULTI ... EXEC).
@@ -263,6 +265,7 @@ impl Session {
             multi: None,
             watched: None,
             slot: None,
+            sequencer: Default::default(),
         }
     }
 
