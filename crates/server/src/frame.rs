@@ -28,6 +28,9 @@ pub enum Frame {
     /// RESP3.
     NullArray,
     Array(Vec<Frame>),
+    /// An array of two integers, built and encoded without allocating: the `[epoch,
+    /// position]` of a round-trip `ZLOG.NEXT`, one request per log position.
+    Pair(i64, i64),
     /// A RESP3 map; RESP2 clients receive it as a flat array of key, value, key, value...
     Map(Vec<(Frame, Frame)>),
 }
@@ -83,6 +86,10 @@ impl Frame {
                 Protocol::Resp2 => 5,
                 Protocol::Resp3 => 3,
             },
+            Frame::Pair(a, b) => {
+                4 + Frame::Integer(*a).encoded_len(protocol)
+                    + Frame::Integer(*b).encoded_len(protocol)
+            }
             Frame::Array(items) => {
                 header(items.len() as u64)
                     + items
@@ -137,6 +144,7 @@ impl Frame {
                 Protocol::Resp2 => out.put_slice(b"*-1\r\n"),
                 Protocol::Resp3 => out.put_slice(b"_\r\n"),
             },
+            Frame::Pair(a, b) => put_pair(out, *a, *b),
             Frame::Array(items) => {
                 put_header(out, b'*', items.len() as i64);
                 for item in items {
@@ -176,6 +184,23 @@ pub fn put_bulk(out: &mut BytesMut, data: &[u8]) {
     out.extend_from_slice(&head[..3 + digits.len()]);
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Writes `*2\r\n:<a>\r\n:<b>\r\n`, assembled on the stack and copied once.
+fn put_pair(out: &mut BytesMut, a: i64, b: i64) {
+    // Two headers and two integers of at most 20 characters each, with their framing.
+    let mut line = [0u8; 4 + 2 * 23];
+    line[..4].copy_from_slice(b"*2\r\n");
+    let mut at = 4;
+    for n in [a, b] {
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(n).as_bytes();
+        line[at] = b':';
+        line[at + 1..at + 1 + digits.len()].copy_from_slice(digits);
+        line[at + 1 + digits.len()..at + 3 + digits.len()].copy_from_slice(b"\r\n");
+        at += 3 + digits.len();
+    }
+    out.extend_from_slice(&line[..at]);
 }
 
 fn put_header(out: &mut BytesMut, kind: u8, n: i64) {
@@ -222,6 +247,27 @@ mod tests {
             b"$3\r\nhey\r\n"
         );
         assert_eq!(wire(&Frame::err("boom"), Protocol::Resp2), b"-ERR boom\r\n");
+    }
+
+    #[test]
+    fn a_pair_is_the_array_of_its_two_integers_on_the_wire() {
+        for (a, b) in [
+            (0, 0),
+            (1, 42),
+            (-7, 1 << 40),
+            (i64::MIN, i64::MAX),
+            (i64::MAX, i64::MIN),
+        ] {
+            let array = Frame::Array(vec![Frame::Integer(a), Frame::Integer(b)]);
+            for protocol in [Protocol::Resp2, Protocol::Resp3] {
+                let pair = Frame::Pair(a, b);
+                assert_eq!(wire(&pair, protocol), wire(&array, protocol));
+                assert_eq!(
+                    pair.encoded_len(protocol),
+                    wire(&pair, protocol).len() as u64
+                );
+            }
+        }
     }
 
     #[test]

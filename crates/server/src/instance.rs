@@ -97,7 +97,7 @@ impl Instance {
             Frame::Bulk(data) | Frame::Verbatim(data) | Frame::Simple(data) => data.len(),
             Frame::Value(data) => data.len(),
             Frame::Error(text) => text.len(),
-            Frame::Integer(_) | Frame::Null | Frame::NullArray => 0,
+            Frame::Integer(_) | Frame::Pair(..) | Frame::Null | Frame::NullArray => 0,
             Frame::Array(_) | Frame::Map(_) => return self.oversized_aggregate(reply, protocol),
         };
         let size = payload as u64 + 32;
@@ -236,6 +236,8 @@ pub struct Session {
     pub watched: Option<crate::db::Watched>,
     /// This connection's entry in `CLIENT LIST` (none for sessions outside a connection).
     pub slot: Option<std::sync::Arc<crate::client_list::ClientSlot>>,
+    /// The shared log's sequencer this connection asked last (`ZLOG.NEXT`, `ZLOG.LEASE`).
+    pub sequencer: crate::log::sequencer::Cached,
 }
 
 /// A transaction's queued requests (MULTI ... EXEC).
@@ -263,6 +265,7 @@ impl Session {
             multi: None,
             watched: None,
             slot: None,
+            sequencer: Default::default(),
         }
     }
 

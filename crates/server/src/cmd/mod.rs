@@ -285,7 +285,7 @@ commands! {
     ZlogFill(zlog::Fill),
     ZlogInit(zlog::Init),
     ZlogLease(zlog::LeaseNext),
-    ZlogNext(zlog::Next),
+    ZlogNext(zlog::Next<'a>),
     ZlogOpen(zlog::Open),
     ZlogRead(zlog::Read),
     ZlogReturn(zlog::Return),

@@ -226,23 +226,20 @@ fn no_sequencer() -> Frame {
 }
 
 fn epoch_and(epoch: u64, position: u64) -> Frame {
-    Frame::Array(vec![
-        Frame::Integer(epoch as i64),
-        Frame::Integer(position as i64),
-    ])
+    Frame::Pair(epoch as i64, position as i64)
 }
 
 /// ZLOG.NEXT log [count]: reserves `count` (default 1) positions; `[epoch, first]`.
-pub struct Next {
-    log: Bytes,
+pub struct Next<'a> {
+    log: &'a [u8],
     count: u64,
 }
 
-impl Declared<'_> for Next {
+impl<'a> Declared<'a> for Next<'a> {
     const SPEC: CommandSpec = spec("zlog.next", -2, SEQUENCER);
 
-    fn parse(parse: &mut Parse<'_>) -> Result<Next, ParseError> {
-        let log = parse.next_bytes()?;
+    fn parse(parse: &mut Parse<'a>) -> Result<Next<'a>, ParseError> {
+        let log = parse.next_slice()?;
         let count = match parse.remaining() {
             0 => 1,
             _ => position(parse)?,
@@ -257,9 +254,10 @@ impl Declared<'_> for Next {
     }
 
     async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        let (cached, client) = (&mut session.sequencer, session.id);
         match instance
             .sequencers
-            .next_for(&self.log, self.count, session.id)
+            .next_for(cached, self.log, self.count, client)
         {
             Some((epoch, first)) => epoch_and(epoch, first),
             None => no_sequencer(),
@@ -296,9 +294,10 @@ impl Declared<'_> for LeaseNext {
     }
 
     async fn apply(self, instance: &Instance, session: &mut Session) -> Frame {
+        let (cached, client) = (&mut session.sequencer, session.id);
         match instance
             .sequencers
-            .lease_for(&self.log, self.want, session.id)
+            .lease_for(cached, &self.log, self.want, client)
         {
             Some(grant) => Frame::Array(vec![
                 Frame::Integer(grant.epoch as i64),

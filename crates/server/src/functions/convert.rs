@@ -117,6 +117,7 @@ pub fn to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
             Value::Table(table)
         }
         Frame::Error(text) => error_table(lua, &text)?,
+        Frame::Pair(a, b) => Value::Table(lua.create_sequence_from([a, b])?),
         Frame::Array(items) => {
             let table = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.into_iter().enumerate() {

@@ -280,7 +280,7 @@ pub fn decode(word: u64) -> Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::sequencer::Sequencers;
+    use crate::log::sequencer::{Cached, Sequencers};
 
     fn sequencers_with(source: &Arc<LeaseSource>) -> Sequencers {
         Sequencers::new(source.clone(), Limits::default())
@@ -340,12 +340,12 @@ mod tests {
         );
         let mut thread = seqs.lease_thread();
         for _ in 0..4 {
-            seqs.next_for(b"l", 10, 7);
+            seqs.next_for(&mut Cached::default(), b"l", 10, 7);
         }
         thread.round();
         assert_eq!(seqs.lease(b"l"), Some(Lease::Delay { ms: 40 }));
         for client in [1, 2, 3] {
-            seqs.next_for(b"l", 1, client);
+            seqs.next_for(&mut Cached::default(), b"l", 1, client);
         }
         thread.round();
         assert_eq!(seqs.lease(b"l"), Some(Lease::RoundTrip));

@@ -11,7 +11,7 @@ use super::lease::{self, LeaseSource, LeaseThread, Leased, Seen};
 use bytes::Bytes;
 use policy::{Lease, Limits};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once, RwLock};
 
 /// The most positions one `ZLOG.NEXT` may reserve.
@@ -23,21 +23,27 @@ pub const MAX_LOGS: usize = 100_000;
 
 /// One log's sequencer.
 pub struct Sequencer {
+    /// The log's name (sharing the map key's bytes), which a connection's [`Cached`]
+    /// sequencer is matched on.
+    log: Bytes,
     epoch: u64,
     next: AtomicU64,
     /// The lease `ZLOG.LEASE` hands out (`lease::encode`), decided by the lease thread.
     lease: AtomicU64,
-    /// Contention since the lease thread last looked: requests, and a 64-bit sketch of the
-    /// connections that made them (bit `hash(id) % 64`), which counts distinct clients
-    /// without a set that grows.
-    requests: AtomicU64,
+    /// A 64-bit sketch of the connections that made requests since the lease thread last
+    /// looked (bit `hash(id) % 64`), which counts distinct clients without a set that grows.
     clients: AtomicU64,
-    /// The lease thread's own bookkeeping: `next` and the sketch at its last look.
+    /// The lease thread's own bookkeeping: `next`, `served` and the sketch at its last look.
     seen_next: AtomicU64,
+    seen_served: AtomicU64,
     seen_clients: AtomicU64,
-    /// `ZLOG.NEXT`/`ZLOG.LEASE` requests served since it was installed, for the balancer's
-    /// rates (`sequencers()`); never reset, unlike `requests`.
+    /// `ZLOG.NEXT`/`ZLOG.LEASE` requests served since it was installed: the balancer's
+    /// rates (`sequencers()`), and the lease thread's contention as the difference to
+    /// `seen_served` (one counter per request, not two).
     served: AtomicU64,
+    /// Replaced by a newer epoch's sequencer: connections that kept it (`Cached`) look the
+    /// log up again.
+    retired: AtomicBool,
     /// The position it started at: `next - start` positions were handed out.
     start: u64,
 }
@@ -55,23 +61,24 @@ pub struct SequencerCount {
 }
 
 impl Sequencer {
-    fn new(epoch: u64, tail: u64) -> Sequencer {
+    fn new(log: Bytes, epoch: u64, tail: u64) -> Sequencer {
         Sequencer {
+            log,
             epoch,
             next: AtomicU64::new(tail),
             lease: AtomicU64::new(lease::encode(Lease::RoundTrip)),
-            requests: AtomicU64::new(0),
             clients: AtomicU64::new(0),
             seen_next: AtomicU64::new(tail),
+            seen_served: AtomicU64::new(0),
             seen_clients: AtomicU64::new(0),
             served: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
             start: tail,
         }
     }
 
     /// Reserves `count` positions for connection `client`, counting the request.
     fn reserve(&self, count: u64, client: u64) -> u64 {
-        self.requests.fetch_add(1, Ordering::Relaxed);
         self.served.fetch_add(1, Ordering::Relaxed);
         let bit = 1u64 << (client.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
         if self.clients.load(Ordering::Relaxed) & bit == 0 {
@@ -88,10 +95,12 @@ impl Sequencer {
     pub fn take_contention(&self) -> Seen {
         let next = self.next.load(Ordering::Relaxed);
         let positions = next.saturating_sub(self.seen_next.swap(next, Ordering::Relaxed));
+        let served = self.served.load(Ordering::Relaxed);
+        let requests = served.saturating_sub(self.seen_served.swap(served, Ordering::Relaxed));
         let now = self.clients.swap(0, Ordering::Relaxed);
         let before = self.seen_clients.swap(now, Ordering::Relaxed);
         Seen {
-            requests: self.requests.swap(0, Ordering::Relaxed),
+            requests,
             positions,
             clients: distinct(now | before),
         }
@@ -135,6 +144,20 @@ pub struct Grant {
     pub first: u64,
     pub count: u64,
     pub ms: u64,
+}
+
+/// The sequencer a connection asked last (kept in its `Session`), so its next request on
+/// the same log skips the map's lock, the hashing of the name and the reference count: a
+/// round-trip client makes one request per position. It is dropped for a lookup when the
+/// log's sequencer was replaced at a newer epoch ([`Sequencers::install`] retires the old).
+#[derive(Default)]
+pub struct Cached(Option<Arc<Sequencer>>);
+
+impl std::fmt::Debug for Cached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let log = self.0.as_ref().map(|seq| &seq.log);
+        f.debug_tuple("Cached").field(&log).finish()
+    }
 }
 
 pub struct Sequencers {
@@ -184,14 +207,34 @@ impl Sequencers {
             .cloned()
     }
 
-    /// Reserves `count` positions: the epoch and the first; `None` without a sequencer.
-    pub fn next(&self, log: &[u8], count: u64) -> Option<(u64, u64)> {
-        self.next_for(log, count, 0)
+    /// `log`'s running sequencer through the connection's `cached` one: looked up (and
+    /// kept) only when the connection last asked another log or that sequencer was retired.
+    fn get_cached<'c>(&self, cached: &'c mut Cached, log: &[u8]) -> Option<&'c Sequencer> {
+        let hit = matches!(&cached.0, Some(seq)
+            if seq.log[..] == *log && !seq.retired.load(Ordering::Acquire));
+        if !hit {
+            // No allocation on a miss either: the map's `Arc` is shared, as before.
+            cached.0 = None;
+            cached.0 = Some(self.get(log)?);
+        }
+        cached.0.as_deref()
     }
 
-    /// [`Sequencers::next`] for connection `client` (counted in the log's contention).
-    pub fn next_for(&self, log: &[u8], count: u64, client: u64) -> Option<(u64, u64)> {
-        let seq = self.get(log)?;
+    /// Reserves `count` positions: the epoch and the first; `None` without a sequencer.
+    pub fn next(&self, log: &[u8], count: u64) -> Option<(u64, u64)> {
+        self.next_for(&mut Cached::default(), log, count, 0)
+    }
+
+    /// [`Sequencers::next`] for connection `client` (counted in the log's contention),
+    /// through the sequencer it `cached`.
+    pub fn next_for(
+        &self,
+        cached: &mut Cached,
+        log: &[u8],
+        count: u64,
+        client: u64,
+    ) -> Option<(u64, u64)> {
+        let seq = self.get_cached(cached, log)?;
         Some((seq.epoch, seq.reserve(count, client)))
     }
 
@@ -204,8 +247,14 @@ impl Sequencers {
     /// Reserves what the log's lease grants connection `client`: one position on round
     /// trips, `n` under a quota, and under a delay the `want` positions (`1..=MAX_LEASE_POSITIONS`)
     /// the client expects to use within the lease's `ms`.
-    pub fn lease_for(&self, log: &[u8], want: u64, client: u64) -> Option<Grant> {
-        let seq = self.get(log)?;
+    pub fn lease_for(
+        &self,
+        cached: &mut Cached,
+        log: &[u8],
+        want: u64,
+        client: u64,
+    ) -> Option<Grant> {
+        let seq = self.get_cached(cached, log)?;
         let (count, ms) = match lease::decode(seq.lease.load(Ordering::Relaxed)) {
             Lease::RoundTrip => (1, 0),
             Lease::Quota { n } => (n, 0),
@@ -259,9 +308,13 @@ impl Sequencers {
             .map_or(lease::encode(Lease::RoundTrip), |running| {
                 running.lease.load(Ordering::Relaxed)
             });
-        let seq = Sequencer::new(epoch, tail);
+        let name = Bytes::copy_from_slice(log);
+        let seq = Sequencer::new(name.clone(), epoch, tail);
         seq.lease.store(lease, Ordering::Relaxed);
-        logs.insert(Bytes::copy_from_slice(log), Arc::new(seq));
+        if let Some(old) = logs.insert(name, Arc::new(seq)) {
+            // Before the reply to ZLOG.INIT: no request after it reserves at the old epoch.
+            old.retired.store(true, Ordering::Release);
+        }
         drop(logs);
         self.lease_thread.call_once(|| self.lease_thread().spawn());
         Ok(())
@@ -308,6 +361,28 @@ mod tests {
     }
 
     #[test]
+    fn a_connections_kept_sequencer_follows_a_newer_epoch_and_another_log() {
+        let seqs = Sequencers::default();
+        let mut cached = Cached::default();
+        assert_eq!(seqs.next_for(&mut cached, b"l", 1, 1), None);
+        seqs.install(b"l", 1, 5).unwrap();
+        assert_eq!(seqs.next_for(&mut cached, b"l", 1, 1), Some((1, 5)));
+        // Another connection recovers the log at epoch 2: this one's next request must not
+        // reserve at epoch 1 from the sequencer it kept.
+        seqs.install(b"l", 2, 100).unwrap();
+        assert_eq!(seqs.next_for(&mut cached, b"l", 1, 1), Some((2, 100)));
+        let grant = seqs.lease_for(&mut cached, b"l", 1, 1).unwrap();
+        assert_eq!((grant.epoch, grant.first), (2, 101));
+        // Another log, then back: each answers from its own counter.
+        seqs.install(b"m", 7, 0).unwrap();
+        assert_eq!(seqs.next_for(&mut cached, b"m", 1, 1), Some((7, 0)));
+        assert_eq!(seqs.next_for(&mut cached, b"l", 1, 1), Some((2, 102)));
+        assert_eq!(seqs.next_for(&mut cached, b"none", 1, 1), None);
+        assert_eq!(seqs.next_for(&mut cached, b"m", 2, 1), Some((7, 1)));
+        assert_eq!(seqs.tail(b"m"), Some((7, 3)));
+    }
+
+    #[test]
     fn counts_follow_requests_and_positions() {
         let seqs = Sequencers::default();
         seqs.install(b"l", 3, 10).unwrap();
@@ -329,9 +404,12 @@ mod tests {
     #[test]
     fn a_lease_grants_what_its_mode_says() {
         let seqs = Sequencers::default();
-        assert_eq!(seqs.lease_for(b"l", 5, 1), None);
+        assert_eq!(seqs.lease_for(&mut Cached::default(), b"l", 5, 1), None);
         seqs.install(b"l", 1, 0).unwrap();
-        let grant = |want| seqs.lease_for(b"l", want, 1).unwrap();
+        let grant = |want| {
+            seqs.lease_for(&mut Cached::default(), b"l", want, 1)
+                .unwrap()
+        };
         assert_eq!(
             grant(5),
             Grant {
@@ -374,8 +452,8 @@ mod tests {
         assert_eq!(seqs.give_back(b"l", 1, 0, 1), None);
         seqs.install(b"l", 1, 10).unwrap();
         seqs.get(b"l").unwrap().set_lease(Lease::Delay { ms: 5 });
-        let a = seqs.lease_for(b"l", 8, 1).unwrap();
-        let b = seqs.lease_for(b"l", 8, 2).unwrap();
+        let a = seqs.lease_for(&mut Cached::default(), b"l", 8, 1).unwrap();
+        let b = seqs.lease_for(&mut Cached::default(), b"l", 8, 2).unwrap();
         assert_eq!((a.first, b.first), (10, 18));
         // a's spare positions lie below b's: giving them back would hand b's out again.
         assert_eq!(
@@ -401,7 +479,7 @@ mod tests {
         let seq = seqs.get(b"l").unwrap();
         for client in 1..=4 {
             for _ in 0..10 {
-                seqs.next_for(b"l", 2, client);
+                seqs.next_for(&mut Cached::default(), b"l", 2, client);
             }
         }
         let seen = seq.take_contention();
