@@ -127,6 +127,11 @@ impl Arc {
         self.in_units()[list]
     }
 
+    /// T1 + T2 + B1 + B2.
+    fn all_units(&self) -> u64 {
+        self.in_units().iter().sum()
+    }
+
     /// The paper's REPLACE: demotes one cached object to its ghost list (burying its node)
     /// and returns its slot.
     fn replace(&mut self, nodes: &mut [Node]) -> Slot {
@@ -221,7 +226,7 @@ impl Arc {
                 }
                 store.forget(slot);
             }
-            while self.in_units().iter().sum::<u64>() > 2 * c {
+            while self.all_units() > 2 * c {
                 let slot = self.unlink_oldest_ghost(&mut store.nodes, B2);
                 if slot == NIL {
                     break;
