@@ -21,26 +21,52 @@
 //! one hash table: a miss finds a ghost with the lookup it makes anyway, a demotion moves no
 //! key, and a dropped ghost leaves the index the way an evicted object does.
 
-use super::{EvictionPolicy, Units, Usage};
+use super::{EvictionPolicy, Units};
 use crate::queue::Queue;
 use crate::slab::{Node, Slab, Slot, NIL};
 use crate::Capacity;
 
 /// `meta`: the object is in T2 (else T1). A ghost keeps it: in B2 if set, else in B1.
 const IN_T2: u32 = 1;
-/// Ghost lists.
-const B1: usize = 0;
-const B2: usize = 1;
+/// The four lists, as indices of [`Totals`]: a node's `IN_T2` bit is its T list's index,
+/// and `B1 + bit` its ghost list's.
+const T1: usize = 0;
+const T2: usize = 1;
+const B1: usize = 2;
+const B2: usize = 3;
+
+/// What each list holds, in both measures (a change of [`Units`] needs no recount):
+/// `[bytes, objects][list]`, so that the sums `choose` makes are plain loads of one row.
+#[derive(Clone, Copy, Default)]
+struct Totals([[u64; 4]; 2]);
+
+impl Totals {
+    #[inline]
+    fn add(&mut self, list: usize, size: u32) {
+        self.0[0][list] += u64::from(size);
+        self.0[1][list] += 1;
+    }
+    #[inline]
+    fn sub(&mut self, list: usize, size: u32) {
+        self.0[0][list] -= u64::from(size);
+        self.0[1][list] -= 1;
+    }
+    #[inline]
+    fn shift(&mut self, from: usize, to: usize, size: u32) {
+        self.sub(from, size);
+        self.add(to, size);
+    }
+}
 
 pub(crate) struct Arc {
     units: Units,
     t1: Queue,
     t2: Queue,
-    t1_usage: Usage,
-    t2_usage: Usage,
     /// B1 and B2: buried victims, threaded through the cache's nodes.
     b: [Queue; 2],
-    b_usage: [Usage; 2],
+    totals: Totals,
+    /// The row of `totals` in `units`' measure.
+    measure: usize,
     /// Ghosts no longer in B1/B2 that the index still holds, because they were dropped
     /// without the slab at hand ([`EvictionPolicy::evict`] alone); freed by `settle`.
     dropped: Queue,
@@ -64,10 +90,9 @@ impl Arc {
             units: Units::of(capacity),
             t1: Queue::default(),
             t2: Queue::default(),
-            t1_usage: Usage::default(),
-            t2_usage: Usage::default(),
             b: [Queue::default(); 2],
-            b_usage: [Usage::default(); 2],
+            totals: Totals::default(),
+            measure: Self::measure_of(Units::of(capacity)),
             dropped: Queue::default(),
             trim_due: false,
             p: 0.0,
@@ -77,23 +102,34 @@ impl Arc {
         }
     }
 
+    fn measure_of(units: Units) -> usize {
+        usize::from(!units.by_bytes)
+    }
+
+    #[inline]
     fn c(&self) -> u64 {
         self.units.total
     }
 
+    /// The units of each list: T1, T2, B1, B2.
+    #[inline]
+    fn in_units(&self) -> &[u64; 4] {
+        &self.totals.0[self.measure]
+    }
+
+    #[inline]
     fn t1_units(&self) -> u64 {
-        self.units.of_usage(self.t1_usage)
+        self.in_units()[T1]
     }
 
+    #[inline]
     fn ghost_units(&self, list: usize) -> u64 {
-        self.units.of_usage(self.b_usage[list])
+        self.in_units()[list]
     }
 
+    /// T1 + T2 + B1 + B2.
     fn all_units(&self) -> u64 {
-        self.units.of_usage(self.t1_usage)
-            + self.units.of_usage(self.t2_usage)
-            + self.ghost_units(B1)
-            + self.ghost_units(B2)
+        self.in_units().iter().sum()
     }
 
     /// The paper's REPLACE: demotes one cached object to its ghost list (burying its node)
@@ -104,18 +140,17 @@ impl Arc {
             || self.t2.is_empty();
         // libCacheSim would dereference an empty T1 here; take T2 instead.
         let from_t1 = from_t1 && !self.t1.is_empty();
-        let (queue, total, ghost) = if from_t1 {
-            (&mut self.t1, &mut self.t1_usage, B1)
+        let (queue, list) = if from_t1 {
+            (&mut self.t1, T1)
         } else {
-            (&mut self.t2, &mut self.t2_usage, B2)
+            (&mut self.t2, T2)
         };
         let slot = queue.pop_tail(nodes);
         if slot != NIL {
             let size = nodes[slot as usize].size;
-            total.sub(size);
+            self.totals.shift(list, B1 + list, size);
             // The node's `meta` (IN_T2 or not) already names the list it joins.
-            self.b[ghost].push_head(nodes, slot);
-            self.b_usage[ghost].add(size);
+            self.b[list].push_head(nodes, slot);
             nodes[slot as usize].bury();
         }
         slot
@@ -124,7 +159,7 @@ impl Arc {
     fn evict_t1_outright(&mut self, nodes: &mut [Node]) -> Slot {
         let slot = self.t1.pop_tail(nodes);
         if slot != NIL {
-            self.t1_usage.sub(nodes[slot as usize].size);
+            self.totals.sub(T1, nodes[slot as usize].size);
         }
         slot
     }
@@ -132,9 +167,9 @@ impl Arc {
     /// Unlinks the oldest ghost of `list` (still indexed; the caller frees it); `NIL` when
     /// the list is empty.
     fn unlink_oldest_ghost(&mut self, nodes: &mut [Node], list: usize) -> Slot {
-        let slot = self.b[list].pop_tail(nodes);
+        let slot = self.b[list - B1].pop_tail(nodes);
         if slot != NIL {
-            self.b_usage[list].sub(nodes[slot as usize].size);
+            self.totals.sub(list, nodes[slot as usize].size);
         }
         slot
     }
@@ -146,7 +181,8 @@ impl Arc {
             return (self.replace(nodes), NIL);
         }
         let c = self.c();
-        if self.t1_units() + self.ghost_units(B1) + self.incoming > c {
+        let [t1, t2, b1, b2] = *self.in_units();
+        if t1 + b1 + self.incoming > c {
             let dropped = self.unlink_oldest_ghost(nodes, B1);
             if dropped != NIL {
                 (self.replace(nodes), dropped)
@@ -154,7 +190,7 @@ impl Arc {
                 (self.evict_t1_outright(nodes), NIL)
             }
         } else {
-            let dropped = if self.all_units() >= 2 * c {
+            let dropped = if t1 + t2 + b1 + b2 >= 2 * c {
                 self.unlink_oldest_ghost(nodes, B2)
             } else {
                 NIL
@@ -208,9 +244,9 @@ impl Arc {
         if !node.is_ghost() {
             return None;
         }
-        let list = if node.meta() & IN_T2 != 0 { B2 } else { B1 };
-        self.b[list].unlink(&mut store.nodes, slot);
-        self.b_usage[list].sub(node.size);
+        let list = B1 + (node.meta() & IN_T2) as usize;
+        self.b[list - B1].unlink(&mut store.nodes, slot);
+        self.totals.sub(list, node.size);
         store.forget(slot);
         Some(list)
     }
@@ -227,10 +263,9 @@ impl EvictionPolicy for Arc {
         } else {
             let size = nodes[slot as usize].size;
             self.t1.unlink(nodes, slot);
-            self.t1_usage.sub(size);
+            self.totals.shift(T1, T2, size);
             nodes[slot as usize].set_meta(IN_T2);
             self.t2.push_head(nodes, slot);
-            self.t2_usage.add(size);
         }
     }
 
@@ -274,22 +309,19 @@ impl EvictionPolicy for Arc {
             self.ghost_list = None;
             nodes[slot as usize].set_meta(IN_T2);
             self.t2.push_head(nodes, slot);
-            self.t2_usage.add(size);
+            self.totals.add(T2, size);
         } else {
             nodes[slot as usize].set_meta(0);
             self.t1.push_head(nodes, slot);
-            self.t1_usage.add(size);
+            self.totals.add(T1, size);
         }
         self.incoming = 0;
     }
 
     fn on_resize(&mut self, nodes: &mut [Node], slot: Slot, old_size: u32) {
-        let usage = if nodes[slot as usize].meta() & IN_T2 != 0 {
-            &mut self.t2_usage
-        } else {
-            &mut self.t1_usage
-        };
-        usage.resize(old_size, nodes[slot as usize].size);
+        let list = T1 + (nodes[slot as usize].meta() & IN_T2) as usize;
+        let bytes = &mut self.totals.0[0][list];
+        *bytes = *bytes - u64::from(old_size) + u64::from(nodes[slot as usize].size);
     }
 
     fn evict(&mut self, nodes: &mut [Node]) -> Slot {
@@ -314,15 +346,16 @@ impl EvictionPolicy for Arc {
         let size = nodes[slot as usize].size;
         if nodes[slot as usize].meta() & IN_T2 != 0 {
             self.t2.unlink(nodes, slot);
-            self.t2_usage.sub(size);
+            self.totals.sub(T2, size);
         } else {
             self.t1.unlink(nodes, slot);
-            self.t1_usage.sub(size);
+            self.totals.sub(T1, size);
         }
     }
 
     fn on_capacity(&mut self, capacity: Capacity) {
         self.units = Units::of(capacity);
+        self.measure = Self::measure_of(self.units);
         self.p = self.p.min(self.c() as f64);
         // Trimming frees nodes, which needs the slab: the next `settle` does it.
         self.trim_due = true;
@@ -375,7 +408,7 @@ mod tests {
             assert!(arc.all_units() <= 20, "{}", arc.all_units());
             assert!(arc.t1_units() + arc.ghost_units(B1) <= 10);
             assert!((0.0..=10.0).contains(&arc.p));
-            let ghosts = arc.b_usage[B1].objects + arc.b_usage[B2].objects;
+            let ghosts = arc.totals.0[1][B1] + arc.totals.0[1][B2];
             assert_eq!(
                 h.store.ghosts(),
                 ghosts,
@@ -396,7 +429,7 @@ mod tests {
     }
 
     fn ghosts_listed(arc: &Arc) -> u64 {
-        arc.b_usage[B1].objects + arc.b_usage[B2].objects
+        arc.totals.0[1][B1] + arc.totals.0[1][B2]
     }
 
     #[test]
