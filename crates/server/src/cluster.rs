@@ -17,6 +17,7 @@
 //! own data keeps serving through an etcd outage: nobody else may take its slots.
 
 pub mod balance;
+mod current;
 pub mod failover;
 pub mod import;
 pub mod migrate;
@@ -33,7 +34,7 @@ use cluster::{
 };
 use slots::{key_slot, SlotRange, SLOTS};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use store::Storage;
 
@@ -180,7 +181,8 @@ pub struct ClusterNode {
     pub db: Db,
     plane: ControlPlane,
     membership: tokio::sync::Mutex<Option<Membership>>,
-    routing: RwLock<Arc<Routing>>,
+    /// Read without a lock by every routed request ([`current`]).
+    routing: current::Current<Routing>,
     /// Tables replaced but perhaps still held by running requests.
     retired: Mutex<Vec<Weak<Routing>>>,
     local: Mutex<Local>,
@@ -301,7 +303,7 @@ impl ClusterNode {
             db,
             plane,
             membership: tokio::sync::Mutex::new(Some(membership)),
-            routing: RwLock::new(routing),
+            routing: current::Current::new(routing),
             retired: Mutex::new(Vec::new()),
             local: Mutex::new(Local::default()),
             rebuilding: Mutex::new(()),
@@ -341,7 +343,7 @@ impl ClusterNode {
 
     /// The current routing table.
     pub fn routing(&self) -> Arc<Routing> {
-        Arc::clone(&self.routing.read().unwrap_or_else(|e| e.into_inner()))
+        self.routing.load()
     }
 
     pub fn plane(&self) -> &ControlPlane {
@@ -378,10 +380,7 @@ impl ClusterNode {
         if self.cache_tier {
             self.forget_gained(&self.routing(), &routing);
         }
-        let old = std::mem::replace(
-            &mut *self.routing.write().unwrap_or_else(|e| e.into_inner()),
-            Arc::clone(&routing),
-        );
+        let old = self.routing.replace(Arc::clone(&routing));
         let in_flight = {
             let mut retired = lock(&self.retired);
             retired.retain(|w| w.strong_count() > 0);

@@ -31,7 +31,7 @@
 //! never sent twice.
 
 use bytes::{Buf, Bytes, BytesMut};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use store::upstream::wire::{self, ReplyLimits};
@@ -83,7 +83,9 @@ impl Sent {
 
 /// The shared connections to other nodes.
 pub struct Pool {
-    links: Mutex<HashMap<Arc<str>, Vec<Link>>>,
+    /// By owner: a handful of nodes, found by a scan that first compares the pointer of the
+    /// routing table's address (the same `Arc` for every request routed by one table).
+    links: Mutex<Vec<(Arc<str>, Vec<Link>)>>,
     /// The cluster's `--requirepass`, sent as AUTH on every new connection.
     password: Option<Arc<str>>,
     timeout: Duration,
@@ -109,6 +111,20 @@ impl Request {
     }
 }
 
+/// A request the pool could not queue at once.
+enum NotQueued {
+    /// The link's queue is full: wait on this link for room.
+    Full(Request, Link),
+    /// The link's task is gone.
+    Closed(Request),
+}
+
+/// A request that could not be queued: its owner and why.
+pub struct Refused {
+    pub addr: Arc<str>,
+    pub answered: Answered,
+}
+
 impl Pool {
     pub fn new(password: Option<String>) -> Pool {
         Pool::with_timeout(password, FORWARD_TIMEOUT)
@@ -125,14 +141,14 @@ impl Pool {
     /// Runs `args` at `addr` and returns its raw reply.
     pub async fn forward(
         &self,
-        addr: &Arc<str>,
+        addr: Arc<str>,
         args: Vec<Bytes>,
         affinity: u64,
         limits: ReplyLimits,
     ) -> Answered {
         match self.submit(addr, args, affinity, limits).await {
             Ok(sent) => self.answer(sent).await,
-            Err(answered) => answered,
+            Err(refused) => refused.answered,
         }
     }
 
@@ -143,47 +159,51 @@ impl Pool {
     /// timeout.
     pub async fn submit(
         &self,
-        addr: &Arc<str>,
+        addr: Arc<str>,
         args: Vec<Bytes>,
         affinity: u64,
         limits: ReplyLimits,
-    ) -> Result<Sent, Answered> {
+    ) -> Result<Sent, Refused> {
         let (answer, reply) = oneshot::channel();
-        let link = self.link(addr, affinity);
         let request = Request {
             args,
             limits,
             answer,
         };
-        let refused = match link.tx.try_send(request) {
+        let refused = match self.queue(&addr, affinity, request) {
             Ok(()) => None,
-            Err(mpsc::error::TrySendError::Full(request)) => {
+            Err(NotQueued::Full(request, link)) => {
                 match tokio::time::timeout(self.timeout, link.tx.send(request)).await {
                     Ok(Ok(())) => None,
-                    Ok(Err(mpsc::error::SendError(request))) => Some((request, lost(addr))),
+                    Ok(Err(mpsc::error::SendError(request))) => Some(request),
                     Err(_) => {
-                        return Err(Answered {
-                            args: Vec::new(),
-                            reply: Err(format!(
-                                "proxy: {addr} has {QUEUE} requests queued and took none for {:?}",
-                                self.timeout
-                            )),
-                        })
+                        let error = format!(
+                            "proxy: {addr} has {QUEUE} requests queued and took none for {:?}",
+                            self.timeout
+                        );
+                        return Err(Refused {
+                            addr,
+                            answered: Answered {
+                                args: Vec::new(),
+                                reply: Err(error),
+                            },
+                        });
                     }
                 }
             }
-            Err(mpsc::error::TrySendError::Closed(request)) => Some((request, lost(addr))),
+            Err(NotQueued::Closed(request)) => Some(request),
         };
         match refused {
-            None => Ok(Sent {
-                addr: Arc::clone(addr),
-                reply,
-            }),
-            Some((request, error)) => {
-                self.drop_link(addr);
-                Err(Answered {
-                    args: request.args,
-                    reply: Err(error),
+            None => Ok(Sent { addr, reply }),
+            Some(request) => {
+                self.drop_link(&addr);
+                let error = lost(&addr);
+                Err(Refused {
+                    addr,
+                    answered: Answered {
+                        args: request.args,
+                        reply: Err(error),
+                    },
                 })
             }
         }
@@ -191,42 +211,63 @@ impl Pool {
 
     /// Waits for the reply to a submitted request (the link answers within its timeout).
     pub async fn answer(&self, sent: Sent) -> Answered {
+        self.answer_from(sent).await.1
+    }
+
+    /// [`Pool::answer`], and the node that answered (or failed to).
+    pub async fn answer_from(&self, sent: Sent) -> (Arc<str>, Answered) {
         match sent.reply.await {
-            Ok(answered) => answered,
+            Ok(answered) => (sent.addr, answered),
             Err(_) => {
                 self.drop_link(&sent.addr);
-                Answered {
+                let error = lost(&sent.addr);
+                let answered = Answered {
                     args: Vec::new(),
-                    reply: Err(lost(&sent.addr)),
-                }
+                    reply: Err(error),
+                };
+                (sent.addr, answered)
             }
         }
     }
 
-    fn link(&self, addr: &Arc<str>, affinity: u64) -> Link {
+    /// Hands `request` to `addr`'s link under the pool's lock, without cloning the link's
+    /// sender (which would write the channel's shared counts twice per request).
+    fn queue(&self, addr: &Arc<str>, affinity: u64, request: Request) -> Result<(), NotQueued> {
         let i = (affinity % LINKS as u64) as usize;
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = match links.get_mut(addr) {
-            Some(entry) => entry,
-            None => links.entry(Arc::clone(addr)).or_default(),
+        let at = links
+            .iter()
+            .position(|(a, _)| Arc::ptr_eq(a, addr))
+            .or_else(|| links.iter().position(|(a, _)| **a == **addr));
+        let entry = match at {
+            Some(at) => &mut links[at].1,
+            None => {
+                links.push((Arc::clone(addr), Vec::with_capacity(LINKS)));
+                &mut links.last_mut().expect("just pushed").1
+            }
         };
-        if entry.len() == LINKS && !entry[i].tx.is_closed() {
-            return entry[i].clone();
+        if entry.len() != LINKS || entry[i].tx.is_closed() {
+            entry.retain(|l| !l.tx.is_closed());
+            while entry.len() < LINKS {
+                entry.push(Link::start(
+                    Arc::clone(addr),
+                    self.password.clone(),
+                    self.timeout,
+                ));
+            }
         }
-        entry.retain(|l| !l.tx.is_closed());
-        while entry.len() < LINKS {
-            entry.push(Link::start(
-                Arc::clone(addr),
-                self.password.clone(),
-                self.timeout,
-            ));
+        match entry[i].tx.try_send(request) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(request)) => {
+                Err(NotQueued::Full(request, entry[i].clone()))
+            }
+            Err(mpsc::error::TrySendError::Closed(request)) => Err(NotQueued::Closed(request)),
         }
-        entry[i].clone()
     }
 
     fn drop_link(&self, addr: &Arc<str>) {
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(entry) = links.get_mut(addr) {
+        if let Some((_, entry)) = links.iter_mut().find(|(a, _)| **a == **addr) {
             entry.retain(|l| !l.tx.is_closed());
         }
     }
@@ -659,7 +700,9 @@ mod tests {
         })
         .await;
         let pool = Pool::new(None);
-        let big = pool.forward(&addr, args(&["BIG"]), 1, LIMITS).await;
+        let big = pool
+            .forward(Arc::clone(&addr), args(&["BIG"]), 1, LIMITS)
+            .await;
         let error = big.reply.unwrap_err();
         assert!(error.contains("proto-max-bulk-len (1000)"), "{error}");
         let limits = ReplyLimits {
@@ -667,12 +710,14 @@ mod tests {
             max_reply_len: 100,
         };
         let error = pool
-            .forward(&addr, args(&["BIG"]), 1, limits)
+            .forward(Arc::clone(&addr), args(&["BIG"]), 1, limits)
             .await
             .reply
             .unwrap_err();
         assert!(error.contains("output limit (100 bytes)"), "{error}");
-        let ping = pool.forward(&addr, args(&["PING"]), 1, LIMITS).await;
+        let ping = pool
+            .forward(Arc::clone(&addr), args(&["PING"]), 1, LIMITS)
+            .await;
         assert_eq!(&ping.reply.unwrap()[..], b"+PONG\r\n");
         assert_eq!(
             ping.args,
@@ -697,11 +742,13 @@ mod tests {
         let pool = Pool::new(None);
         for round in 0..20 {
             let reply = pool
-                .forward(&addr, args(&["SET", "k", "v"]), 7, LIMITS)
+                .forward(Arc::clone(&addr), args(&["SET", "k", "v"]), 7, LIMITS)
                 .await;
             assert_eq!(&reply.reply.unwrap()[..], b"+OK\r\n", "round {round}");
             // The owner closes the connection after reading this one: it fails, once.
-            let crashed = pool.forward(&addr, args(&["CRASH"]), 7, LIMITS).await;
+            let crashed = pool
+                .forward(Arc::clone(&addr), args(&["CRASH"]), 7, LIMITS)
+                .await;
             let error = crashed.reply.unwrap_err();
             assert!(error.contains("lost"), "{error}");
             // Alternate a fresh close being seen by the link and a write racing it.
@@ -726,10 +773,10 @@ mod tests {
         // Each request waits at most 100 ms to be queued: the first that does not fit shows
         // where the bound is.
         loop {
-            let submit = pool.submit(&addr, args(&["GET", "key"]), 3, LIMITS);
+            let submit = pool.submit(Arc::clone(&addr), args(&["GET", "key"]), 3, LIMITS);
             match tokio::time::timeout(Duration::from_millis(100), submit).await {
                 Ok(Ok(s)) => sent.push(s),
-                Ok(Err(e)) => panic!("refused early: {:?}", e.reply),
+                Ok(Err(e)) => panic!("refused early: {:?}", e.answered.reply),
                 Err(_) => break,
             }
             assert!(sent.len() <= QUEUE + IN_FLIGHT + BATCH, "unbounded");
@@ -753,7 +800,7 @@ mod tests {
             .map(|client| {
                 let (pool, addr) = (Arc::clone(&pool), Arc::clone(&addr));
                 tokio::spawn(async move {
-                    pool.forward(&addr, args(&["PING"]), client, LIMITS)
+                    pool.forward(Arc::clone(&addr), args(&["PING"]), client, LIMITS)
                         .await
                         .reply
                 })
@@ -788,9 +835,13 @@ mod tests {
         };
         for round in 0..3 {
             // A short read drains the socket: the rest of the reply must still wake the link.
-            let got = pool.forward(&addr, args(&["GET", "k"]), 1, limits).await;
+            let got = pool
+                .forward(Arc::clone(&addr), args(&["GET", "k"]), 1, limits)
+                .await;
             assert_eq!(got.reply.unwrap(), expected, "round {round}");
-            let ping = pool.forward(&addr, args(&["PING"]), 1, limits).await;
+            let ping = pool
+                .forward(Arc::clone(&addr), args(&["PING"]), 1, limits)
+                .await;
             assert_eq!(&ping.reply.unwrap()[..], b"+PONG\r\n", "round {round}");
         }
         assert_eq!(connections.load(Ordering::SeqCst), 1);

@@ -51,8 +51,7 @@ impl Held {
                         .cluster
                         .as_deref()
                         .expect("forwarding in a cluster");
-                    let owner = Arc::clone(sent.addr());
-                    let first = node.proxy.answer(sent).await;
+                    let (owner, first) = node.proxy.answer_from(sent).await;
                     if first.reply.is_err() {
                         // The owner may be dead (`cluster::suspect`).
                         node.unreachable(&owner);
@@ -87,13 +86,13 @@ pub(super) async fn submit(
         .expect("forwarding only in a cluster");
     match node
         .proxy
-        .submit(&addr, args.to_vec(), session.id, limits(instance))
+        .submit(addr, args.to_vec(), session.id, limits(instance))
         .await
     {
         Ok(sent) => Outcome::Sent(sent),
-        Err(failed) => {
-            node.unreachable(&addr);
-            Outcome::Reply(Frame::err(failed.reply.err().unwrap_or_default()))
+        Err(refused) => {
+            node.unreachable(&refused.addr);
+            Outcome::Reply(Frame::err(refused.answered.reply.err().unwrap_or_default()))
         }
     }
 }
@@ -144,7 +143,7 @@ async fn relay(instance: &Instance, session: &mut Session, mut answered: Answere
         }
         answered = node
             .proxy
-            .forward(&addr, args, session.id, limits(instance))
+            .forward(addr, args, session.id, limits(instance))
             .await;
     }
     Outcome::Reply(Frame::Error(
