@@ -88,7 +88,8 @@ pub struct RocksStore {
     fsync: Fsync,
     syncer: Option<Syncer>,
     /// Hands the memtable to disk when writes pause; dropped (stopped) before the final sync.
-    idle_flusher: Option<IdleFlusher>,
+    /// Boxed: `Store`'s two back ends stay of similar size.
+    idle_flusher: Option<Box<IdleFlusher>>,
     /// Writes to a slot range being migrated away (see [`Tracker`]).
     tracker: Tracker,
     group: GroupCommit,

@@ -200,7 +200,7 @@ impl RocksStore {
         };
         let idle_flusher = open
             .flush_idle_memtables
-            .then(|| IdleFlusher::start(db.clone(), guard.clone()));
+            .then(|| Box::new(IdleFlusher::start(db.clone(), guard.clone())));
         Ok(RocksStore {
             db,
             guard,
