@@ -136,6 +136,7 @@ impl Server {
             max_open_files: i32::try_from(budget.store_files).unwrap_or(i32::MAX),
             wal_recovery: config.wal_recovery,
             memory: config.store_memory(),
+            flush_idle_memtables: true,
         };
         let store = Store::open(&config.backend, options, config.upstream_options()).await?;
         // Opened before the Db: the key hash's seeds are kept there (with the warm-up record

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 mod batch;
 mod group;
 mod guard;
+mod idle_flush;
 mod keyspace;
 mod memory;
 mod open;
@@ -34,6 +35,7 @@ use batch::Batch;
 use group::GroupCommit;
 pub use guard::Health;
 use guard::WalGuard;
+use idle_flush::IdleFlusher;
 pub use keyspace::KeyPage;
 pub use memory::MemoryBudget;
 pub use open::OpenOptions;
@@ -85,6 +87,9 @@ pub struct RocksStore {
     keys: AtomicU64,
     fsync: Fsync,
     syncer: Option<Syncer>,
+    /// Hands the memtable to disk when writes pause; dropped (stopped) before the final sync.
+    /// Boxed: `Store`'s two back ends stay of similar size.
+    idle_flusher: Option<Box<IdleFlusher>>,
     /// Writes to a slot range being migrated away (see [`Tracker`]).
     tracker: Tracker,
     group: GroupCommit,
@@ -419,6 +424,7 @@ impl RocksStore {
 
 impl Drop for RocksStore {
     fn drop(&mut self) {
+        drop(self.idle_flusher.take());
         if let Some(mut syncer) = self.syncer.take() {
             syncer.shared.stop.store(true, Ordering::Relaxed);
             syncer.shared.wake.notify_all();
@@ -602,5 +608,101 @@ mod tests {
         );
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn memtable_bytes(store: &RocksStore) -> u64 {
+        store
+            .db
+            .property_int_value("rocksdb.cur-size-active-mem-table")
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Polls `done` for up to 30 s (the idle flush needs two ticks of 500 ms and a background
+    /// flush; a loaded machine stretches both, and the wait is not what the test checks).
+    fn eventually(mut done: impl FnMut() -> bool) -> bool {
+        for _ in 0..300 {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        done()
+    }
+
+    fn write_keys(store: &RocksStore, n: u32) {
+        let value = "x".repeat(64).leak();
+        for i in 0..n {
+            let key = format!("key:{i:012}");
+            store
+                .set(
+                    key.as_bytes(),
+                    &record(value, 0),
+                    Condition::Always,
+                    0,
+                    true,
+                )
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_memtable_is_flushed_once_writes_pause_and_its_keys_stay_readable() {
+        let dir = temp_dir("idle-flush");
+        let store = RocksStore::open(&dir, Fsync::EverySec, OpenOptions::default()).unwrap();
+        write_keys(&store, 30_000); // ~3 MB of memtable, within the default 6 MiB one
+        let full = memtable_bytes(&store);
+        assert!(full >= idle_flush::MIN_IDLE_FLUSH, "{full} bytes buffered");
+        assert!(
+            eventually(|| memtable_bytes(&store) < full / 4
+                && store
+                    .db
+                    .property_int_value("rocksdb.num-immutable-mem-table")
+                    .unwrap()
+                    == Some(0)),
+            "the memtable still holds {} bytes",
+            memtable_bytes(&store)
+        );
+        for i in [0u32, 14_999, 29_999] {
+            let key = format!("key:{i:012}");
+            assert_eq!(store.get(key.as_bytes()).unwrap().unwrap().value.len(), 64);
+        }
+        drop(store);
+        let store = RocksStore::open(&dir, Fsync::No, OpenOptions::default()).unwrap();
+        assert_eq!(store.key_count(), 30_000);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_small_or_switched_off_idle_memtable_is_left_alone() {
+        let table_files = |store: &RocksStore| {
+            store
+                .db
+                .property_int_value("rocksdb.num-files-at-level0")
+                .unwrap()
+                .unwrap()
+        };
+        let dir = temp_dir("idle-small");
+        let store = RocksStore::open(&dir, Fsync::No, OpenOptions::default()).unwrap();
+        write_keys(&store, 100); // ~10 KB: below the flush's minimum
+        let off = temp_dir("idle-off");
+        let switched_off = RocksStore::open(
+            &off,
+            Fsync::No,
+            OpenOptions {
+                flush_idle_memtables: false,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        write_keys(&switched_off, 30_000);
+        std::thread::sleep(idle_flush::TICK * 6);
+        assert_eq!(table_files(&store), 0, "a tiny table file was written");
+        assert_eq!(table_files(&switched_off), 0);
+        assert!(memtable_bytes(&switched_off) >= idle_flush::MIN_IDLE_FLUSH);
+        drop((store, switched_off));
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&off);
     }
 }

@@ -147,6 +147,27 @@ impl WalGuard {
         }
     }
 
+    /// Switches the data's memtable for an empty one and lets RocksDB write the full one to
+    /// a table file in the background (see `idle_flush`). Switching hands the log's buffer to
+    /// the OS, like [`WalGuard::flush`], so it excludes writes the same way and a failure
+    /// fails the store. A failed store is left to the write path's probes.
+    pub(super) fn switch_memtable(&self, db: &DB) -> Result<(), StoreError> {
+        if self.is_failed() {
+            return Err(self.refusal());
+        }
+        let _exclusive = self.exclusive();
+        let mut options = rocksdb::FlushOptions::default();
+        options.set_wait(false);
+        match db.flush_opt(&options) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let error = rocks_error(e);
+                self.fail(&error.0);
+                Err(self.with_first_cause(error))
+            }
+        }
+    }
+
     /// Probes a failed store (at most every [`PROBE_INTERVAL`]): a write and a log flush.
     /// When both succeed RocksDB has recovered (its recovery flushes the memtables, so every
     /// write it holds is on disk) and writes resume. Returns whether the store is healthy.

@@ -2,6 +2,7 @@
 //! write-through tier behind a cache, and the checks of the data dir's layout.
 
 use super::guard::WalGuard;
+use super::idle_flush::IdleFlusher;
 use super::memory::MemoryBudget;
 use super::sync::Syncer;
 use super::{
@@ -46,6 +47,9 @@ pub struct OpenOptions {
     pub wal_recovery: WalRecovery,
     /// RocksDB's memtables and block cache (its share of `--maxmemory`).
     pub memory: MemoryBudget,
+    /// Flush the data's memtable once writes pause (see `idle_flush`): the server's default;
+    /// off for tools that open a store briefly.
+    pub flush_idle_memtables: bool,
 }
 
 impl Default for OpenOptions {
@@ -54,6 +58,7 @@ impl Default for OpenOptions {
             max_open_files: 256,
             wal_recovery: WalRecovery::Strict,
             memory: MemoryBudget::default(),
+            flush_idle_memtables: true,
         }
     }
 }
@@ -193,6 +198,9 @@ impl RocksStore {
                 Some(Syncer::start(db.clone(), guard.clone(), fsync))
             }
         };
+        let idle_flusher = open
+            .flush_idle_memtables
+            .then(|| Box::new(IdleFlusher::start(db.clone(), guard.clone())));
         Ok(RocksStore {
             db,
             guard,
@@ -200,6 +208,7 @@ impl RocksStore {
             keys: AtomicU64::new(keys),
             fsync,
             syncer,
+            idle_flusher,
             tracker: Tracker::default(),
             group: GroupCommit::default(),
         })
