@@ -15,9 +15,9 @@
 //! to 23 bytes per object: too much for the 32-byte budget (see `docs/cache.md`).
 //!
 //! A node may also be a *ghost*: the key and size of an object its algorithm evicted but still
-//! remembers (ARC's B1/B2), kept in the same index as the cached objects so that a miss finds
-//! it with the lookup it makes anyway, as in libCacheSim's one hash table. A ghost is not
-//! cached: lookups report it as absent to every caller but the cache's miss path, and `len`
+//! remembers (ARC's B1/B2, CLOCK-Pro's non-resident cold keys), kept in the same index as
+//! the cached objects so that a miss finds it with the lookup it makes anyway, as in
+//! libCacheSim's one hash table. A ghost is not cached: lookups report it as absent to every caller but the cache's miss path, and `len`
 //! and `bytes` leave it out.
 
 use core::hash::BuildHasher;
