@@ -48,8 +48,6 @@ pub(crate) struct ClockPro {
     ghosts: u64,
     /// The cold target `m_c`.
     cold_target: u64,
-    /// `m_c`'s lower bound ([`min_cold`]), kept: a drop of a ghost reads it.
-    min_cold: u64,
     /// Ghosts taken off the clock but still in the index (a hand dropped them without the
     /// slab at hand), chained through their `next`; freed by `settle`.
     dropped: Slot,
@@ -75,7 +73,6 @@ impl ClockPro {
             cold: 0,
             ghosts: 0,
             cold_target: min_cold(units),
-            min_cold: min_cold(units),
             dropped: NIL,
             returning: NIL,
             detached: NIL,
@@ -126,8 +123,8 @@ impl ClockPro {
     }
 
     /// Forgets the ghost `e` (its test period ended unused): `m_c` shrinks. Its node leaves
-    /// the index at the next `settle`. (Always inlined: most evictions drop a ghost.)
-    #[inline(always)]
+    /// the index at the next `settle`.
+    #[inline]
     fn drop_ghost(&mut self, nodes: &mut [Node], e: Slot) {
         let units = self.units_of(nodes, e);
         self.ghosts -= units;
@@ -137,7 +134,7 @@ impl ClockPro {
     }
 
     /// Queues the ghost `e`, off the clock, for `settle` to free.
-    #[inline(always)]
+    #[inline]
     fn discard(&mut self, nodes: &mut [Node], e: Slot) {
         if e == self.returning {
             debug_assert_eq!(self.detached, NIL);
@@ -174,7 +171,10 @@ impl ClockPro {
     }
 
     fn shrink_cold_target(&mut self, units: u64) {
-        self.cold_target = self.cold_target.saturating_sub(units).max(self.min_cold);
+        self.cold_target = self
+            .cold_target
+            .saturating_sub(units)
+            .max(min_cold(self.units));
     }
 
     fn hot_limit(&self) -> u64 {
@@ -303,39 +303,6 @@ impl ClockPro {
         }
     }
 
-    /// A new object: cold, in its test period, at the list head.
-    #[inline(always)]
-    fn insert_cold(&mut self, nodes: &mut [Node], slot: Slot) {
-        nodes[slot as usize].set_meta(IN_TEST);
-        self.cold += self.units_of(nodes, slot);
-        self.link_at_head(nodes, slot);
-    }
-
-    /// `on_insert` after a capacity cut or a ghost hit.
-    #[inline(never)]
-    fn insert_slow(&mut self, nodes: &mut [Node], slot: Slot) {
-        if self.trim_due {
-            self.trim_due = false;
-            self.run_test(nodes);
-        }
-        let ghost = self.returning;
-        if ghost == NIL || nodes[ghost as usize].key != nodes[slot as usize].key {
-            self.insert_cold(nodes, slot);
-            return;
-        }
-        // A ghost re-accessed in its test period: back as hot in its place on the clock
-        // (moved to the list head), and `m_c` grows.
-        let units = self.units_of(nodes, slot);
-        self.ghosts -= self.units_of(nodes, ghost);
-        self.hot += units;
-        self.grow_cold_target(units);
-        nodes[slot as usize].set_meta(HOT);
-        self.unlink(nodes, ghost);
-        self.discard(nodes, ghost);
-        self.link_at_head(nodes, slot);
-        self.run_hot(nodes);
-    }
-
     /// Takes the ghost at `slot` (still in the index) off the clock without learning from
     /// it.
     fn take_ghost(&mut self, store: &mut Slab, slot: Slot) {
@@ -377,15 +344,30 @@ impl EvictionPolicy for ClockPro {
         }
     }
 
-    /// Inlined into the cache's insert: a plain insert is a few stores; the rare paths are
-    /// calls of their own.
-    #[inline]
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
-        if self.trim_due || self.returning != NIL {
-            self.insert_slow(nodes, slot);
+        if self.trim_due {
+            self.trim_due = false;
+            self.run_test(nodes);
+        }
+        let Node { key, size, .. } = nodes[slot as usize];
+        let units = self.units.of_size(size);
+        let ghost = self.returning;
+        if ghost != NIL && nodes[ghost as usize].key == key {
+            // A ghost re-accessed in its test period: back as hot in its place on the clock
+            // (moved to the list head), and `m_c` grows.
+            self.ghosts -= self.units_of(nodes, ghost);
+            self.hot += units;
+            self.grow_cold_target(units);
+            nodes[slot as usize].set_meta(HOT);
+            self.unlink(nodes, ghost);
+            self.discard(nodes, ghost);
+            self.link_at_head(nodes, slot);
+            self.run_hot(nodes);
             return;
         }
-        self.insert_cold(nodes, slot);
+        nodes[slot as usize].set_meta(IN_TEST);
+        self.cold += units;
+        self.link_at_head(nodes, slot);
     }
 
     fn on_resize(&mut self, nodes: &mut [Node], slot: Slot, old_size: u32) {
@@ -425,10 +407,9 @@ impl EvictionPolicy for ClockPro {
 
     fn on_capacity(&mut self, capacity: Capacity) {
         self.units = Units::of(capacity);
-        self.min_cold = min_cold(self.units);
         self.cold_target = self
             .cold_target
-            .clamp(self.min_cold, self.units.total.max(1));
+            .clamp(min_cold(self.units), self.units.total.max(1));
         // HAND_test needs the nodes: the next clock move runs it first.
         self.trim_due = self.ghosts > self.units.total;
     }
