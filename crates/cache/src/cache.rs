@@ -35,8 +35,8 @@ impl SlotHint {
     pub const NONE: SlotHint = SlotHint(NIL);
 
     /// The node's index in the slab (`None` for [`SlotHint::NONE`]): slots are dense, reused
-    /// after an object leaves (or, with ARC, once its ghost is dropped) and below the most
-    /// nodes (objects and ARC's ghosts) ever held at once, so a caller can keep its own
+    /// after an object leaves (or, with ARC or CLOCK-Pro, once its ghost is dropped) and
+    /// below the most nodes (objects and ghosts) ever held at once, so a caller can keep its own
     /// per-object record in a `Vec` indexed by it (the server's values).
     #[inline]
     pub fn slot(self) -> Option<usize> {
@@ -366,7 +366,7 @@ impl<L: ClassLayer> Cache<L> {
         if !known_absent {
             if let Some(slot) = self.store.find_hashed(key, hash) {
                 if !self.store.nodes[slot as usize].holds_object() {
-                    // A ghost (ARC's): the key is not cached, a miss reported here.
+                    // A ghost (ARC's, CLOCK-Pro's): the key is not cached, a miss reported here.
                     self.layer.queue(class).on_miss(key);
                     self.ghost_found(slot, class);
                     report_miss = false;

@@ -15,9 +15,9 @@
 //! to 23 bytes per object: too much for the 32-byte budget (see `docs/cache.md`).
 //!
 //! A node may also be a *ghost*: the key and size of an object its algorithm evicted but still
-//! remembers (ARC's B1/B2), kept in the same index as the cached objects so that a miss finds
-//! it with the lookup it makes anyway, as in libCacheSim's one hash table. A ghost is not
-//! cached: lookups report it as absent to every caller but the cache's miss path, and `len`
+//! remembers (ARC's B1/B2, CLOCK-Pro's non-resident cold keys), kept in the same index as
+//! the cached objects so that a miss finds it with the lookup it makes anyway, as in
+//! libCacheSim's one hash table. A ghost is not cached: lookups report it as absent to every caller but the cache's miss path, and `len`
 //! and `bytes` leave it out.
 
 use core::hash::BuildHasher;
@@ -346,10 +346,48 @@ impl Slab {
         }
     }
 
+    /// Takes the ghost at `slot` out of the index and leaves its node (key, size, links,
+    /// `meta`) to its algorithm, still counted as a ghost: lookups no longer find it, so the
+    /// key can be inserted afresh while the algorithm still holds the ghost's place in its
+    /// lists (CLOCK-Pro's returning ghost, whose clock position matters until the insert).
+    /// The algorithm later puts it back ([`Slab::reattach`]) or frees it
+    /// ([`Slab::free_detached`]).
+    pub fn detach(&mut self, slot: Slot) {
+        debug_assert!(self.nodes[slot as usize].is_ghost());
+        if self.unchain(slot) {
+            self.nodes[slot as usize].set_chain_next(CHAIN_END);
+        }
+    }
+
+    /// Puts a [`Slab::detach`]ed ghost back into the index (its key must have no node).
+    pub fn reattach(&mut self, slot: Slot) {
+        let bucket = self.bucket_of(self.nodes[slot as usize].key);
+        let head = self.buckets[bucket];
+        self.nodes[slot as usize].set_chain_next(head);
+        self.buckets[bucket] = slot;
+    }
+
+    /// Recycles a [`Slab::detach`]ed ghost's slot.
+    pub fn free_detached(&mut self, slot: Slot) {
+        debug_assert!(self.nodes[slot as usize].is_ghost());
+        self.ghosts -= 1;
+        self.push_free(slot);
+    }
+
     /// Unlinks the node at `slot` from its bucket and puts it on the free list; false (and
     /// nothing changed) if the index does not have it.
     #[inline(always)]
     fn unindex(&mut self, slot: Slot) -> bool {
+        if !self.unchain(slot) {
+            return false;
+        }
+        self.push_free(slot);
+        true
+    }
+
+    /// Unlinks the node at `slot` from its bucket; false if the index does not have it.
+    #[inline(always)]
+    fn unchain(&mut self, slot: Slot) -> bool {
         let node = self.nodes[slot as usize];
         let bucket = self.bucket_of(node.key);
         let head = self.buckets[bucket];
@@ -366,12 +404,16 @@ impl Slab {
             }
             self.nodes[prev as usize].set_chain_next(node.chain_next());
         }
+        true
+    }
+
+    #[inline(always)]
+    fn push_free(&mut self, slot: Slot) {
         let freed = &mut self.nodes[slot as usize];
         freed.next = self.free_head;
         freed.prev = FREED;
         freed.chain = CHAIN_END | VACANT;
         self.free_head = slot;
-        true
     }
 
     /// Doubles the bucket array and relinks every stored node.

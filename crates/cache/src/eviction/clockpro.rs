@@ -17,6 +17,12 @@
 //!   without one; it stays within `[m / 100, m]` (at least one unit) and starts at its
 //!   lower bound.
 //!
+//! The clock is threaded through the cache's own nodes (their `prev`/`next` links), and a
+//! ghost is the evicted object's own node left in the cache's index ([`Node::bury`]), as
+//! libCacheSim flags objects in its one hash table: a miss finds a ghost with the lookup it
+//! makes anyway, an eviction into the test period moves no key, and a dropped ghost leaves
+//! the index the way an evicted object does.
+//!
 //! libCacheSim 0.3.5's `ClockPro.c` is a different implementation (it starts with every
 //! object cold, `init-ratio-cold=1`) and its miss ratios are far from this one's; see
 //! docs/cache.md.
@@ -25,40 +31,15 @@ use super::{EvictionPolicy, Units};
 use crate::slab::{Node, Slab, Slot, NIL};
 use crate::Capacity;
 
-/// Clock entry `state`: its status in the low 2 bits, [`IN_TEST`] above.
-const HOT: u32 = 0;
-const COLD: u32 = 1;
-const GHOST: u32 = 2;
-const STATUS: u32 = 3;
-/// A cold entry in its test period (ghosts always are).
-const IN_TEST: u32 = 4;
-/// Cache node `meta`: the reference bit.
+/// Node `meta` bits. A ghost is a buried node ([`Node::holds_object`] false) on the clock,
+/// always in its test period; a resident node is hot or cold.
 const REFERENCED: u32 = 1;
-
-/// One place on the clock. Only ghosts are keyed: a resident entry is reached through its
-/// cache slot (`entry_of`), so it costs no index insertion on arrival and no bucket-chain
-/// walk when it leaves, which is what most entries do without ever becoming a ghost.
-#[derive(Clone, Copy)]
-struct Entry {
-    prev: Slot,
-    next: Slot,
-    size: u32,
-    state: u32,
-    /// Resident: its cache slot. Ghost: its slot in the ghost index. Free: the next free
-    /// entry.
-    link: Slot,
-}
+const HOT: u32 = 2;
+/// A cold object in its test period.
+const IN_TEST: u32 = 4;
 
 pub(crate) struct ClockPro {
     units: Units,
-    /// The clock's entries (resident objects and ghosts), recycled through `free`.
-    entries: Vec<Entry>,
-    free: Slot,
-    /// Keys of the ghosts; each node's `next` holds the ghost's entry (ghost-index nodes are
-    /// in no queue, so the field is otherwise unused).
-    ghost_index: Slab,
-    /// Clock entry of each cached object (by cache slot).
-    entry_of: Vec<Slot>,
     hand_hot: Slot,
     hand_cold: Slot,
     hand_test: Slot,
@@ -67,6 +48,17 @@ pub(crate) struct ClockPro {
     ghosts: u64,
     /// The cold target `m_c`.
     cold_target: u64,
+    /// Ghosts taken off the clock but still in the index (a hand dropped them without the
+    /// slab at hand), chained through their `next`; freed by `settle`.
+    dropped: Slot,
+    /// The ghost a miss just found: out of the index (so that its key can be inserted) but
+    /// still on the clock, where hands may pass or drop it until its key's insert revives it
+    /// ([`Slab::detach`]).
+    returning: Slot,
+    /// A detached ghost off the clock (revived or dropped), freed by `settle`.
+    detached: Slot,
+    /// The capacity shrank: HAND_test drops the ghosts beyond it before the next clock move.
+    trim_due: bool,
 }
 
 impl ClockPro {
@@ -74,10 +66,6 @@ impl ClockPro {
         let units = Units::of(capacity);
         ClockPro {
             units,
-            entries: Vec::new(),
-            free: NIL,
-            ghost_index: Slab::new(),
-            entry_of: Vec::new(),
             hand_hot: NIL,
             hand_cold: NIL,
             hand_test: NIL,
@@ -85,81 +73,43 @@ impl ClockPro {
             cold: 0,
             ghosts: 0,
             cold_target: min_cold(units),
+            dropped: NIL,
+            returning: NIL,
+            detached: NIL,
+            trim_due: false,
         }
     }
 
-    /// A new entry (in no ring) for the cached object at `slot`.
-    fn alloc(&mut self, size: u32, state: u32, slot: Slot) -> Slot {
-        let entry = Entry {
-            prev: NIL,
-            next: NIL,
-            size,
-            state,
-            link: slot,
-        };
-        if self.free != NIL {
-            let e = self.free;
-            self.free = self.entries[e as usize].link;
-            self.entries[e as usize] = entry;
-            return e;
-        }
-        self.entries.push(entry);
-        (self.entries.len() - 1) as Slot
+    #[inline]
+    fn units_of(&self, nodes: &[Node], e: Slot) -> u64 {
+        self.units.of_size(nodes[e as usize].size)
     }
 
-    /// Recycles `e` (already out of the ring and, if it was a ghost, of the index).
-    fn release(&mut self, e: Slot) {
-        self.entries[e as usize].link = self.free;
-        self.free = e;
-    }
-
-    fn status(&self, e: Slot) -> u32 {
-        self.entries[e as usize].state & STATUS
-    }
-
-    fn in_test(&self, e: Slot) -> bool {
-        self.entries[e as usize].state & IN_TEST != 0
-    }
-
-    fn set(&mut self, e: Slot, status: u32, in_test: bool) {
-        let flag = if in_test { IN_TEST } else { 0 };
-        self.entries[e as usize].state = status | flag;
-    }
-
-    fn entry_units(&self, e: Slot) -> u64 {
-        self.units.of_size(self.entries[e as usize].size)
-    }
-
-    fn next(&self, e: Slot) -> Slot {
-        self.entries[e as usize].next
-    }
-
-    /// Links `e` into the ring at the list head: just behind HAND_hot. (This and the other
-    /// ring operations are inlined: they run once or twice a request, and as calls their
+    /// Links `e` into the clock at the list head: just behind HAND_hot. (This and the other
+    /// clock operations are inlined: they run once or twice a request, and as calls their
     /// register saves cost as much as their work.)
     #[inline]
-    fn link_at_head(&mut self, e: Slot) {
-        let entries = &mut self.entries;
+    fn link_at_head(&mut self, nodes: &mut [Node], e: Slot) {
         if self.hand_hot == NIL {
-            entries[e as usize].prev = e;
-            entries[e as usize].next = e;
+            nodes[e as usize].prev = e;
+            nodes[e as usize].next = e;
             self.hand_hot = e;
             self.hand_cold = e;
             self.hand_test = e;
             return;
         }
         let after = self.hand_hot;
-        let before = entries[after as usize].prev;
-        entries[e as usize].prev = before;
-        entries[e as usize].next = after;
-        entries[before as usize].next = e;
-        entries[after as usize].prev = e;
+        let before = nodes[after as usize].prev;
+        nodes[e as usize].prev = before;
+        nodes[e as usize].next = after;
+        nodes[before as usize].next = e;
+        nodes[after as usize].prev = e;
     }
 
-    /// Takes `e` out of the ring, moving any hand on it to its successor.
+    /// Takes `e` off the clock, moving any hand on it to its successor.
     #[inline]
-    fn unlink(&mut self, e: Slot) {
-        let Entry { prev, next, .. } = self.entries[e as usize];
+    fn unlink(&mut self, nodes: &mut [Node], e: Slot) {
+        let Node { prev, next, .. } = nodes[e as usize];
         let successor = if next == e { NIL } else { next };
         for hand in [&mut self.hand_hot, &mut self.hand_cold, &mut self.hand_test] {
             if *hand == e {
@@ -167,20 +117,53 @@ impl ClockPro {
             }
         }
         if successor != NIL {
-            self.entries[prev as usize].next = next;
-            self.entries[next as usize].prev = prev;
+            nodes[prev as usize].next = next;
+            nodes[next as usize].prev = prev;
         }
     }
 
-    /// Forgets the ghost `e` (its test period ended unused): `m_c` shrinks.
+    /// Forgets the ghost `e` (its test period ended unused): `m_c` shrinks. Its node leaves
+    /// the index at the next `settle`.
     #[inline]
-    fn drop_ghost(&mut self, e: Slot) {
-        let units = self.entry_units(e);
+    fn drop_ghost(&mut self, nodes: &mut [Node], e: Slot) {
+        let units = self.units_of(nodes, e);
         self.ghosts -= units;
         self.shrink_cold_target(units);
-        self.unlink(e);
-        self.ghost_index.remove(self.entries[e as usize].link);
-        self.release(e);
+        self.unlink(nodes, e);
+        self.discard(nodes, e);
+    }
+
+    /// Queues the ghost `e`, off the clock, for `settle` to free.
+    #[inline]
+    fn discard(&mut self, nodes: &mut [Node], e: Slot) {
+        if e == self.returning {
+            debug_assert_eq!(self.detached, NIL);
+            self.returning = NIL;
+            self.detached = e;
+        } else {
+            nodes[e as usize].next = self.dropped;
+            self.dropped = e;
+        }
+    }
+
+    /// Frees the ghosts dropped without the slab at hand and trims the ghosts after a
+    /// capacity cut. Runs before anything that moves a hand or reads a ghost with the slab
+    /// at hand.
+    #[inline]
+    fn settle(&mut self, store: &mut Slab) {
+        if self.trim_due {
+            self.trim_due = false;
+            self.run_test(&mut store.nodes);
+        }
+        while self.dropped != NIL {
+            let e = self.dropped;
+            self.dropped = store.nodes[e as usize].next;
+            store.forget(e);
+        }
+        if self.detached != NIL {
+            store.free_detached(self.detached);
+            self.detached = NIL;
+        }
     }
 
     fn grow_cold_target(&mut self, units: u64) {
@@ -198,15 +181,15 @@ impl ClockPro {
         self.units.total - self.cold_target.min(self.units.total)
     }
 
-    /// Makes `e` (resident) hot at the list head and lets HAND_hot restore the limit.
+    /// Makes the cold object `e` hot at the list head and lets HAND_hot restore the limit.
     fn promote(&mut self, nodes: &mut [Node], e: Slot) {
-        let units = self.entry_units(e);
+        let units = self.units_of(nodes, e);
         self.cold -= units;
         self.hot += units;
         self.grow_cold_target(units);
-        self.set(e, HOT, false);
-        self.unlink(e);
-        self.link_at_head(e);
+        nodes[e as usize].set_meta(HOT);
+        self.unlink(nodes, e);
+        self.link_at_head(nodes, e);
         self.run_hot(nodes);
     }
 
@@ -220,48 +203,46 @@ impl ClockPro {
     /// One step of HAND_hot; true if it demoted a hot object.
     fn step_hot(&mut self, nodes: &mut [Node]) -> bool {
         let e = self.hand_hot;
-        self.hand_hot = self.next(e);
-        match self.status(e) {
-            HOT => {
-                let slot = self.entries[e as usize].link;
-                if nodes[slot as usize].meta() & REFERENCED != 0 {
-                    nodes[slot as usize].set_meta(0);
-                    return false;
-                }
-                let units = self.entry_units(e);
-                self.hot -= units;
-                self.cold += units;
-                self.set(e, COLD, false);
-                true
-            }
-            COLD => {
-                let slot = self.entries[e as usize].link;
-                if self.in_test(e) && nodes[slot as usize].meta() & REFERENCED == 0 {
-                    self.shrink_cold_target(self.entry_units(e));
-                }
-                self.set(e, COLD, false);
-                false
-            }
-            _ => {
-                self.drop_ghost(e);
-                false
-            }
+        let node = nodes[e as usize];
+        self.hand_hot = node.next;
+        if !node.holds_object() {
+            self.drop_ghost(nodes, e);
+            return false;
         }
+        let meta = node.meta();
+        if meta & HOT != 0 {
+            if meta & REFERENCED != 0 {
+                nodes[e as usize].set_meta(HOT);
+                return false;
+            }
+            let units = self.units.of_size(node.size);
+            self.hot -= units;
+            self.cold += units;
+            nodes[e as usize].set_meta(0);
+            return true;
+        }
+        // A cold object: its test period ends here.
+        if meta & (IN_TEST | REFERENCED) == IN_TEST {
+            self.shrink_cold_target(self.units.of_size(node.size));
+        }
+        nodes[e as usize].set_meta(meta & REFERENCED);
+        false
     }
 
     /// HAND_test: drops ghosts while they add up to more than the cache.
-    fn run_test(&mut self) {
+    fn run_test(&mut self, nodes: &mut [Node]) {
         while self.ghosts > self.units.total {
             let e = self.hand_test;
-            self.hand_test = self.next(e);
-            if self.status(e) == GHOST {
-                self.drop_ghost(e);
+            self.hand_test = nodes[e as usize].next;
+            if !nodes[e as usize].holds_object() {
+                self.drop_ghost(nodes, e);
             }
         }
     }
 
-    /// The next resident cold object HAND_cold evicts (unlinked from the cache's view: the
-    /// caller frees its slot); `NIL` if nothing is cached.
+    /// The next resident cold object HAND_cold evicts, unlinked from the cache's view (the
+    /// cache frees its slot, or keeps it as a ghost when it is buried here); `NIL` if
+    /// nothing is cached.
     fn run_cold(&mut self, nodes: &mut [Node]) -> Slot {
         if self.hot + self.cold == 0 {
             return NIL;
@@ -274,61 +255,60 @@ impl ClockPro {
                 continue;
             }
             let e = self.hand_cold;
-            if self.status(e) != COLD {
-                self.hand_cold = self.next(e);
+            let node = nodes[e as usize];
+            self.hand_cold = node.next;
+            let meta = node.meta();
+            if !node.holds_object() || meta & HOT != 0 {
                 continue;
             }
-            let slot = self.entries[e as usize].link;
-            if nodes[slot as usize].meta() & REFERENCED != 0 {
-                nodes[slot as usize].set_meta(0);
-                self.hand_cold = self.next(e);
-                if self.in_test(e) {
+            if meta & REFERENCED != 0 {
+                if meta & IN_TEST != 0 {
                     self.promote(nodes, e);
                 } else {
-                    self.set(e, COLD, true);
-                    self.unlink(e);
-                    self.link_at_head(e);
+                    nodes[e as usize].set_meta(IN_TEST);
+                    self.unlink(nodes, e);
+                    self.link_at_head(nodes, e);
                 }
                 continue;
             }
-            self.hand_cold = self.next(e);
-            let units = self.entry_units(e);
+            let units = self.units.of_size(node.size);
             self.cold -= units;
-            self.entry_of[slot as usize] = NIL;
-            if self.in_test(e) && self.remember(e, nodes[slot as usize].key) {
+            if meta & IN_TEST != 0 {
+                // Evicted in its test period: its node stays on the clock and in the index as
+                // a ghost. (If HAND_test drops it right away, it is freed at the next
+                // `settle`, after the cache has released it.)
+                nodes[e as usize].bury();
                 self.ghosts += units;
-                self.run_test();
+                self.run_test(nodes);
             } else {
-                self.unlink(e);
-                self.release(e);
+                self.unlink(nodes, e);
             }
-            return slot;
+            return e;
         }
     }
 
-    /// Turns the evicted entry `e` into the ghost of `key`; false if the index is full.
-    #[inline]
-    fn remember(&mut self, e: Slot, key: u64) -> bool {
-        let entry = &mut self.entries[e as usize];
-        let Some(ghost) = self.ghost_index.insert(key, entry.size) else {
-            return false;
-        };
-        self.ghost_index.nodes[ghost as usize].next = e;
-        entry.link = ghost;
-        entry.state = GHOST | IN_TEST;
-        true
-    }
-
-    fn map(&mut self, e: Slot, slot: Slot) {
-        if self.entry_of.len() <= slot as usize {
-            self.grow_entry_of(slot);
-        }
-        self.entry_of[slot as usize] = e;
-    }
-
+    /// The last ghost hit's key was never inserted here (refused, or inserted in another
+    /// class): its ghost goes back into the index, where later misses find it again, unless
+    /// the key is cached after all (then it is dropped without learning from it).
     #[cold]
-    fn grow_entry_of(&mut self, slot: Slot) {
-        self.entry_of.resize(slot as usize + 1, NIL);
+    fn restore_returning(&mut self, store: &mut Slab) {
+        let ghost = std::mem::replace(&mut self.returning, NIL);
+        let key = store.nodes[ghost as usize].key;
+        if store.find_hashed(key, store.hash(key)).is_none() {
+            store.reattach(ghost);
+        } else {
+            self.ghosts -= self.units_of(&store.nodes, ghost);
+            self.unlink(&mut store.nodes, ghost);
+            store.free_detached(ghost);
+        }
+    }
+
+    /// Takes the ghost at `slot` (still in the index) off the clock without learning from
+    /// it.
+    fn take_ghost(&mut self, store: &mut Slab, slot: Slot) {
+        self.ghosts -= self.units_of(&store.nodes, slot);
+        self.unlink(&mut store.nodes, slot);
+        store.forget(slot);
     }
 }
 
@@ -340,60 +320,89 @@ fn min_cold(units: Units) -> u64 {
 impl EvictionPolicy for ClockPro {
     #[inline]
     fn on_hit(&mut self, nodes: &mut [Node], slot: Slot) {
-        nodes[slot as usize].set_meta(REFERENCED);
+        let node = &mut nodes[slot as usize];
+        node.set_meta(node.meta() | REFERENCED);
+    }
+
+    fn on_ghost_hit(&mut self, store: &mut Slab, slot: Slot) {
+        self.settle(store);
+        if !store.nodes[slot as usize].is_ghost() {
+            // Dropped since the lookup read it: a plain miss.
+            return;
+        }
+        if self.returning != NIL {
+            self.restore_returning(store);
+        }
+        store.detach(slot);
+        self.returning = slot;
+    }
+
+    fn forget_ghost(&mut self, store: &mut Slab, slot: Slot) {
+        self.settle(store);
+        if store.nodes[slot as usize].is_ghost() {
+            self.take_ghost(store, slot);
+        }
     }
 
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
-        let (key, size) = (nodes[slot as usize].key, nodes[slot as usize].size);
-        nodes[slot as usize].set_meta(0);
+        if self.trim_due {
+            self.trim_due = false;
+            self.run_test(nodes);
+        }
+        let Node { key, size, .. } = nodes[slot as usize];
         let units = self.units.of_size(size);
-        if let Some(ghost) = self.ghost_index.find(key) {
-            // A ghost re-accessed in its test period: back as hot, and `m_c` grows.
-            let e = self.ghost_index.nodes[ghost as usize].next;
-            self.ghost_index.remove(ghost);
-            self.ghosts -= self.entry_units(e);
-            let entry = &mut self.entries[e as usize];
-            entry.size = size;
-            entry.link = slot;
-            self.map(e, slot);
-            self.cold += units;
-            self.promote(nodes, e);
+        let ghost = self.returning;
+        if ghost != NIL && nodes[ghost as usize].key == key {
+            // A ghost re-accessed in its test period: back as hot in its place on the clock
+            // (moved to the list head), and `m_c` grows.
+            self.ghosts -= self.units_of(nodes, ghost);
+            self.hot += units;
+            self.grow_cold_target(units);
+            nodes[slot as usize].set_meta(HOT);
+            self.unlink(nodes, ghost);
+            self.discard(nodes, ghost);
+            self.link_at_head(nodes, slot);
+            self.run_hot(nodes);
             return;
         }
-        let e = self.alloc(size, COLD | IN_TEST, slot);
-        self.map(e, slot);
+        nodes[slot as usize].set_meta(IN_TEST);
         self.cold += units;
-        self.link_at_head(e);
+        self.link_at_head(nodes, slot);
     }
 
     fn on_resize(&mut self, nodes: &mut [Node], slot: Slot, old_size: u32) {
-        let e = self.entry_of[slot as usize];
-        let size = nodes[slot as usize].size;
-        let (old, new) = (self.units.of_size(old_size), self.units.of_size(size));
-        let total = if self.status(e) == HOT {
+        let node = nodes[slot as usize];
+        let (old, new) = (self.units.of_size(old_size), self.units.of_size(node.size));
+        let total = if node.meta() & HOT != 0 {
             &mut self.hot
         } else {
             &mut self.cold
         };
         *total = *total - old + new;
-        self.entries[e as usize].size = size;
     }
 
     fn evict(&mut self, nodes: &mut [Node]) -> Slot {
+        if self.trim_due {
+            self.trim_due = false;
+            self.run_test(nodes);
+        }
         self.run_cold(nodes)
     }
 
-    fn on_remove(&mut self, _nodes: &mut [Node], slot: Slot) {
-        let e = self.entry_of[slot as usize];
-        self.entry_of[slot as usize] = NIL;
-        let units = self.entry_units(e);
-        if self.status(e) == HOT {
+    #[inline]
+    fn evict_in(&mut self, store: &mut Slab) -> Slot {
+        self.settle(store);
+        self.run_cold(&mut store.nodes)
+    }
+
+    fn on_remove(&mut self, nodes: &mut [Node], slot: Slot) {
+        let units = self.units_of(nodes, slot);
+        if nodes[slot as usize].meta() & HOT != 0 {
             self.hot -= units;
         } else {
             self.cold -= units;
         }
-        self.unlink(e);
-        self.release(e);
+        self.unlink(nodes, slot);
     }
 
     fn on_capacity(&mut self, capacity: Capacity) {
@@ -401,13 +410,8 @@ impl EvictionPolicy for ClockPro {
         self.cold_target = self
             .cold_target
             .clamp(min_cold(self.units), self.units.total.max(1));
-        self.run_test();
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * core::mem::size_of::<Entry>()
-            + self.ghost_index.heap_bytes()
-            + self.entry_of.capacity() * core::mem::size_of::<Slot>()
+        // HAND_test needs the nodes: the next clock move runs it first.
+        self.trim_due = self.ghosts > self.units.total;
     }
 }
 
@@ -415,21 +419,85 @@ impl EvictionPolicy for ClockPro {
 mod tests {
     use super::*;
     use crate::eviction::Harness;
+    use crate::{Algorithm, Cache};
+
+    const GHOST: u32 = 8;
 
     fn clockpro(objects: u64) -> Harness<ClockPro> {
         let capacity = Capacity::objects(objects);
         Harness::new(ClockPro::new(capacity), capacity)
     }
 
-    /// The clock status of `key`: a ghost through the ghost index, a cached object through
-    /// its cache slot.
+    /// The clock status of `key`: `GHOST`, `HOT`, or 0 (cold), with `IN_TEST`.
     fn status_of(h: &Harness<ClockPro>, key: u64) -> u32 {
+        let slot = h
+            .store
+            .find_hashed(key, h.store.hash(key))
+            .expect("key on the clock");
+        let node = h.store.nodes[slot as usize];
+        if node.holds_object() {
+            node.meta() & !REFERENCED
+        } else {
+            GHOST
+        }
+    }
+
+    /// Walks the clock from HAND_hot: (resident units, ghost units, ghost nodes), checking
+    /// the links both ways.
+    fn walk(h: &Harness<ClockPro>) -> (u64, u64, u64) {
         let p = &h.policy;
-        let e = match p.ghost_index.find(key) {
-            Some(ghost) => p.ghost_index.nodes[ghost as usize].next,
-            None => p.entry_of[h.store.find(key).expect("key on the clock") as usize],
-        };
-        p.status(e)
+        let nodes = &h.store.nodes;
+        let (mut resident, mut ghost_units, mut ghosts) = (0, 0, 0);
+        if p.hand_hot == NIL {
+            return (0, 0, 0);
+        }
+        let mut e = p.hand_hot;
+        loop {
+            let node = nodes[e as usize];
+            assert_eq!(nodes[node.next as usize].prev, e, "clock links");
+            if node.holds_object() {
+                resident += p.units.of_size(node.size);
+            } else {
+                ghost_units += p.units.of_size(node.size);
+                ghosts += 1;
+            }
+            e = node.next;
+            if e == p.hand_hot {
+                break;
+            }
+        }
+        (resident, ghost_units, ghosts)
+    }
+
+    /// Ghost nodes waiting in `dropped` or `detached` for `settle`.
+    fn pending(h: &Harness<ClockPro>) -> u64 {
+        let p = &h.policy;
+        let mut n = u64::from(p.detached != NIL);
+        let mut e = p.dropped;
+        while e != NIL {
+            n += 1;
+            e = h.store.nodes[e as usize].next;
+        }
+        n
+    }
+
+    fn check(h: &Harness<ClockPro>, objects: u64) {
+        let p = &h.policy;
+        let (resident, ghost_units, ghost_nodes) = walk(h);
+        assert!(p.ghosts <= objects);
+        assert_eq!(p.hot + p.cold, h.store.len());
+        assert_eq!(resident, h.store.len());
+        assert!(h.store.len() <= objects);
+        assert!(p.hot <= p.hot_limit() || p.cold == 0);
+        assert_eq!(
+            ghost_units, p.ghosts,
+            "the clock holds exactly the ghosts counted"
+        );
+        assert_eq!(
+            h.store.ghosts(),
+            ghost_nodes + pending(h),
+            "every ghost node is on the clock or waiting to be freed"
+        );
     }
 
     #[test]
@@ -450,21 +518,23 @@ mod tests {
     }
 
     #[test]
-    fn resident_objects_are_not_indexed() {
+    fn a_ghost_is_the_evicted_objects_own_node() {
         let mut h = clockpro(4);
         for k in 1..=4 {
             h.access(k, 1);
         }
-        assert_eq!(h.policy.ghost_index.len(), 0);
+        let slot = h.store.find(1).unwrap();
+        assert_eq!(h.store.ghosts(), 0);
         h.access(5, 1);
-        assert_eq!(h.policy.ghost_index.len(), 1, "only the evicted 1 is keyed");
+        assert_eq!(h.store.ghosts(), 1, "only the evicted 1 is a ghost");
+        assert_eq!(h.store.find(1), None, "a ghost is not cached");
+        assert_eq!(h.store.find_hashed(1, h.store.hash(1)), Some(slot));
         assert!(!h.access(1, 1));
-        // 1 is resident again and unkeyed; the object it displaced is the one ghost.
+        // 1 is resident again (hot); the object it displaced is the one ghost.
         assert_eq!(h.evicted, vec![1, 2]);
-        assert_eq!(h.policy.ghost_index.len(), 1);
-        assert!(h.policy.ghost_index.find(1).is_none());
-        assert_eq!(status_of(&h, 2), GHOST);
         assert_eq!(status_of(&h, 1), HOT);
+        assert_eq!(status_of(&h, 2), GHOST);
+        check(&h, 4);
     }
 
     #[test]
@@ -479,6 +549,7 @@ mod tests {
         assert!(!h.access(0, 1), "a miss: only its key was kept");
         assert_eq!(status_of(&h, 0), HOT);
         assert_eq!(h.policy.cold_target, before + 1);
+        check(&h, 100);
     }
 
     #[test]
@@ -489,18 +560,98 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             let key = (x >> 33) % 400;
             h.access(key, 1);
-            let p = &h.policy;
-            assert!(p.ghosts <= 50);
-            assert_eq!(p.hot + p.cold, h.store.len());
-            assert!(h.store.len() <= 50);
-            assert!(p.hot <= p.hot_limit() || p.cold == 0);
-            // Only ghosts are keyed: the index holds exactly the ghosts' units.
-            let ghost_units: u64 = p
-                .ghost_index
-                .slots()
-                .map(|g| p.entry_units(p.ghost_index.nodes[g as usize].next))
-                .sum();
-            assert_eq!(ghost_units, p.ghosts);
+            check(&h, 50);
         }
+        assert!(h.store.ghosts() > 0);
+    }
+
+    #[test]
+    fn sized_objects_keep_the_invariants() {
+        let capacity = Capacity::bytes(5_000);
+        let mut h = Harness::new(ClockPro::new(capacity), capacity);
+        let mut x = 11u64;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let key = (x >> 33) % 300;
+            h.access(key, 1 + (key * 37 % 400) as u32);
+            let (resident, ghost_units, _) = walk(&h);
+            assert_eq!(resident, h.store.bytes());
+            assert_eq!(ghost_units, h.policy.ghosts);
+            assert!(h.policy.ghosts <= 5_000);
+        }
+    }
+
+    /// A ghost whose key misses but is not inserted (too large for the cache now) is
+    /// detached from the index for that insert; the next ghost hit puts it back, so a later
+    /// miss of its key still finds it.
+    #[test]
+    fn a_ghost_hit_without_its_insert_stays_a_ghost() {
+        let capacity = Capacity::bytes(10);
+        let mut h = Harness::new(ClockPro::new(capacity), capacity);
+        for k in 0..10 {
+            h.access(k, 1);
+        }
+        h.access(10, 1);
+        h.access(11, 1);
+        assert_eq!(h.evicted, vec![0, 1]);
+        // Key 0 comes back too large: its ghost is found, the insert refused.
+        assert!(!h.access(0, 11));
+        assert_eq!(h.store.find_hashed(0, h.store.hash(0)), None, "detached");
+        let returning = h.policy.returning;
+        assert_ne!(returning, NIL);
+        assert_eq!(h.store.nodes[returning as usize].key, 0);
+        // Key 1's ghost hit puts 0's back; 1 is revived.
+        assert!(!h.access(1, 1));
+        assert_eq!(status_of(&h, 1), HOT);
+        assert_eq!(status_of(&h, 0), GHOST);
+        check(&h, 10);
+        // And 0 still returns hot, as a ghost hit.
+        let before = h.policy.cold_target;
+        assert!(!h.access(0, 1));
+        assert_eq!(status_of(&h, 0), HOT);
+        assert!(h.policy.cold_target > before);
+        check(&h, 10);
+    }
+
+    /// A cut of the capacity leaves more ghosts than the cache: HAND_test drops them before
+    /// the next clock move, and a lookup of a dropped ghost is a plain miss.
+    #[test]
+    fn a_capacity_cut_drops_ghosts_before_they_are_read() {
+        let mut h = clockpro(40);
+        let mut x = 3u64;
+        for _ in 0..5_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            h.access((x >> 33) % 200, 1);
+        }
+        assert!(h.policy.ghosts > 10, "{}", h.policy.ghosts);
+        let small = Capacity::objects(10);
+        h.capacity = small;
+        h.policy.on_capacity(small);
+        assert!(h.policy.trim_due);
+        while h.store.len() > 10 {
+            assert!(h.evict_one());
+        }
+        assert!(h.policy.ghosts <= 10);
+        for _ in 0..2_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            h.access((x >> 33) % 200, 1);
+            check(&h, 10);
+        }
+    }
+
+    #[test]
+    fn ghosts_are_never_reported_as_cached() {
+        let mut cache = Cache::new(Algorithm::ClockPro, Capacity::objects(4));
+        for key in 0..12u64 {
+            cache.access(key, 1);
+        }
+        assert_eq!(cache.len(), 4);
+        assert!(cache.ghosts() > 0);
+        for key in 0..8u64 {
+            assert!(!cache.contains(key), "{key}");
+            assert_eq!(cache.object_size(key), None);
+            assert!(!cache.remove(key), "a ghost is not removable");
+        }
+        assert_eq!(cache.iter().count(), 4);
     }
 }
