@@ -46,6 +46,11 @@ impl AnyCache {
         each!(self, c => c.set_packing(packing))
     }
 
+    /// See [`Cache::reserve`].
+    pub fn reserve(&mut self, nodes: u64) {
+        each!(self, c => c.reserve(nodes))
+    }
+
     /// See [`Cache::set_admission`].
     pub fn set_admission(&mut self, admission: Option<crate::Admission>) {
         each!(self, c => c.set_admission(admission))

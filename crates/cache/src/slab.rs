@@ -133,6 +133,10 @@ impl Node {
 /// Fixed seed: results must not depend on the run (replays are reproducible bit for bit).
 const HASH_SEED: u64 = 0x6d61_6e74_6c65_6361;
 
+/// Most nodes [`Slab::reserve`] sizes the index for: 2^17 (a 512 KiB bucket array with the
+/// fast packing, within a core's L2).
+pub(crate) const PRESIZED_INDEX_MAX: usize = 1 << 17;
+
 /// Smallest bucket array.
 const MIN_BUCKETS: usize = 16;
 
@@ -435,6 +439,27 @@ impl Slab {
         }
     }
 
+    /// Makes room for `nodes` nodes (objects and ghosts) up front, for a host that knows a
+    /// bound on them before the first insert (a replay of a trace of known length): growing
+    /// by eighths to a population copies the node array about eight times over and rehashes
+    /// the index at every doubling, a fixed cost that weighs on a short replay.
+    ///
+    /// The node array only reserves address space (a page is touched when a node on it is
+    /// first used, so a bound far above the population costs no memory; a failed
+    /// reservation is ignored and growth goes on as before). The index is sized for at most
+    /// [`PRESIZED_INDEX_MAX`] nodes: a bound can be far above the population, and an index
+    /// sparser than its objects spreads every lookup over more cache lines; growth past that
+    /// is paid for by at least as many inserts.
+    pub fn reserve(&mut self, nodes: usize) {
+        let nodes = nodes.min(MAX_OBJECTS);
+        let _ = self
+            .nodes
+            .try_reserve_exact(nodes.saturating_sub(self.nodes.len()));
+        while self.grow_at < nodes.min(PRESIZED_INDEX_MAX) {
+            self.grow_index();
+        }
+    }
+
     /// Changes the recorded size of a stored object.
     pub fn resize(&mut self, slot: Slot, size: u32) {
         let node = &mut self.nodes[slot as usize];
@@ -626,5 +651,38 @@ mod tests {
             let slot = store.find(k).unwrap();
             assert_eq!(store.nodes[slot as usize].meta(), (k as u32) & META_MAX);
         }
+    }
+
+    #[test]
+    fn a_reserved_slab_neither_moves_nor_rehashes_up_to_its_bound() {
+        let mut store = Slab::new();
+        store.reserve(50_000);
+        let (capacity, buckets) = (store.nodes.capacity(), store.bucket_count());
+        assert!(capacity >= 50_000);
+        assert_eq!(
+            buckets,
+            1 << 16,
+            "the fast packing's 1 to 2 buckets per node"
+        );
+        let first = store.nodes.as_ptr();
+        for key in 0..50_000u64 {
+            store.insert(key * 7, 1).unwrap();
+        }
+        assert_eq!(store.nodes.as_ptr(), first, "no reallocation");
+        assert_eq!(store.bucket_count(), buckets, "no index growth");
+        assert!((0..50_000u64).all(|key| store.find(key * 7).is_some()));
+        // Past the bound it grows as an unreserved slab does.
+        store.insert(1, 1).unwrap();
+        assert!(store.nodes.capacity() > capacity);
+    }
+
+    #[test]
+    fn a_bound_far_above_the_population_sizes_the_index_for_at_most_2_to_the_17() {
+        let mut store = Slab::new();
+        store.reserve(1 << 20);
+        assert_eq!(store.bucket_count(), PRESIZED_INDEX_MAX);
+        let mut grown = Slab::new();
+        grown.reserve(10);
+        assert_eq!(grown.bucket_count(), MIN_BUCKETS);
     }
 }

@@ -378,6 +378,7 @@ fn run_setup(
         },
         // The policy's per-request hooks, as in `mantle replay --policy`.
         hooks,
+        objects_bound: None,
     };
     let mut signals = match cancelled {
         Some(flag) => Signals::watching(flag),

@@ -272,14 +272,15 @@ fn replay_one(
         bail!("{}: per-request hooks run without classes", setup.label);
     }
     // A policy's per-request hooks decide admission and victims, as in `mantle replay`.
+    let mut reader = trace::Batched::new(open()?);
     let config = ReplayConfig {
         algorithm: setup.algorithm,
         capacity: setup.capacity,
         max_capacity: setup.max_capacity,
         hooks,
+        objects_bound: reader.requests_bound(),
         ..config.clone()
     };
-    let mut reader = trace::Batched::new(open()?);
     crate::replay(
         &config,
         controller.as_mut().map(|c| c as &mut dyn crate::Controller),

@@ -94,6 +94,11 @@ pub struct ReplayConfig {
     /// Per-request hooks of a policy (`admit`, `priority`, ...): the cache is scripted, its
     /// fallback `algorithm` LRU. Not combined with `classes`.
     pub hooks: Option<HookSource>,
+    /// A bound on the distinct objects the requests can name, known before the first one
+    /// (a fixed-record trace's length, [`trace::TraceReader::requests_bound`]): the cache's
+    /// slab and index are sized for it up front instead of growing on the way
+    /// ([`Cache::reserve`]). `None`: they grow.
+    pub objects_bound: Option<u64>,
 }
 
 impl Default for ReplayConfig {
@@ -111,6 +116,7 @@ impl Default for ReplayConfig {
             admission: None,
             future: None,
             hooks: None,
+            objects_bound: None,
         }
     }
 }
@@ -301,11 +307,17 @@ pub fn replay_batches<E>(
     if let Some(hooks) = &config.hooks {
         let mut cache = Cache::with_hooks(capacity, hooks.make());
         cache.set_admission(config.admission.clone());
+        if let Some(bound) = config.objects_bound {
+            cache.reserve(bound);
+        }
         return run(config, controller, fill, cache);
     }
     // The one run-time choice of layer; each runs a loop compiled for it.
     let mut cache = AnyCache::new(config.algorithm, capacity, config.classes.clone());
     cache.set_admission(config.admission.clone());
+    if let Some(bound) = config.objects_bound {
+        cache.reserve(bound);
+    }
     match cache {
         AnyCache::Plain(cache) => run(config, controller, fill, cache),
         AnyCache::Classed(cache) => run(config, controller, fill, cache),

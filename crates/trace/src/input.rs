@@ -55,6 +55,13 @@ impl Input {
         self.progress.get()
     }
 
+    /// How many `record`-byte records the file holds at most, when its size says so: only
+    /// for a file read as it is (a decompressed size is unknown up front).
+    pub(crate) fn records_bound(&self, record: usize) -> Option<u64> {
+        let (_, total) = self.progress.get();
+        (!self.decompressed).then(|| total / record as u64)
+    }
+
     /// Moves unread bytes to the front and reads more after them; sets `eof` when the stream
     /// has nothing more.
     fn refill(&mut self) -> Result<(), TraceError> {

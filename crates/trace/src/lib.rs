@@ -57,6 +57,13 @@ pub trait TraceReader: Send {
         true
     }
 
+    /// At most how many requests the trace holds, when the reader knows it before reading
+    /// them (fixed-size records in an uncompressed file: the file's size over the record's);
+    /// also a bound on the distinct objects, which a replay sizes its cache's index for.
+    fn requests_bound(&self) -> Option<u64> {
+        None
+    }
+
     /// Appends up to `max` requests to `out`; fewer only at the end of the trace. One call
     /// through `dyn TraceReader` then reads a whole batch with static calls, which is what
     /// [`Batched`] uses to take the per-request indirection off the replay's hot loop.
@@ -86,6 +93,10 @@ impl<R: TraceReader + ?Sized> TraceReader for Box<R> {
 
     fn has_timestamps(&self) -> bool {
         (**self).has_timestamps()
+    }
+
+    fn requests_bound(&self) -> Option<u64> {
+        (**self).requests_bound()
     }
 }
 
@@ -132,6 +143,11 @@ impl<R: TraceReader> Batched<R> {
     /// The wrapped reader's [`TraceReader::has_timestamps`].
     pub fn has_timestamps(&self) -> bool {
         self.reader.has_timestamps()
+    }
+
+    /// The wrapped reader's [`TraceReader::requests_bound`].
+    pub fn requests_bound(&self) -> Option<u64> {
+        self.reader.requests_bound()
     }
 }
 

@@ -105,6 +105,7 @@ pub fn run(args: Args) -> Result<()> {
         admission: args.admission.clone(),
         future,
         hooks,
+        objects_bound: reader.requests_bound(),
     };
     let label = format!("replay {}", super::progress::file_label(path));
     let show = Show::from_flags(args.quiet, args.progress);

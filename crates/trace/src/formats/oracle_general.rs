@@ -71,6 +71,10 @@ impl TraceReader for OracleGeneralReader {
     fn progress(&self) -> Option<(u64, u64)> {
         Some(self.input.progress())
     }
+
+    fn requests_bound(&self) -> Option<u64> {
+        self.input.records_bound(RECORD)
+    }
 }
 
 #[cfg(test)]
@@ -132,5 +136,31 @@ mod tests {
             }
             assert_eq!(single.len(), (0..30_000).filter(|i| i % 7 != 3).count());
         }
+    }
+
+    /// The file's size over the record size bounds the requests (records of size 0 are
+    /// skipped, so it is a bound, not a count); a compressed file's is unknown up front.
+    #[test]
+    fn the_file_size_bounds_the_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut data = Vec::new();
+        for i in 0..1_000u64 {
+            data.extend(record(i as u32, i % 300, (i % 5) as u32));
+        }
+        let plain = dir.path().join("t.oracleGeneral.bin");
+        std::fs::write(&plain, &data).unwrap();
+        let packed = dir.path().join("t.oracleGeneral.bin.zst");
+        std::fs::write(&packed, zstd::encode_all(&data[..], 1).unwrap()).unwrap();
+        let open = |p: &std::path::Path| {
+            crate::open(p, Some(Format::OracleGeneral), &ReadOptions::default()).unwrap()
+        };
+        let mut reader = open(&plain);
+        assert_eq!(reader.requests_bound(), Some(1_000));
+        let mut n = 0;
+        while reader.next_request().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 800, "size-0 records are skipped");
+        assert_eq!(open(&packed).requests_bound(), None);
     }
 }
