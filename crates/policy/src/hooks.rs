@@ -20,6 +20,9 @@
 //! it could reach without a call instruction runs only as a metamethod, which needs a
 //! metatable set from Lua: once the file's code has called `setmetatable`, every hook runs
 //! under the count hook again.
+//!
+//! A `priority` hook that only returns fields and user numbers of `obj` is not called: its
+//! results are read from the host's record ([`crate::projection`]).
 
 use std::cell::Cell;
 use std::ffi::{c_int, CStr};
@@ -39,6 +42,7 @@ use crate::host::HostShared;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::program::{describe, install_host_functions, HOOKS};
+use crate::projection::{projection_of, Projection, Source};
 use crate::series::NoSeries;
 use crate::series_object::SeriesSlot;
 use crate::value::Params;
@@ -77,6 +81,9 @@ pub struct ScriptHooks {
     bound: Box<[Bound; 1 + MAX_QUEUES]>,
     /// Which hooks (by index) are straight-line code.
     straight: [bool; 6],
+    /// `priority`'s results when it only returns fields of `obj` ([`crate::projection`]):
+    /// read from the host's record without a call.
+    projection: Option<Projection>,
     /// Set once the file's code has called `setmetatable` (at its top level or in a hook):
     /// from then on a metamethod may run Lua code that no call instruction shows.
     metatables: Arc<AtomicBool>,
@@ -272,8 +279,9 @@ impl ScriptHooks {
         }
         let pins = Pins::push(&lua, functions, tables, names).map_err(setup)?;
         let state = RawState(lua.exec_raw_lua(|raw| raw.state()));
-        // SAFETY: pushes one pinned value and pops it again; reads the state's hook.
-        let (straight, count_hook) = unsafe {
+        // SAFETY: pushes one pinned value at a time and pops it again (the dump writer only
+        // reads the function); reads the state's hook.
+        let (straight, count_hook, projection) = unsafe {
             let l = state.0;
             let straight = pins.functions.map(|at| {
                 ffi::lua_pushvalue(l, at);
@@ -286,7 +294,11 @@ impl ScriptHooks {
                 mask: ffi::lua_gethookmask(l),
                 count: ffi::lua_gethookcount(l),
             };
-            (straight, count_hook)
+            ffi::lua_pushvalue(l, pins.functions[PRIORITY]);
+            let dump = crate::straight_line::dump_of(l);
+            ffi::lua_pop(l, 1);
+            let projection = dump.and_then(|d| projection_of(&d, &FIELDS, USER_NUMBERS));
+            (straight, count_hook, projection)
         };
         let defined = HookSet {
             admit: functions[ADMIT] != 0,
@@ -306,6 +318,7 @@ impl ScriptHooks {
             stored,
             bound,
             straight,
+            projection,
             metatables,
             count_hook,
             lifted: Cell::new(false),
@@ -423,6 +436,73 @@ impl ScriptHooks {
             read,
         )
     }
+}
+
+impl ScriptHooks {
+    /// The placement a projection `priority` hook would give `obj`, read from `obj` itself
+    /// (`None`: run the hook, as the file has `rawset` a user number into `obj`'s table, which
+    /// the hook would then read instead).
+    fn project(
+        &self,
+        projection: Projection,
+        obj: &HookObject,
+    ) -> Option<Result<Placement, String>> {
+        // As the Lua path reads its results: an integral number as an integer.
+        let priority = match self.read(projection.first, obj)? {
+            Number::Integer(i) => i as f64,
+            Number::Float(x) => exact_integer(x).map_or(x, |i| i as f64),
+        };
+        let queue = match projection.second {
+            None => None,
+            Some(source) => Some(match self.read(source, obj)? {
+                Number::Integer(i) => Some(i),
+                Number::Float(x) => exact_integer(x),
+            }),
+        };
+        Some(placement(priority, queue))
+    }
+
+    /// What the hook's `obj.FIELD` or `obj[i]` reads for `obj`.
+    fn read(&self, source: Source, obj: &HookObject) -> Option<Number> {
+        Some(match source {
+            Source::Field(field) => Number::Integer(field_value(obj, field)),
+            Source::User(i) => {
+                let l = self.state.0;
+                // SAFETY: a raw read runs no metamethod and cannot raise; one push within the
+                // space checked for, popped again.
+                let raw = unsafe {
+                    if ffi::lua_checkstack(l, 1) == 0 {
+                        return None;
+                    }
+                    let kind = ffi::lua_rawgeti(l, self.pins.obj, i as ffi::lua_Integer + 1);
+                    ffi::lua_pop(l, 1);
+                    kind
+                };
+                if raw != ffi::LUA_TNIL {
+                    return None;
+                }
+                Number::Float(obj.user[i])
+            }
+        })
+    }
+}
+
+/// A number a projection reads: the host's fields are integers, user numbers floats (as the
+/// table's metatable pushes them).
+enum Number {
+    Integer(i64),
+    Float(f64),
+}
+
+/// Field `field` (an index into [`FIELDS`]) of `obj`, as a hook reads it.
+fn field_value(obj: &HookObject, field: usize) -> i64 {
+    [
+        obj.id as i64,
+        obj.size.into(),
+        obj.hits as i64,
+        obj.last_access as i64,
+        obj.inserted as i64,
+    ][field]
 }
 
 /// The budget's count hook of a state, to set again after lifting it.
@@ -585,6 +665,34 @@ unsafe fn type_name(l: *mut ffi::lua_State, index: i32) -> String {
     CStr::from_ptr(name).to_string_lossy().into_owned()
 }
 
+/// A `priority` hook's results checked: the priority (not NaN) and the queue (absent: the
+/// first; else an integer 1..=[`MAX_QUEUES`], `Some(None)` when it is not an integer).
+fn placement(priority: f64, queue: Option<Option<i64>>) -> Result<Placement, String> {
+    if priority.is_nan() {
+        return Err("priority() must return a number, not NaN".to_string());
+    }
+    let queue = match queue {
+        None => 1,
+        Some(Some(q)) if (1..=MAX_QUEUES as i64).contains(&q) => q,
+        Some(_) => {
+            return Err(format!(
+                "priority()'s second result must be a queue number 1..{MAX_QUEUES}"
+            ))
+        }
+    };
+    Ok(Placement {
+        priority,
+        queue: (queue - 1) as u8,
+    })
+}
+
+/// A float as `lua_tointegerx` converts it: when it has an exact integer value.
+fn exact_integer(x: f64) -> Option<i64> {
+    // 2^63 as a float; `i64::MIN` is -2^63 exactly.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    (x.floor() == x && (-LIMIT..LIMIT).contains(&x)).then_some(x as i64)
+}
+
 impl ObjectHooks for ScriptHooks {
     fn defined(&self) -> HookSet {
         self.defined
@@ -615,6 +723,14 @@ impl ObjectHooks for ScriptHooks {
     }
 
     fn priority(&mut self, obj: &mut HookObject) -> Result<Placement, HookFailure> {
+        if let Some(projection) = self.projection {
+            if let Some(placed) = self.project(projection, obj) {
+                return placed.map_err(|bad| HookFailure {
+                    hook: HOOKS[PRIORITY],
+                    message: format!("bad result: {bad}"),
+                });
+            }
+        }
         self.call_one(PRIORITY, obj, 2, |l, top| unsafe {
             let mut ok = 0;
             let priority = match ffi::lua_type(l, top + 1) {
@@ -629,25 +745,14 @@ impl ObjectHooks for ScriptHooks {
                     return Err(format!("priority() must return a number, not a {what}"));
                 }
             };
-            if priority.is_nan() {
-                return Err("priority() must return a number, not NaN".to_string());
-            }
             let queue = match ffi::lua_type(l, top + 2) {
-                ffi::LUA_TNIL => 1,
+                ffi::LUA_TNIL => None,
                 _ => {
                     let q = ffi::lua_tointegerx(l, top + 2, &mut ok);
-                    if ok == 0 || !(1..=MAX_QUEUES as i64).contains(&q) {
-                        return Err(format!(
-                            "priority()'s second result must be a queue number 1..{MAX_QUEUES}"
-                        ));
-                    }
-                    q
+                    Some((ok != 0).then_some(q))
                 }
             };
-            Ok(Placement {
-                priority,
-                queue: (queue - 1) as u8,
-            })
+            placement(priority, queue)
         })
     }
 

@@ -21,6 +21,7 @@ mod limits;
 mod metrics;
 mod pattern;
 mod program;
+mod projection;
 mod sandbox;
 mod series;
 mod series_object;

@@ -23,15 +23,21 @@ use crate::limits::Limits;
 /// # Safety
 /// `l` is a valid state with a value on top of its stack; the stack is left as it was.
 pub(crate) unsafe fn is_straight_line(l: *mut ffi::lua_State) -> bool {
+    dump_of(l).is_some_and(|dump| function_of(&dump).is_some_and(|f| runs_once_through(&f.code)))
+}
+
+/// The stripped binary dump of the Lua function on top of `l`'s stack (`None` for a C
+/// function or anything else).
+///
+/// # Safety
+/// `l` is a valid state with a value on top of its stack; the stack is left as it was.
+pub(crate) unsafe fn dump_of(l: *mut ffi::lua_State) -> Option<Vec<u8>> {
     if ffi::lua_type(l, -1) != ffi::LUA_TFUNCTION || ffi::lua_iscfunction(l, -1) != 0 {
-        return false;
+        return None;
     }
     let mut dump: Vec<u8> = Vec::new();
     let data = &mut dump as *mut Vec<u8> as *mut c_void;
-    if ffi::lua_dump(l, append, data, 1) != 0 {
-        return false;
-    }
-    code_of(&dump).is_some_and(|code| runs_once_through(&code))
+    (ffi::lua_dump(l, append, data, 1) == 0).then_some(dump)
 }
 
 /// `lua_dump`'s writer: appends to the `Vec<u8>` at `data`.
@@ -70,8 +76,18 @@ fn runs_once_through(code: &[u32]) -> bool {
         })
 }
 
-/// The instructions of the top-level function of a stripped Lua 5.4 dump.
-fn code_of(dump: &[u8]) -> Option<Vec<u32>> {
+/// The top-level function of a stripped Lua 5.4 dump, as far as the readers here need it.
+pub(crate) struct Function<'a> {
+    /// Fixed parameters, and whether it takes `...` too.
+    pub(crate) params: u8,
+    pub(crate) vararg: bool,
+    pub(crate) code: Vec<u32>,
+    /// The dump after the code: its constants first (`ldump.c`'s `dumpConstants`).
+    pub(crate) rest: &'a [u8],
+}
+
+/// The top-level function of a stripped Lua 5.4 dump.
+pub(crate) fn function_of(dump: &[u8]) -> Option<Function<'_>> {
     // Signature, version 5.4, official format, the conversion check bytes, and the sizes of
     // an instruction (4), an integer and a float (8 each); then a check integer and float.
     const HEADER: &[u8] = b"\x1bLua\x54\x00\x19\x93\r\n\x1a\n\x04\x08\x08";
@@ -81,20 +97,31 @@ fn code_of(dump: &[u8]) -> Option<Vec<u32>> {
     at = at.get(source.saturating_sub(1)..)?; // 0: none; else length + 1
     varint(&mut at)?; // line defined
     varint(&mut at)?; // last line defined
-    at = at.get(3..)?; // parameters, vararg flag, stack size
+    let (&[params, vararg, _stack], rest) = at.split_first_chunk::<3>()?;
+    at = rest;
     let n = varint(&mut at)?;
     let bytes = at.get(..n.checked_mul(4)?)?;
-    Some(
-        bytes
-            .chunks_exact(4)
-            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-    )
+    let code = bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Some(Function {
+        params,
+        vararg: vararg != 0,
+        code,
+        rest: &at[bytes.len()..],
+    })
+}
+
+/// The instructions of the top-level function of a stripped Lua 5.4 dump.
+#[cfg(test)]
+fn code_of(dump: &[u8]) -> Option<Vec<u32>> {
+    function_of(dump).map(|f| f.code)
 }
 
 /// A size as `ldump.c`'s `dumpSize` writes it: 7 bits a byte, most significant first, the
 /// last byte marked with 0x80.
-fn varint(at: &mut &[u8]) -> Option<usize> {
+pub(crate) fn varint(at: &mut &[u8]) -> Option<usize> {
     let mut x: usize = 0;
     loop {
         let (&b, rest) = at.split_first()?;

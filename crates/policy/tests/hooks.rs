@@ -438,3 +438,71 @@ fn fields_named_only_in_comments_are_not_stored_but_still_answered() {
         "{failure}"
     );
 }
+
+/// A `priority` that only returns fields of `obj` or its user numbers is read by the host
+/// without running the VM: the same decisions and the same failures as a hook that computes
+/// the same numbers (`+ 0` makes the VM run it).
+#[test]
+fn projection_priorities_decide_and_fail_as_run_hooks() {
+    let trace = trace();
+    let decide = |source: &str| {
+        let hooks = hooks_of(source, &Params::new(), &Limits::default());
+        let mut cache = Cache::with_hooks(Capacity::objects(40), Box::new(hooks));
+        let got = hits(&mut cache, &trace);
+        (got, cache.hook_failure().map(|f| f.to_string()))
+    };
+    for (read, run) in [
+        // LFU by a counter; LRU and ARC's shapes; a user number set once.
+        (
+            "function on_hit(o) o[1] = o[1] + 1 end\nfunction priority(o) return o[1] end",
+            "function on_hit(o) o[1] = o[1] + 1 end\nfunction priority(o) return o[1] + 0 end",
+        ),
+        (
+            "function priority(o) return o.hits end",
+            "function priority(o) return o.hits + 0 end",
+        ),
+        (
+            "function on_insert(o) o[2] = o.id % 2 + 1 end\n\
+             function priority(o) return o.last_access, o[2] end",
+            "function on_insert(o) o[2] = o.id % 2 + 1 end\n\
+             function priority(o) return o.last_access, o[2] + 0 end",
+        ),
+        // A float user number as an integer priority; a queue given as 2.0.
+        (
+            "function on_insert(o) o[1] = o.id / 4 o[2] = 2.0 end\n\
+             function priority(o) return o[1], o[2] end",
+            "function on_insert(o) o[1] = o.id / 4 o[2] = 2.0 end\n\
+             function priority(o) return o[1] + 0, o[2] + 0 end",
+        ),
+        // A user number put into the reused table with `rawset` is what the hook reads.
+        (
+            "function on_insert(o) rawset(o, 1, o.inserted) end\n\
+             function priority(o) return o[1] end",
+            "function on_insert(o) rawset(o, 1, o.inserted) end\n\
+             function priority(o) return o[1] + 0 end",
+        ),
+        // The same failures: NaN, a queue out of range (the user numbers start at 0), a
+        // queue that is not an integer.
+        (
+            "function on_hit(o) o[1] = 0/0 end\nfunction priority(o) return o[1] end",
+            "function on_hit(o) o[1] = 0/0 end\nfunction priority(o) return o[1] + 0 end",
+        ),
+        (
+            "function priority(o) return o.size, o[3] end",
+            "function priority(o) return o.size, o[3] + 0 end",
+        ),
+        (
+            "function on_insert(o) o[3] = 1.5 end\nfunction priority(o) return o.size, o[3] end",
+            "function on_insert(o) o[3] = 1.5 end\nfunction priority(o) return o.size, o[3] + 0 end",
+        ),
+    ] {
+        assert_eq!(decide(read), decide(run), "{read}");
+    }
+    let (_, failure) =
+        decide("function on_hit(o) o[1] = 0/0 end\nfunction priority(o) return o[1] end");
+    assert!(failure
+        .unwrap()
+        .contains("priority(): bad result: priority() must return a number, not NaN"));
+    let (_, failure) = decide("function priority(o) return o.size, o[3] end");
+    assert!(failure.unwrap().contains("queue number 1..4"));
+}
