@@ -106,20 +106,23 @@ impl Decoder {
             if buf.is_empty() {
                 return Ok(false);
             }
-            let complete = if buf[0] == b'*' {
+            if buf[0] == b'*' && self.expected.is_none() {
                 // A whole request of plain headers (nearly every request) is read in one
                 // pass; anything else, from its first byte again, by the careful scanner.
-                let whole = match self.expected {
-                    None => scan_whole(buf, &self.limits, &mut self.spans),
-                    Some(_) => None,
-                };
-                match whole {
-                    Some(end) => Some(end),
-                    None => {
-                        self.spans.clear();
-                        self.scan_multibulk(buf)?
-                    }
+                if let Some(end) = scan_whole(buf, &self.limits, &mut self.spans) {
+                    let request = buf.split_to(end).freeze();
+                    args.extend(
+                        self.spans
+                            .iter()
+                            .map(|&(start, len)| request.slice(start..start + len)),
+                    );
+                    self.spans.clear();
+                    return Ok(true);
                 }
+                self.spans.clear();
+            }
+            let complete = if buf[0] == b'*' {
+                self.scan_multibulk(buf)?
             } else {
                 self.scan_inline(buf)?
             };
@@ -261,7 +264,7 @@ impl Decoder {
 /// its length is returned. `None` for anything else (incomplete, malformed, `*0`, over a
 /// limit), which the careful scanner then reads from the start, finding the same requests
 /// and the same errors; so this adds no behaviour, only a shorter way for the common case.
-#[inline]
+#[inline(always)]
 fn scan_whole(buf: &[u8], limits: &Limits, spans: &mut Vec<(usize, usize)>) -> Option<usize> {
     let (count, mut pos) = plain_header(buf, 0)?;
     if count == 0 || count as u64 > limits.max_args as u64 {
@@ -289,22 +292,24 @@ fn scan_whole(buf: &[u8], limits: &Limits, spans: &mut Vec<(usize, usize)>) -> O
 /// The common header, `<kind><digits>\r\n` with at most 18 digits and all of it buffered, read
 /// in one pass; `None` for anything else (a sign, a missing byte, a malformed line), which
 /// [`Decoder::header`] then reads carefully. Every request has one header per argument.
-#[inline]
+#[inline(always)]
 fn plain_header(buf: &[u8], at: usize) -> Option<(i64, usize)> {
     let digits = buf.get(at + 1..)?;
     let mut value: i64 = 0;
-    for (i, &b) in digits.iter().take(19).enumerate() {
-        let digit = b.wrapping_sub(b'0');
-        if digit < 10 {
-            value = value * 10 + i64::from(digit);
-            continue;
+    let mut i = 0;
+    while i < digits.len() && i <= 18 {
+        let digit = digits[i].wrapping_sub(b'0');
+        if digit >= 10 {
+            break;
         }
-        if i == 0 || i > 18 || b != b'\r' || digits.get(i + 1) != Some(&b'\n') {
-            return None;
-        }
-        return Some((value, at + 1 + i + 2));
+        // Wrapping: a 19th digit makes the header not plain, whatever the value became.
+        value = value.wrapping_mul(10).wrapping_add(i64::from(digit));
+        i += 1;
     }
-    None
+    if i == 0 || i > 18 || digits.get(i..i + 2) != Some(b"\r\n") {
+        return None;
+    }
+    Some((value, at + 1 + i + 2))
 }
 
 fn error(message: &str, offset: usize) -> ProtocolError {
