@@ -3,6 +3,7 @@
 //! its own slot with two relaxed stores (its command's row and when it ran); the list's
 //! lock is taken only on connect, disconnect and `CLIENT LIST`.
 
+use crate::stamp::Stamp;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -17,6 +18,8 @@ pub struct ClientSlot {
     pub id: u64,
     pub peer: Option<SocketAddr>,
     connected: Instant,
+    /// `connected` on the requests' clock.
+    connected_stamp: Stamp,
     name: Mutex<Option<Bytes>>,
     /// The row of the last command run (`usize::MAX`: none yet).
     last_row: AtomicUsize,
@@ -28,10 +31,10 @@ pub struct ClientSlot {
 
 impl ClientSlot {
     #[inline]
-    pub fn ran(&self, row: usize, at: Instant, resp: u8) {
+    pub fn ran(&self, row: usize, at: Stamp, resp: u8) {
         self.last_row.store(row, Ordering::Relaxed);
         self.resp.store(resp, Ordering::Relaxed);
-        let ms = at.saturating_duration_since(self.connected).as_millis() as u64;
+        let ms = at.nanos_since(self.connected_stamp) / 1_000_000;
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
@@ -105,6 +108,7 @@ impl ClientList {
             id,
             peer,
             connected: Instant::now(),
+            connected_stamp: Stamp::now(),
             name: Mutex::new(None),
             last_row: AtomicUsize::new(usize::MAX),
             last_ms: AtomicU64::new(0),
@@ -137,7 +141,7 @@ mod tests {
         assert_eq!(list.slots().len(), 2);
         slot.set_name(Some(Bytes::from_static(b"worker")));
         assert_eq!(slot.last_row(), None);
-        slot.ran(11, Instant::now(), 2);
+        slot.ran(11, Stamp::now(), 2);
         assert_eq!(slot.last_row(), Some(11));
         let line = slot.line(local, 2, "get");
         assert!(

@@ -4,6 +4,7 @@
 use crate::config::Config;
 use crate::db::Db;
 use crate::frame::{Frame, Protocol};
+use crate::stamp::Stamp;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -159,10 +160,10 @@ impl Instance {
     /// Records a command that ran from `started` until now: its latency, the slow log, the
     /// client's last command. A few atomic operations; the slow log locks only when slow.
     #[inline]
-    pub fn ran(&self, row: usize, started: Instant, args: &[bytes::Bytes], session: &Session) {
-        let elapsed = started.elapsed();
-        self.db.metrics().commands.record(row, elapsed, 1);
-        let us = elapsed.as_micros().min(u128::from(u64::MAX)) as u64;
+    pub fn ran(&self, row: usize, started: Stamp, args: &[bytes::Bytes], session: &Session) {
+        let ns = Stamp::now().nanos_since(started);
+        self.db.metrics().commands.record_ns(row, ns, 1);
+        let us = ns / 1000;
         if self.slowlog.is_slow(us) {
             self.slowlog
                 .push(us, args, session.peer, session.name.as_ref());
@@ -175,14 +176,14 @@ impl Instance {
     pub fn ran_writes(
         &self,
         row: usize,
-        started: Instant,
+        started: Stamp,
         pairs: &[(bytes::Bytes, bytes::Bytes)],
         session: &Session,
     ) {
-        let elapsed = started.elapsed();
+        let ns = Stamp::now().nanos_since(started);
         let n = pairs.len().max(1) as u64;
-        self.db.metrics().commands.record(row, elapsed, n);
-        let each_us = (elapsed.as_micros() / u128::from(n)).min(u128::from(u64::MAX)) as u64;
+        self.db.metrics().commands.record_ns(row, ns, n);
+        let each_us = ns / n / 1000;
         if self.slowlog.is_slow(each_us) {
             for (key, value) in pairs {
                 let args = [
@@ -197,7 +198,7 @@ impl Instance {
         self.ran_by(row, started, session);
     }
 
-    fn ran_by(&self, row: usize, started: Instant, session: &Session) {
+    fn ran_by(&self, row: usize, started: Stamp, session: &Session) {
         if let Some(slot) = &session.slot {
             let resp = match session.protocol {
                 Protocol::Resp2 => 2,

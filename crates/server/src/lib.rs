@@ -46,6 +46,7 @@ pub mod server;
 pub mod server_cache;
 pub mod shadow;
 pub mod slowlog;
+pub mod stamp;
 pub mod start_up_pages;
 pub mod warmup;
 

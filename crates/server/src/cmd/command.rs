@@ -146,14 +146,40 @@ const fn pack(name: &[u8]) -> u128 {
     key
 }
 
-/// The packed names of `table` with their rows, sorted for [`find`]. Built at compile time:
-/// a name that is too long, not lowercase or declared twice stops the build.
-pub const fn name_index<const N: usize>(table: &[CommandSpec; N]) -> [(u128, u8); N] {
+/// Slots of [`NameIndex`]'s hash table: a power of two several times the number of
+/// commands, so nearly every name is found at its first probe.
+const SLOTS: usize = 512;
+/// An empty slot.
+const EMPTY: u8 = u8::MAX;
+
+/// The commands' packed names in an open-addressing hash table, built at compile time:
+/// looking a name up is one multiply and, nearly always, one comparison.
+pub struct NameIndex<const N: usize> {
+    /// The packed name of each row.
+    keys: [u128; N],
+    /// Rows by hash, linear probing; [`EMPTY`] ends a probe.
+    slots: [u8; SLOTS],
+}
+
+/// Where a packed name's probe starts.
+#[inline]
+const fn slot_of(key: u128) -> usize {
+    let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+    (folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+/// The index of `table`'s names. Built at compile time: a name that is too long, not
+/// lowercase or declared twice stops the build.
+pub const fn name_index<const N: usize>(table: &[CommandSpec; N]) -> NameIndex<N> {
     assert!(
-        N <= u8::MAX as usize,
+        N < EMPTY as usize,
         "more commands than the index's row type holds"
     );
-    let mut index = [(0u128, 0u8); N];
+    assert!(N * 4 <= SLOTS, "the name index needs more slots");
+    let mut index = NameIndex {
+        keys: [0u128; N],
+        slots: [EMPTY; SLOTS],
+    };
     let mut row = 0;
     while row < N {
         let name = table[row].name.as_bytes();
@@ -169,44 +195,69 @@ pub const fn name_index<const N: usize>(table: &[CommandSpec; N]) -> [(u128, u8)
             );
             i += 1;
         }
-        index[row] = (pack(name), row as u8);
-        row += 1;
-    }
-    // Insertion sort: a few dozen rows, once, at compile time.
-    let mut i = 1;
-    while i < N {
-        let mut j = i;
-        while j > 0 && index[j - 1].0 > index[j].0 {
-            let swap = index[j - 1];
-            index[j - 1] = index[j];
-            index[j] = swap;
-            j -= 1;
+        let key = pack(name);
+        index.keys[row] = key;
+        let mut at = slot_of(key);
+        while index.slots[at] != EMPTY {
+            assert!(
+                index.keys[index.slots[at] as usize] != key,
+                "a command name is declared twice"
+            );
+            at = (at + 1) % SLOTS;
         }
-        i += 1;
-    }
-    let mut i = 1;
-    while i < N {
-        assert!(
-            index[i - 1].0 != index[i].0,
-            "a command name is declared twice"
-        );
-        i += 1;
+        index.slots[at] = row as u8;
+        row += 1;
     }
     index
 }
 
+/// ASCII uppercase letters of eight bytes made lowercase, other bytes untouched: the same as
+/// `to_ascii_lowercase` on each byte, without a branch per byte.
+#[inline]
+const fn lowercase8(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let ascii = !x & (0x80 * ONES);
+    let low = x & (0x7f * ONES);
+    // Bit 7 of a byte of `from_a` is set when it is >= 'A', of `past_z` when it is > 'Z'.
+    let from_a = low + (0x80 - b'A' as u64) * ONES;
+    let past_z = low + (0x7f - b'Z' as u64) * ONES;
+    x | (((from_a ^ past_z) & ascii) >> 2)
+}
+
+/// [`pack`] for a request's name (at most [`MAX_NAME`] bytes): one copy and two word-wide
+/// lowercasings instead of a shift per byte.
+#[inline]
+fn pack_request(name: &[u8]) -> u128 {
+    let mut bytes = [0u8; 16];
+    bytes[..name.len()].copy_from_slice(name);
+    bytes[15] = name.len() as u8;
+    let (low, high) = bytes.split_at(8);
+    let low = lowercase8(u64::from_le_bytes(low.try_into().expect("eight bytes")));
+    let high = lowercase8(u64::from_le_bytes(high.try_into().expect("eight bytes")));
+    (u128::from(high) << 64) | u128::from(low)
+}
+
 /// The row of the command called `name` (ASCII case ignored) in the table `index` was built
-/// from. Runs for every request: the name becomes one integer, found by binary search; no
+/// from. Runs for every request: the name becomes one integer, hashed into the table; no
 /// allocation and no byte-string comparisons.
-pub fn find(index: &[(u128, u8)], name: &[u8]) -> Option<usize> {
+#[inline]
+pub fn find<const N: usize>(index: &NameIndex<N>, name: &[u8]) -> Option<usize> {
     if name.len() > MAX_NAME {
         return None;
     }
-    let key = pack(name);
-    index
-        .binary_search_by(|(packed, _)| packed.cmp(&key))
-        .ok()
-        .map(|at| index[at].1 as usize)
+    let key = pack_request(name);
+    let mut at = slot_of(key);
+    loop {
+        let row = *index.slots.get(at)?;
+        if row == EMPTY {
+            return None;
+        }
+        let row = row as usize;
+        if index.keys.get(row) == Some(&key) {
+            return Some(row);
+        }
+        at = (at + 1) % SLOTS;
+    }
 }
 
 /// COMMAND [COUNT | INFO name... | DOCS | LIST]
@@ -342,6 +393,27 @@ mod tests {
         for near in [&b"ge"[..], b"gett", b"get\0", b"GE\x14", b"\0\0\0", b"tt"] {
             assert!(lookup(near).is_none(), "{near:?}");
         }
+    }
+
+    /// The word-wide lowercasing agrees with the byte-wise one for every byte in every
+    /// position, so a request's name packs to the same integer as its declaration.
+    #[test]
+    fn request_names_pack_as_declared_names_do() {
+        for byte in 0..=255u8 {
+            for at in 0..MAX_NAME {
+                let mut name = [b'x'; MAX_NAME];
+                name[at] = byte;
+                for len in [at + 1, MAX_NAME] {
+                    assert_eq!(
+                        pack_request(&name[..len]),
+                        pack(&name[..len]),
+                        "byte {byte:#x} at {at}, length {len}"
+                    );
+                }
+            }
+        }
+        assert_eq!(pack_request(b""), pack(b""));
+        assert_eq!(pack_request(b"ZLOG.NEXT"), pack(b"zlog.next"));
     }
 
     #[test]

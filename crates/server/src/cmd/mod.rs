@@ -141,7 +141,7 @@ macro_rules! commands {
         /// Every command's declaration, in name order.
         pub static COMMANDS: [CommandSpec; KINDS.len()] = TABLE;
 
-        static NAME_INDEX: [(u128, u8); KINDS.len()] = command::name_index(&TABLE);
+        static NAME_INDEX: command::NameIndex<{ KINDS.len() }> = command::name_index(&TABLE);
 
         impl<'a> Command<'a> {
             fn parse_as(row: usize, parse: &mut Parse<'a>) -> Result<Command<'a>, ParseError> {

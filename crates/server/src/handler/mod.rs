@@ -253,7 +253,7 @@ impl Handler<'_> {
         match parsed {
             Ok((command, guard)) => {
                 self.revealing |= command.spec().reveals_data;
-                let (row, started) = (command.row(), std::time::Instant::now());
+                let (row, started) = (command.row(), crate::stamp::Stamp::now());
                 let reply = command.apply(instance, session).await;
                 instance.ran(row, started, args, session);
                 drop(guard);

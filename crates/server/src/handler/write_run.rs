@@ -41,7 +41,7 @@ impl WriteRun {
         if n == 0 {
             return;
         }
-        let started = std::time::Instant::now();
+        let started = crate::stamp::Stamp::now();
         let result = match &self.pairs[..] {
             [(key, value)] => instance
                 .db

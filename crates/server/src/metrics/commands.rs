@@ -147,10 +147,18 @@ impl CommandLatencies {
     /// deferred SETs is recorded as its share each).
     #[inline]
     pub fn record(&self, row: usize, elapsed: Duration, calls: u64) {
+        self.record_ns(
+            row,
+            elapsed.as_nanos().min(u128::from(u64::MAX)) as u64,
+            calls,
+        );
+    }
+
+    /// [`CommandLatencies::record`] with the time in nanoseconds (what the request path measures).
+    pub fn record_ns(&self, row: usize, ns: u64, calls: u64) {
         let Some(latency) = self.rows.get(row) else {
             return;
         };
-        let ns = elapsed.as_nanos().min(u128::from(u64::MAX)) as u64;
         let each_us = ns / calls.max(1) / 1000;
         latency.buckets[bucket_of(each_us)].fetch_add(calls, Ordering::Relaxed);
         latency.calls.fetch_add(calls, Ordering::Relaxed);
