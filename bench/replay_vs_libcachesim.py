@@ -22,6 +22,7 @@ does not move with the load of a shared machine.
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import re
 import statistics
@@ -74,6 +75,34 @@ def run_lcs(path, alg, cache_bytes, hashpower):
     cache = CLASSES[alg](cache_bytes, hashpower=hashpower)
     miss_ratio, _ = cache.process_trace(reader)
     return time.perf_counter() - start, miss_ratio
+
+
+class LcsCrashed(Exception):
+    """libCacheSim's process died in a run (libCacheSim 0.3.5's Random segfaults on
+    twitter_cluster52.csv after a chain-length warning from its hash table)."""
+
+
+def _lcs_child(conn, path, alg, cache_bytes, hashpower):
+    conn.send(run_lcs(path, alg, cache_bytes, hashpower))
+    conn.close()
+
+
+def run_lcs_isolated(path, alg, cache_bytes, hashpower):
+    """`run_lcs` in a forked child (timed there, as before), so that a crash inside
+    libCacheSim's C code costs one case instead of the whole bench."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_lcs_child, args=(send, path, alg, cache_bytes, hashpower))
+    child.start()
+    send.close()
+    try:
+        result = receive.recv()
+    except EOFError:
+        result = None
+    child.join()
+    if result is None:
+        raise LcsCrashed(f"libCacheSim died (exit status {child.exitcode})")
+    return result
 
 
 def run_mantle(mantle, path, alg, cache_bytes):
@@ -178,14 +207,19 @@ def main():
             cache_bytes = next(r["cache_bytes"] for r in ref["results"]
                                if r["trace"] == ref_name and r["algorithm"] == alg and r["fraction"] == 0.1)
             default, sized, ours, ours_process = [], [], [], []
-            for _ in range(args.rounds):
-                t, mr_lcs = run_lcs(path, alg, cache_bytes, 24)
-                default.append(t)
-                t, _ = run_lcs(path, alg, cache_bytes, hashpower)
-                sized.append(t)
-                t, t_process, mr_mantle = run_mantle(args.mantle, path, alg, cache_bytes)
-                ours.append(t)
-                ours_process.append(t_process)
+            try:
+                for _ in range(args.rounds):
+                    t, mr_lcs = run_lcs_isolated(path, alg, cache_bytes, 24)
+                    default.append(t)
+                    t, _ = run_lcs_isolated(path, alg, cache_bytes, hashpower)
+                    sized.append(t)
+                    t, t_process, mr_mantle = run_mantle(args.mantle, path, alg, cache_bytes)
+                    ours.append(t)
+                    ours_process.append(t_process)
+            except LcsCrashed as crash:
+                print(f"{label:34} {alg:10} skipped: {crash}")
+                sys.stdout.flush()
+                continue
             n = meta["requests"]
             rate = lambda ts: (n / min(ts) / 1e6, n / statistics.median(ts) / 1e6)
             (d_best, d_med), (s_best, s_med), (m_best, m_med) = rate(default), rate(sized), rate(ours)
