@@ -61,7 +61,8 @@ pub struct Args {
     /// Password clients must give with AUTH (or HELLO ... AUTH) before anything else.
     #[arg(long)]
     pub requirepass: Option<String>,
-    /// Worker threads (0: one per core; at most 1024).
+    /// Threads that serve connections and run commands (0: one per core; at most 1024).
+    /// RocksDB's background threads are not among them.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Largest reply to one command, e.g. 1GiB (0: unlimited); a larger one is an error.
