@@ -378,7 +378,8 @@ fn run_setup(
         },
         // The policy's per-request hooks, as in `mantle replay --policy`.
         hooks,
-        objects_bound: None,
+        // As `mantle replay`: a fixed-record trace's length sizes the cache once.
+        objects_bound: reader.requests_bound(),
     };
     let mut signals = match cancelled {
         Some(flag) => Signals::watching(flag),
