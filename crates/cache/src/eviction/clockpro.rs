@@ -48,6 +48,9 @@ pub(crate) struct ClockPro {
     ghosts: u64,
     /// The cold target `m_c`.
     cold_target: u64,
+    /// `m_c`'s lower bound ([`min_cold`]), kept so that a shrink of `m_c`, once per ghost
+    /// dropped, needs no division.
+    cold_floor: u64,
     /// Ghosts taken off the clock but still in the index (a hand dropped them without the
     /// slab at hand), chained through their `next`; freed by `settle`.
     dropped: Slot,
@@ -73,6 +76,7 @@ impl ClockPro {
             cold: 0,
             ghosts: 0,
             cold_target: min_cold(units),
+            cold_floor: min_cold(units),
             dropped: NIL,
             returning: NIL,
             detached: NIL,
@@ -123,14 +127,18 @@ impl ClockPro {
     }
 
     /// Forgets the ghost `e` (its test period ended unused): `m_c` shrinks. Its node leaves
-    /// the index at the next `settle`.
+    /// the index now if the slab is at hand, else at the next `settle`; so does `victim`,
+    /// the object being evicted, which the cache has not released yet.
     #[inline]
-    fn drop_ghost(&mut self, nodes: &mut [Node], e: Slot) {
+    fn drop_ghost<H: AtHand + ?Sized>(&mut self, at: &mut H, e: Slot, victim: Slot) {
+        let nodes = at.nodes();
         let units = self.units_of(nodes, e);
         self.ghosts -= units;
         self.shrink_cold_target(units);
         self.unlink(nodes, e);
-        self.discard(nodes, e);
+        if e == victim || e == self.returning || !at.forget(e) {
+            self.discard(at.nodes(), e);
+        }
     }
 
     /// Queues the ghost `e`, off the clock, for `settle` to free.
@@ -151,9 +159,18 @@ impl ClockPro {
     /// at hand.
     #[inline]
     fn settle(&mut self, store: &mut Slab) {
+        // One test on the usual path, where nothing waits: `NIL` is all ones, so both lists
+        // are empty exactly when the AND of their heads is `NIL`.
+        if self.trim_due || self.dropped & self.detached != NIL {
+            self.settle_pending(store);
+        }
+    }
+
+    #[inline(never)]
+    fn settle_pending(&mut self, store: &mut Slab) {
         if self.trim_due {
             self.trim_due = false;
-            self.run_test(&mut store.nodes);
+            self.run_test(store, NIL);
         }
         while self.dropped != NIL {
             let e = self.dropped;
@@ -171,10 +188,7 @@ impl ClockPro {
     }
 
     fn shrink_cold_target(&mut self, units: u64) {
-        self.cold_target = self
-            .cold_target
-            .saturating_sub(units)
-            .max(min_cold(self.units));
+        self.cold_target = self.cold_target.saturating_sub(units).max(self.cold_floor);
     }
 
     fn hot_limit(&self) -> u64 {
@@ -182,7 +196,8 @@ impl ClockPro {
     }
 
     /// Makes the cold object `e` hot at the list head and lets HAND_hot restore the limit.
-    fn promote(&mut self, nodes: &mut [Node], e: Slot) {
+    fn promote<H: AtHand + ?Sized>(&mut self, at: &mut H, e: Slot) {
+        let nodes = at.nodes();
         let units = self.units_of(nodes, e);
         self.cold -= units;
         self.hot += units;
@@ -190,25 +205,27 @@ impl ClockPro {
         nodes[e as usize].set_meta(HOT);
         self.unlink(nodes, e);
         self.link_at_head(nodes, e);
-        self.run_hot(nodes);
+        self.run_hot(at);
     }
 
     /// HAND_hot: while the hot objects exceed `m - m_c`, demote one.
-    fn run_hot(&mut self, nodes: &mut [Node]) {
+    fn run_hot<H: AtHand + ?Sized>(&mut self, at: &mut H) {
         while self.hot > self.hot_limit() {
-            self.step_hot(nodes);
+            self.step_hot(at);
         }
     }
 
     /// One step of HAND_hot; true if it demoted a hot object.
-    fn step_hot(&mut self, nodes: &mut [Node]) -> bool {
+    fn step_hot<H: AtHand + ?Sized>(&mut self, at: &mut H) -> bool {
         let e = self.hand_hot;
-        let node = nodes[e as usize];
+        let node = at.nodes()[e as usize];
         self.hand_hot = node.next;
         if !node.holds_object() {
-            self.drop_ghost(nodes, e);
+            // No victim is buried yet when HAND_hot moves.
+            self.drop_ghost(at, e, NIL);
             return false;
         }
+        let nodes = at.nodes();
         let meta = node.meta();
         if meta & HOT != 0 {
             if meta & REFERENCED != 0 {
@@ -229,13 +246,15 @@ impl ClockPro {
         false
     }
 
-    /// HAND_test: drops ghosts while they add up to more than the cache.
-    fn run_test(&mut self, nodes: &mut [Node]) {
+    /// HAND_test: drops ghosts while they add up to more than the cache (`victim`: the
+    /// object just buried, not yet released by the cache).
+    fn run_test<H: AtHand + ?Sized>(&mut self, at: &mut H, victim: Slot) {
         while self.ghosts > self.units.total {
             let e = self.hand_test;
-            self.hand_test = nodes[e as usize].next;
-            if !nodes[e as usize].holds_object() {
-                self.drop_ghost(nodes, e);
+            let node = at.nodes()[e as usize];
+            self.hand_test = node.next;
+            if !node.holds_object() {
+                self.drop_ghost(at, e, victim);
             }
         }
     }
@@ -243,7 +262,7 @@ impl ClockPro {
     /// The next resident cold object HAND_cold evicts, unlinked from the cache's view (the
     /// cache frees its slot, or keeps it as a ghost when it is buried here); `NIL` if
     /// nothing is cached.
-    fn run_cold(&mut self, nodes: &mut [Node]) -> Slot {
+    fn run_cold<H: AtHand + ?Sized>(&mut self, at: &mut H) -> Slot {
         if self.hot + self.cold == 0 {
             return NIL;
         }
@@ -251,10 +270,11 @@ impl ClockPro {
             if self.cold == 0 {
                 // Everything resident is hot (the cache shrank below the hot objects): HAND_hot
                 // demotes one so that HAND_cold has a candidate.
-                while !self.step_hot(nodes) {}
+                while !self.step_hot(at) {}
                 continue;
             }
             let e = self.hand_cold;
+            let nodes = at.nodes();
             let node = nodes[e as usize];
             self.hand_cold = node.next;
             let meta = node.meta();
@@ -263,7 +283,7 @@ impl ClockPro {
             }
             if meta & REFERENCED != 0 {
                 if meta & IN_TEST != 0 {
-                    self.promote(nodes, e);
+                    self.promote(at, e);
                 } else {
                     nodes[e as usize].set_meta(IN_TEST);
                     self.unlink(nodes, e);
@@ -279,7 +299,7 @@ impl ClockPro {
                 // `settle`, after the cache has released it.)
                 nodes[e as usize].bury();
                 self.ghosts += units;
-                self.run_test(nodes);
+                self.run_test(at, e);
             } else {
                 self.unlink(nodes, e);
             }
@@ -309,6 +329,40 @@ impl ClockPro {
         self.ghosts -= self.units_of(&store.nodes, slot);
         self.unlink(&mut store.nodes, slot);
         store.forget(slot);
+    }
+}
+
+/// What a clock move has at hand: only the nodes (a ghost a hand drops then waits in
+/// `dropped` for `settle`), or the whole slab (it leaves the index at once, saving the queue
+/// round trip on the eviction path, where HAND_test drops most ghosts).
+trait AtHand {
+    fn nodes(&mut self) -> &mut [Node];
+    /// Frees the released ghost `e`, already off the clock; false if it must wait.
+    fn forget(&mut self, e: Slot) -> bool;
+}
+
+impl AtHand for [Node] {
+    #[inline(always)]
+    fn nodes(&mut self) -> &mut [Node] {
+        self
+    }
+
+    #[inline(always)]
+    fn forget(&mut self, _: Slot) -> bool {
+        false
+    }
+}
+
+impl AtHand for Slab {
+    #[inline(always)]
+    fn nodes(&mut self) -> &mut [Node] {
+        &mut self.nodes
+    }
+
+    #[inline(always)]
+    fn forget(&mut self, e: Slot) -> bool {
+        Slab::forget(self, e);
+        true
     }
 }
 
@@ -347,7 +401,7 @@ impl EvictionPolicy for ClockPro {
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
         if self.trim_due {
             self.trim_due = false;
-            self.run_test(nodes);
+            self.run_test(nodes, NIL);
         }
         let Node { key, size, .. } = nodes[slot as usize];
         let units = self.units.of_size(size);
@@ -384,7 +438,7 @@ impl EvictionPolicy for ClockPro {
     fn evict(&mut self, nodes: &mut [Node]) -> Slot {
         if self.trim_due {
             self.trim_due = false;
-            self.run_test(nodes);
+            self.run_test(nodes, NIL);
         }
         self.run_cold(nodes)
     }
@@ -392,7 +446,7 @@ impl EvictionPolicy for ClockPro {
     #[inline]
     fn evict_in(&mut self, store: &mut Slab) -> Slot {
         self.settle(store);
-        self.run_cold(&mut store.nodes)
+        self.run_cold(store)
     }
 
     fn on_remove(&mut self, nodes: &mut [Node], slot: Slot) {
@@ -407,9 +461,10 @@ impl EvictionPolicy for ClockPro {
 
     fn on_capacity(&mut self, capacity: Capacity) {
         self.units = Units::of(capacity);
+        self.cold_floor = min_cold(self.units);
         self.cold_target = self
             .cold_target
-            .clamp(min_cold(self.units), self.units.total.max(1));
+            .clamp(self.cold_floor, self.units.total.max(1));
         // HAND_test needs the nodes: the next clock move runs it first.
         self.trim_due = self.ghosts > self.units.total;
     }
@@ -579,6 +634,32 @@ mod tests {
             assert_eq!(ghost_units, h.policy.ghosts);
             assert!(h.policy.ghosts <= 5_000);
         }
+    }
+
+    /// HAND_test frees the ghosts it drops while evicting at once, except the victim it
+    /// has just buried (the cache has not released it yet): that one waits for `settle`.
+    /// The slab's ghost count stays equal to the clock's ghosts plus those waiting.
+    #[test]
+    fn a_victim_dropped_as_it_is_buried_waits_for_its_release() {
+        let capacity = Capacity::bytes(2_000);
+        let mut h = Harness::new(ClockPro::new(capacity), capacity);
+        let mut x = 5u64;
+        let mut victims_waiting = 0;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let key = (x >> 33) % 200;
+            let before = h.evicted.len();
+            h.access(key, 1 + (key * 53 % 700) as u32);
+            let d = h.policy.dropped;
+            if d != NIL && h.evicted[before..].contains(&h.store.nodes[d as usize].key) {
+                victims_waiting += 1;
+            }
+            let (resident, ghost_units, ghost_nodes) = walk(&h);
+            assert_eq!(resident, h.store.bytes());
+            assert_eq!(ghost_units, h.policy.ghosts);
+            assert_eq!(h.store.ghosts(), ghost_nodes + pending(&h));
+        }
+        assert!(victims_waiting > 0, "the workload never crossed the case");
     }
 
     /// A ghost whose key misses but is not inserted (too large for the cache now) is
