@@ -98,10 +98,10 @@ const PURGE_DELAY_VARIABLE: &str = "MIMALLOC_PURGE_DELAY";
 /// second later. With the delay, a range freed and soon handed out again kept every page the
 /// old owner had touched, whether or not the new one ever touches it: RocksDB's memtable
 /// blocks and the cache's tables as they grow free large ranges that the next allocations
-/// reuse only in part. Loading 100,000 keys of 64 B left ~4.5 MiB more resident with the
+/// reuse only in part. Loading 100,000 keys of 64 B left ~5.5 MiB more resident with the
 /// delay (bench/RESULTS.md, issue 30); what it costs is a page fault when a purged page is
-/// used again (~0.03 more per SET in bursts). `MIMALLOC_PURGE_DELAY` set in the environment
-/// still wins, to compare the two.
+/// used again (0.03 to 0.05 more per SET in bursts). `MIMALLOC_PURGE_DELAY` set in the
+/// environment still wins, to compare the two.
 fn return_freed_memory_at_once() {
     if std::env::var_os(PURGE_DELAY_VARIABLE).is_none() {
         // SAFETY: mi_option_set only stores a number in mimalloc's option table.
