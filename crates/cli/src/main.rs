@@ -57,7 +57,10 @@ fn main() {
         Err(err) => usage_error(err),
     };
     if matches!(cli.command, Command::Serve(_)) {
-        purge_freed_memory_periodically();
+        return_freed_memory_at_once();
+        if purge_delay_ms() > 0 {
+            purge_freed_memory_periodically();
+        }
     } else {
         die_quietly_on_closed_stdout();
     }
@@ -78,18 +81,49 @@ fn main() {
 
 extern "C" {
     /// mimalloc's collection of the calling thread's heap; it also purges, process-wide, the
-    /// arena ranges freed more than mimalloc's `purge_delay` (1 s) ago.
+    /// arena ranges freed more than mimalloc's `purge_delay` ago.
     fn mi_collect(force: bool);
+    fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (the `mimalloc` crate's constants
+/// stop before it); a test checks it names the option whose default is 1,000 ms.
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+/// The environment variable through which mimalloc reads the same option at start.
+const PURGE_DELAY_VARIABLE: &str = "MIMALLOC_PURGE_DELAY";
+
+/// Memory the allocator gets back goes back to the OS as it comes (purge delay 0) instead of a
+/// second later. With the delay, a range freed and soon handed out again kept every page the
+/// old owner had touched, whether or not the new one ever touches it: RocksDB's memtable
+/// blocks and the cache's tables as they grow free large ranges that the next allocations
+/// reuse only in part. Loading 100,000 keys of 64 B left ~5.5 MiB more resident with the
+/// delay (bench/RESULTS.md, issue 30); what it costs is a page fault when a purged page is
+/// used again (0.03 to 0.05 more per SET in bursts). `MIMALLOC_PURGE_DELAY` set in the
+/// environment still wins, to compare the two.
+fn return_freed_memory_at_once() {
+    if std::env::var_os(PURGE_DELAY_VARIABLE).is_none() {
+        // SAFETY: mi_option_set only stores a number in mimalloc's option table.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+    }
+}
+
+/// How long mimalloc waits before it purges a freed range, in milliseconds (0: at once).
+fn purge_delay_ms() -> std::ffi::c_long {
+    // SAFETY: mi_option_get only reads mimalloc's option table.
+    unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }
 }
 
 /// How often the server hands memory freed in bulk back to the OS.
 const PURGE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Gives the OS back what mimalloc holds freed: the cache's tables as they grow (each growth
-/// frees the old copy), RocksDB's flushed memtables. mimalloc purges such ranges `purge_delay`
-/// after the free, but only when some thread next takes pages from its arenas or collects;
-/// a server that went quiet after a load kept them resident (28 B per key after loading 1M
-/// keys, bench/RESULTS.md, issue 30). A thread of its own collects once a second.
+/// Gives the OS back what mimalloc holds freed when a purge delay was asked for in the
+/// environment: the cache's tables as they grow (each growth frees the old copy), RocksDB's
+/// flushed memtables. mimalloc purges such ranges `purge_delay` after the free, but only when
+/// some thread next takes pages from its arenas or collects; a server that went quiet after a
+/// load kept them resident (28 B per key after loading 1M keys, bench/RESULTS.md, issue 30).
+/// A thread of its own collects once a second.
 fn purge_freed_memory_periodically() {
     let spawned = std::thread::Builder::new()
         .name("mantle-purge".into())
@@ -188,8 +222,42 @@ mod tests {
         kib << 10
     }
 
+    /// The tests that read this process's resident memory, one at a time: another's block
+    /// coming or going in between would move the figures.
+    static RESIDENT_MEMORY_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn the_purge_delay_option_is_the_one_with_mimallocs_one_second_default() {
+        if std::env::var_os(PURGE_DELAY_VARIABLE).is_some() {
+            return; // the environment chose another value
+        }
+        let _alone = RESIDENT_MEMORY_TESTS.lock().unwrap();
+        assert_eq!(purge_delay_ms(), 1000);
+    }
+
+    #[test]
+    fn with_the_server_setting_freed_memory_goes_back_to_the_os_at_once() {
+        let _alone = RESIDENT_MEMORY_TESTS.lock().unwrap();
+        let default_delay = purge_delay_ms();
+        return_freed_memory_at_once();
+        let block = 64 << 20;
+        let mut table = vec![0u8; block];
+        table.iter_mut().step_by(4096).for_each(|byte| *byte = 1);
+        let loaded = resident_anonymous();
+        drop(table);
+        // No collection and no wait: the free itself hands the range back.
+        let after = resident_anonymous();
+        // SAFETY: as in return_freed_memory_at_once.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, default_delay) }
+        assert!(
+            after + (block as u64) / 2 < loaded,
+            "resident {loaded} bytes with the block, {after} right after freeing it"
+        );
+    }
+
     #[test]
     fn memory_freed_in_bulk_goes_back_to_the_os_once_the_purge_delay_is_over() {
+        let _alone = RESIDENT_MEMORY_TESTS.lock().unwrap();
         let block = 256 << 20;
         let mut table = vec![0u8; block];
         table.iter_mut().step_by(4096).for_each(|byte| *byte = 1);

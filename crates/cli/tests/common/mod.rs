@@ -72,10 +72,16 @@ impl Serve {
     /// Starts `mantle serve --listen 127.0.0.1:0 --data-dir TMP ARGS` in the repository root
     /// and waits for the line that names its address.
     pub fn start<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Serve {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`Serve::start`] with these environment variables set for the server.
+    pub fn start_with_env<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Serve {
         use std::io::{BufRead, BufReader};
         use std::process::Stdio;
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_mantle"))
+            .envs(env.iter().copied())
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .arg("--data-dir")

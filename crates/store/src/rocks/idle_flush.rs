@@ -28,16 +28,35 @@ pub(super) struct IdleFlusher {
 
 impl IdleFlusher {
     pub(super) fn start(db: Arc<DB>, guard: Arc<WalGuard>) -> IdleFlusher {
+        Self::start_on(std::thread::Builder::new(), db, guard)
+    }
+
+    /// Starts the thread from `builder`; when the OS refuses it the store still serves (its
+    /// memtables flush when full, as without the idle flush), and the log says so.
+    fn start_on(builder: std::thread::Builder, db: Arc<DB>, guard: Arc<WalGuard>) -> IdleFlusher {
         let (stop, stopped) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new()
+        let spawned = builder
             .name("mantle-idle-flush".into())
-            .spawn(move || idle_loop(&db, &guard, &stopped))
-            .ok();
+            .spawn(move || idle_loop(&db, &guard, &stopped));
+        let thread = match spawned {
+            Ok(thread) => Some(thread),
+            Err(err) => {
+                crate::log_line!("{}", no_thread_warning(&err));
+                None
+            }
+        };
         IdleFlusher {
             stop: Some(stop),
             thread,
         }
     }
+}
+
+fn no_thread_warning(err: &std::io::Error) -> String {
+    format!(
+        "mantle: cannot start the thread that flushes idle memtables ({err}); \
+         a memtable is flushed only once full, and holds up to its budget of memory until then"
+    )
 }
 
 impl Drop for IdleFlusher {
@@ -79,6 +98,27 @@ fn idle_loop(db: &DB, guard: &WalGuard, stopped: &Receiver<()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_the_os_refuses_leaves_a_store_without_idle_flushes_and_a_warning() {
+        let dir = std::env::temp_dir().join(format!("mantle-idle-flush-{}", std::process::id()));
+        let db = Arc::new(DB::open_default(&dir).unwrap());
+        // No OS gives a thread an exabyte of stack.
+        let refused = std::thread::Builder::new().stack_size(1 << 60);
+        let flusher = IdleFlusher::start_on(refused, db.clone(), Arc::new(WalGuard::new(0)));
+        assert!(flusher.thread.is_none());
+        drop(flusher); // and stopping it does not wait for a thread that never ran
+        let started = IdleFlusher::start(db.clone(), Arc::new(WalGuard::new(0)));
+        assert!(started.thread.is_some());
+        drop(started);
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let err = std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+        let warning = no_thread_warning(&err);
+        assert!(warning.contains("flushes idle memtables"), "{warning}");
+        assert!(warning.contains(&err.to_string()), "{warning}");
+    }
 
     #[test]
     fn only_an_idle_memtable_of_a_megabyte_or_more_is_flushed() {
