@@ -195,7 +195,7 @@ impl RocksStore {
         let syncer = match fsync {
             Fsync::No => None,
             Fsync::Always | Fsync::EverySec => {
-                Some(Syncer::start(db.clone(), guard.clone(), fsync))
+                Some(Syncer::start(db.clone(), guard.clone(), fsync)?)
             }
         };
         let idle_flusher = open
