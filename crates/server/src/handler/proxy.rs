@@ -85,7 +85,7 @@ impl Held {
                 self.seal(instance, session).await;
             }
         }
-        let building = self.building.get_or_insert_with(|| Building {
+        let building = self.building.get_or_insert(Building {
             addr,
             count: 0,
             protocol: session.protocol,
