@@ -41,8 +41,12 @@ struct Building {
     protocol: Protocol,
 }
 
-/// Free space an encoding buffer is given when it runs short.
+/// A unit is submitted once its requests take this much (later ones start another), and a
+/// request at least this large does not leave its buffer behind.
 const ENCODE_CHUNK: usize = 16 * 1024;
+/// Free space the encoding buffer is given when it runs short: small, because it is held
+/// per client connection and not counted in the clients' memory.
+const ENCODE_RESERVE: usize = 2048;
 
 impl Held {
     /// Requests one client may have at other nodes at once (also the most one unit carries).
@@ -90,8 +94,8 @@ impl Held {
             count: 0,
             protocol: session.protocol,
         });
-        if self.encoded.capacity() - self.encoded.len() < ENCODE_CHUNK / 8 {
-            self.encoded.reserve(ENCODE_CHUNK);
+        if self.encoded.capacity() - self.encoded.len() < ENCODE_RESERVE / 4 {
+            self.encoded.reserve(ENCODE_RESERVE);
         }
         wire::encode(&mut self.encoded, args);
         building.count += 1;
