@@ -200,6 +200,82 @@ fn a_forwarded_request_is_never_forwarded_again() {
     );
 }
 
+/// Writes `requests` to `conn` in one go and reads their replies in order (as in `call_on`).
+fn pipeline(conn: &mut TcpStream, requests: &[Vec<String>]) -> Vec<String> {
+    let mut buf = String::new();
+    for args in requests {
+        buf.push_str(&format!("*{}\r\n", args.len()));
+        for a in args {
+            buf.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+    }
+    conn.write_all(buf.as_bytes()).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut input = BufReader::new(conn.try_clone().unwrap());
+    let mut replies = Vec::new();
+    for _ in requests {
+        let mut line = String::new();
+        input.read_line(&mut line).unwrap();
+        let line = line.trim_end().to_string();
+        let reply = match line.strip_prefix('$') {
+            Some(len) if len.parse::<i64>().unwrap() < 0 => "(nil)".to_string(),
+            Some(len) => {
+                let mut body = vec![0; len.parse::<usize>().unwrap() + 2];
+                std::io::Read::read_exact(&mut input, &mut body).unwrap();
+                String::from_utf8_lossy(&body[..body.len() - 2]).into_owned()
+            }
+            None => line,
+        };
+        replies.push(reply);
+    }
+    replies
+}
+
+/// A pipeline sent to a proxy node mixing its own keys, another node's (forwarded in units
+/// of consecutive requests) and requests with no key gets every reply in request order:
+/// forwarded runs of several lengths, broken by local answers, errors among the relayed
+/// replies, and a unit cut by the end of what one read brought.
+#[test]
+fn a_pipeline_mixing_local_and_forwarded_keys_is_answered_in_order() {
+    let (etcd, _root, nodes) = two_nodes("order", &["--cluster-mode", "proxy"]);
+    let n1 = nodes[0].1;
+    let local = keys_in(&owned(&etcd, "order", "n1"), 8);
+    let remote = keys_in(&owned(&etcd, "order", "n2"), 8);
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut conn = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+    let mut requests = Vec::new();
+    for (i, key) in local.iter().chain(&remote).enumerate() {
+        requests.push(words(&["SET", key, &format!("v{i}")]));
+    }
+    let set = pipeline(&mut conn, &requests);
+    assert!(set.iter().all(|r| r == "+OK"), "{set:?}");
+    // Runs of 1, 2, 3 and 5 forwarded requests between local ones, an error from the owner
+    // (INCR of a non-number) inside a run, and a run at the very end.
+    let (mut requests, mut expected) = (Vec::new(), Vec::new());
+    let (mut l, mut r) = (0, 0);
+    for run in [1, 2, 3, 5, 1, 4] {
+        requests.push(words(&["GET", &local[l % 8]]));
+        expected.push(format!("v{}", l % 8));
+        requests.push(words(&["PING"]));
+        expected.push("+PONG".to_string());
+        l += 1;
+        for j in 0..run {
+            if j == 1 {
+                requests.push(words(&["INCR", &remote[r % 8]]));
+                expected.push("-ERR value is not an integer or out of range".to_string());
+            }
+            requests.push(words(&["GET", &remote[r % 8]]));
+            expected.push(format!("v{}", 8 + r % 8));
+            r += 1;
+        }
+    }
+    for round in 0..20 {
+        let got = pipeline(&mut conn, &requests);
+        assert_eq!(got, expected, "round {round}");
+    }
+}
+
 /// A proxy node's pooled links to a node that restarted (same address) open again: the
 /// first request after the restart is served, not failed with "connection lost".
 #[test]

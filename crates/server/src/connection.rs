@@ -126,6 +126,12 @@ impl Connection {
         self.queued += 1;
     }
 
+    /// Queues `count` replies already encoded, back to back (a unit's, relayed in proxy mode).
+    pub fn queue_relayed(&mut self, replies: &[u8], count: usize) {
+        self.output.extend_from_slice(replies);
+        self.queued += count;
+    }
+
     /// Drops the replies not yet written; returns how many there were.
     pub fn discard_queued(&mut self) -> usize {
         self.output.clear();

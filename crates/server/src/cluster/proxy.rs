@@ -2,29 +2,38 @@
 //! to the owner and its reply relayed byte for byte, so clients that know nothing of the
 //! cluster (plain `redis-cli`, `redis-benchmark`) work against any node.
 //!
+//! **Units.** What a link carries is a [`Unit`]: one client's consecutive requests of one
+//! read (one pipeline) that go to the same owner, encoded back to back. The unit is queued,
+//! written and answered as one: one queue entry, one reply channel and one wake-up of the
+//! client's task for a `-P 16` batch, not sixteen, and the link copies the unit's bytes as
+//! they are. Its replies come back as one buffer holding them all in order.
+//!
 //! Each owner is reached over one long-lived link shared by every client of this node.
-//! A link is one task owning one connection at a time: it writes whatever requests are
-//! queued in one go and matches the owner's replies to them in order, measuring each reply
+//! A link is one task owning one connection at a time: it writes whatever units are queued
+//! in one go and matches the owner's replies to their requests in order, measuring each reply
 //! with the store's wire reader (`store::upstream::wire::reply_len`) under the requesting
 //! client's bounds (`proto-max-bulk-len`, `--client-output-limit`). A reply that crosses one
-//! fails its request with an error naming the bound and closes that connection (its other
-//! requests fail too); the link opens a fresh one for the requests after.
+//! fails its request with an error naming the bound and closes that connection (the requests
+//! after it fail too; those of its unit before it keep their replies); the link opens a fresh
+//! one for the units after.
 //!
-//! Everything is bounded: a link takes at most [`QUEUE`] requests into its queue, keeps at
-//! most [`IN_FLIGHT`] unanswered and [`OUTPUT_HIGH`] bytes unwritten. A client whose request
-//! finds the queue full waits (and so stops reading its own connection) for up to the
-//! forward timeout; a connection whose oldest request is unanswered for that long is closed.
+//! Everything is bounded, in requests (a unit counts as many as it carries): a link takes at
+//! most [`QUEUE`] requests into its queue, keeps at most about [`IN_FLIGHT`] unanswered and
+//! [`OUTPUT_HIGH`] bytes unwritten. A client whose unit finds the queue full waits (and so
+//! stops reading its own connection) for up to the forward timeout; a connection whose oldest
+//! request is unanswered for that long is closed.
 //!
 //! Each connection starts with `CLUSTER FORWARDED`: what arrives on it is never forwarded
 //! again. Two nodes that briefly each think the other owns a slot (a hand-over seen in a
 //! different order) would otherwise pass a request back and forth until the forward timed
 //! out; instead the second node answers `-MOVED`, and the first asks again once its map has
-//! moved on (`handler::proxy::relay`).
+//! moved on (`handler::proxy::relay`). A unit's answer says whether any of its replies is a
+//! `-MOVED` or `-TRYAGAIN`, so only such a unit is taken apart reply by reply.
 //!
 //! **Restarted owners.** A pooled connection to an owner that restarted is closed at the
 //! owner's end. Before anything is written on a connection with nothing in flight, the link
 //! checks it (a non-blocking read: end of stream, a reset or unasked bytes mean it is dead)
-//! and, if it is dead, opens a fresh one and writes the requests there. Those requests are
+//! and, if it is dead, opens a fresh one and writes the units there. Those requests are
 //! safe to send again because none of their bytes were handed to the old socket: the old
 //! owner could not have read, let alone run, them. A connection that dies after a request
 //! was written fails that request (`connection to ... lost`): it may have run, and a write is
@@ -37,7 +46,7 @@ use std::time::{Duration, Instant};
 use store::upstream::wire::{self, ReplyLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore, TryAcquireError};
 
 /// Connections per owner. One carries every client's requests, so its batches are as large
 /// as the clients' requests in flight allow: with two, each carried half, and the owner woke,
@@ -48,36 +57,127 @@ use tokio::sync::{mpsc, oneshot};
 const LINKS: usize = 1;
 /// Bound on one forwarded request, from its queueing to its reply.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Requests one link queues before the clients submitting more wait.
+/// Requests one link queues before the clients submitting more wait; also the most one
+/// unit may carry.
 pub const QUEUE: usize = 1024;
-/// Requests one link has written and not yet had answered.
+/// Requests one link has written and not yet had answered, beyond which it takes no more
+/// off its queue (so at most this plus [`QUEUE`] are in flight).
 pub const IN_FLIGHT: usize = 1024;
 /// Bytes of requests one link holds unwritten (the owner is not reading).
 pub const OUTPUT_HIGH: usize = 1 << 20;
-/// Requests taken off the queue at once (one write carries them all).
+/// Units taken off the queue at once (one write carries them all).
 const BATCH: usize = 128;
 /// Least free space offered to each read.
 const CHUNK: usize = 16 * 1024;
 
-/// The owner's raw reply to a forwarded request, or why there is none.
+/// The owner's raw reply to one forwarded request, or why there is none.
 pub type Reply = Result<Bytes, String>;
 
-/// What a link hands back: the request's arguments (to ask again after `-MOVED`) and its reply.
+/// Requests for one owner, each a RESP array of bulk strings, back to back.
+pub struct Unit {
+    pub requests: Bytes,
+    pub count: usize,
+}
+
+impl Unit {
+    /// A unit of the one request `args`.
+    pub fn one<A: AsRef<[u8]>>(args: &[A]) -> Unit {
+        let mut requests = BytesMut::new();
+        wire::encode(&mut requests, args);
+        Unit {
+            requests: requests.freeze(),
+            count: 1,
+        }
+    }
+}
+
+/// What a link hands back for a unit: its requests (to ask one again after `-MOVED`) and the
+/// replies to as many of them as were answered.
 pub struct Answered {
+    pub unit: Unit,
+    /// The replies to the first `complete` requests, back to back.
+    pub replies: Bytes,
+    pub complete: usize,
+    /// Why the requests after the first `complete` have no reply (`None` when all have).
+    pub error: Option<String>,
+    /// Some reply in `replies` is a `-MOVED` or `-TRYAGAIN`.
+    pub redirected: bool,
+}
+
+/// One request of a unit and its reply.
+pub struct Single {
     pub args: Vec<Bytes>,
     pub reply: Reply,
 }
 
-/// A forwarded request whose reply has not been read yet.
+impl Answered {
+    fn failed(unit: Unit, error: String) -> Answered {
+        Answered {
+            unit,
+            replies: Bytes::new(),
+            complete: 0,
+            error: Some(error),
+            redirected: false,
+        }
+    }
+
+    /// Whether every request has its reply and none asks to be sent elsewhere: then
+    /// `replies` goes to the client as it is.
+    pub fn is_plain(&self) -> bool {
+        self.error.is_none() && !self.redirected
+    }
+
+    /// The unit taken apart: each request's arguments and its reply, in order.
+    pub fn singles(self) -> Vec<Single> {
+        // Both were measured (requests when encoded, replies under the client's bounds).
+        let unbounded = ReplyLimits {
+            max_bulk_len: u64::MAX,
+            max_reply_len: u64::MAX,
+        };
+        let mut requests = BytesMut::from(&self.unit.requests[..]);
+        let mut replies = self.replies;
+        let mut singles = Vec::with_capacity(self.unit.count);
+        for i in 0..self.unit.count {
+            let args = match wire::parse(&mut requests, u64::MAX) {
+                Ok(Some(wire::Reply::Array(args))) => args
+                    .into_iter()
+                    .map(|arg| match arg {
+                        wire::Reply::Bulk(Some(arg)) => arg,
+                        _ => Bytes::new(),
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let reply = if i < self.complete {
+                match wire::reply_len(&replies, unbounded) {
+                    Ok(Some(len)) => Ok(replies.split_to(len)),
+                    _ => Err("proxy: a relayed reply could not be split".to_string()),
+                }
+            } else {
+                Err(self.error.clone().unwrap_or_default())
+            };
+            singles.push(Single { args, reply });
+        }
+        singles
+    }
+}
+
+/// A forwarded unit whose replies have not been read yet.
 pub struct Sent {
     addr: Arc<str>,
+    count: usize,
     reply: oneshot::Receiver<Answered>,
 }
 
 impl Sent {
-    /// The node the request went to.
+    /// The node the unit went to.
     pub fn addr(&self) -> &Arc<str> {
         &self.addr
+    }
+
+    /// Requests in the unit.
+    pub fn count(&self) -> usize {
+        self.count
     }
 }
 
@@ -93,36 +193,38 @@ pub struct Pool {
 
 #[derive(Clone)]
 struct Link {
-    tx: mpsc::Sender<Request>,
+    tx: mpsc::UnboundedSender<Queued>,
+    /// Requests the queue has room for: a unit takes as many permits as it carries, and the
+    /// link gives them back as it writes the unit.
+    room: Arc<Semaphore>,
 }
 
-struct Request {
-    args: Vec<Bytes>,
+struct Queued {
+    unit: Unit,
     limits: ReplyLimits,
     answer: oneshot::Sender<Answered>,
 }
 
-impl Request {
+impl Queued {
     fn fail(self, error: &str) {
-        let _ = self.answer.send(Answered {
-            args: self.args,
-            reply: Err(error.to_string()),
-        });
+        let _ = self
+            .answer
+            .send(Answered::failed(self.unit, error.to_string()));
     }
 }
 
-/// A request the pool could not queue at once.
+/// A unit the pool could not queue at once.
 enum NotQueued {
     /// The link's queue is full: wait on this link for room.
-    Full(Request, Link),
+    Full(Queued, Link),
     /// The link's task is gone.
-    Closed(Request),
+    Closed,
 }
 
-/// A request that could not be queued: its owner and why.
+/// A unit that could not be queued: its owner and why.
 pub struct Refused {
     pub addr: Arc<str>,
-    pub answered: Answered,
+    pub error: String,
 }
 
 impl Pool {
@@ -138,78 +240,80 @@ impl Pool {
         }
     }
 
-    /// Runs `args` at `addr` and returns its raw reply.
+    /// Runs the one request `args` at `addr` and returns its raw reply.
     pub async fn forward(
         &self,
         addr: Arc<str>,
         args: Vec<Bytes>,
         affinity: u64,
         limits: ReplyLimits,
-    ) -> Answered {
-        match self.submit(addr, args, affinity, limits).await {
-            Ok(sent) => self.answer(sent).await,
-            Err(refused) => refused.answered,
-        }
+    ) -> Single {
+        let reply = match self.submit(addr, Unit::one(&args), affinity, limits).await {
+            Ok(sent) => {
+                let answered = self.answer(sent).await;
+                match answered.error {
+                    None => Ok(answered.replies),
+                    Some(error) => Err(error),
+                }
+            }
+            Err(refused) => Err(refused.error),
+        };
+        Single { args, reply }
     }
 
-    /// Queues `args` for `addr` without waiting for its reply, so a client's pipeline goes on
-    /// as a pipeline. Requests with the same `affinity` (one client's) to one owner share a
+    /// Queues `unit` for `addr` without waiting for its replies, so a client's pipeline goes
+    /// on as a pipeline. Units with the same `affinity` (one client's) to one owner share a
     /// connection, so they run and are answered in the order sent. Waits while the link's
     /// queue is full (back-pressure: the client is not read meanwhile), at most the forward
     /// timeout.
     pub async fn submit(
         &self,
         addr: Arc<str>,
-        args: Vec<Bytes>,
+        unit: Unit,
         affinity: u64,
         limits: ReplyLimits,
     ) -> Result<Sent, Refused> {
+        let count = unit.count;
+        assert!(
+            (1..=QUEUE).contains(&count),
+            "a unit carries 1..={QUEUE} requests"
+        );
         let (answer, reply) = oneshot::channel();
-        let request = Request {
-            args,
+        let queued = Queued {
+            unit,
             limits,
             answer,
         };
-        let refused = match self.queue(&addr, affinity, request) {
-            Ok(()) => None,
-            Err(NotQueued::Full(request, link)) => {
-                match tokio::time::timeout(self.timeout, link.tx.send(request)).await {
-                    Ok(Ok(())) => None,
-                    Ok(Err(mpsc::error::SendError(request))) => Some(request),
+        let closed = match self.queue(&addr, affinity, queued) {
+            Ok(()) => false,
+            Err(NotQueued::Full(queued, link)) => {
+                match tokio::time::timeout(self.timeout, link.room.acquire_many(count as u32)).await
+                {
+                    Ok(Ok(permits)) => {
+                        permits.forget();
+                        link.tx.send(queued).is_err()
+                    }
+                    Ok(Err(_)) => true,
                     Err(_) => {
                         let error = format!(
                             "proxy: {addr} has {QUEUE} requests queued and took none for {:?}",
                             self.timeout
                         );
-                        return Err(Refused {
-                            addr,
-                            answered: Answered {
-                                args: Vec::new(),
-                                reply: Err(error),
-                            },
-                        });
+                        return Err(Refused { addr, error });
                     }
                 }
             }
-            Err(NotQueued::Closed(request)) => Some(request),
+            Err(NotQueued::Closed) => true,
         };
-        match refused {
-            None => Ok(Sent { addr, reply }),
-            Some(request) => {
-                self.drop_link(&addr);
-                let error = lost(&addr);
-                Err(Refused {
-                    addr,
-                    answered: Answered {
-                        args: request.args,
-                        reply: Err(error),
-                    },
-                })
-            }
+        if closed {
+            self.drop_link(&addr);
+            let error = lost(&addr);
+            return Err(Refused { addr, error });
         }
+        Ok(Sent { addr, count, reply })
     }
 
-    /// Waits for the reply to a submitted request (the link answers within its timeout).
+    /// Waits for the replies to a submitted unit (the link answers within its timeout).
     pub async fn answer(&self, sent: Sent) -> Answered {
         self.answer_from(sent).await.1
     }
@@ -221,18 +325,18 @@ impl Pool {
             Err(_) => {
                 self.drop_link(&sent.addr);
                 let error = lost(&sent.addr);
-                let answered = Answered {
-                    args: Vec::new(),
-                    reply: Err(error),
+                let unit = Unit {
+                    requests: Bytes::new(),
+                    count: sent.count,
                 };
-                (sent.addr, answered)
+                (sent.addr, Answered::failed(unit, error))
             }
         }
     }
 
-    /// Hands `request` to `addr`'s link under the pool's lock, without cloning the link's
-    /// sender (which would write the channel's shared counts twice per request).
-    fn queue(&self, addr: &Arc<str>, affinity: u64, request: Request) -> Result<(), NotQueued> {
+    /// Hands `queued` to `addr`'s link under the pool's lock, without cloning the link's
+    /// sender (which would write the channel's shared counts twice per unit).
+    fn queue(&self, addr: &Arc<str>, affinity: u64, queued: Queued) -> Result<(), NotQueued> {
         let i = (affinity % LINKS as u64) as usize;
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
         let at = links
@@ -256,13 +360,13 @@ impl Pool {
                 ));
             }
         }
-        match entry[i].tx.try_send(request) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(request)) => {
-                Err(NotQueued::Full(request, entry[i].clone()))
-            }
-            Err(mpsc::error::TrySendError::Closed(request)) => Err(NotQueued::Closed(request)),
+        let link = &entry[i];
+        match link.room.try_acquire_many(queued.unit.count as u32) {
+            Ok(permits) => permits.forget(),
+            Err(TryAcquireError::NoPermits) => return Err(NotQueued::Full(queued, link.clone())),
+            Err(TryAcquireError::Closed) => return Err(NotQueued::Closed),
         }
+        link.tx.send(queued).map_err(|_| NotQueued::Closed)
     }
 
     fn drop_link(&self, addr: &Arc<str>) {
@@ -279,29 +383,36 @@ fn lost(addr: &str) -> String {
 
 impl Link {
     fn start(addr: Arc<str>, password: Option<Arc<str>>, timeout: Duration) -> Link {
-        let (tx, rx) = mpsc::channel(QUEUE);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let room = Arc::new(Semaphore::new(QUEUE));
         tokio::spawn(
             Relay {
                 addr,
                 password,
                 timeout,
                 rx,
+                room: Arc::clone(&room),
                 unsent: Vec::with_capacity(BATCH),
                 in_flight: VecDeque::new(),
+                in_flight_requests: 0,
                 input: BytesMut::with_capacity(CHUNK),
                 output: BytesMut::with_capacity(CHUNK),
                 closed: false,
             }
             .run(),
         );
-        Link { tx }
+        Link { tx, room }
     }
 }
 
-/// A request written to the owner and not yet answered.
+/// A unit written to the owner and not yet wholly answered.
 struct InFlight {
-    request: Request,
+    queued: Queued,
     written: Instant,
+    /// Its replies complete at the start of the link's input, and their bytes.
+    complete: usize,
+    measured: usize,
+    redirected: bool,
 }
 
 /// One link's task and state.
@@ -309,14 +420,24 @@ struct Relay {
     addr: Arc<str>,
     password: Option<Arc<str>>,
     timeout: Duration,
-    rx: mpsc::Receiver<Request>,
-    /// Taken off the queue, not yet encoded: safe to send on any connection.
-    unsent: Vec<Request>,
+    rx: mpsc::UnboundedReceiver<Queued>,
+    room: Arc<Semaphore>,
+    /// Taken off the queue, not yet written: safe to send on any connection.
+    unsent: Vec<Queued>,
     in_flight: VecDeque<InFlight>,
+    /// Requests in the units of `in_flight`.
+    in_flight_requests: usize,
     input: BytesMut,
     output: BytesMut,
     /// The queue is closed (the pool let the link go).
     closed: bool,
+}
+
+impl Drop for Relay {
+    /// Clients waiting for room in the queue of a link that ended stop waiting.
+    fn drop(&mut self) {
+        self.room.close();
+    }
 }
 
 enum Event {
@@ -329,7 +450,7 @@ enum Event {
 
 /// Why a connection was given up.
 enum Dead {
-    /// Found closed with nothing of the queued requests written: open another.
+    /// Found closed with nothing of the queued units written: open another.
     Stale,
     /// Failed with requests written on it: they fail with this error.
     Lost(String),
@@ -368,11 +489,7 @@ impl Relay {
             match self.serve(stream).await {
                 Ok(()) => return,
                 Err(Dead::Stale) => {}
-                Err(Dead::Lost(error)) => {
-                    for sent in self.in_flight.drain(..) {
-                        sent.request.fail(&error);
-                    }
-                }
+                Err(Dead::Lost(error)) => self.fail_in_flight(&error),
             }
             conn = None;
             self.input.clear();
@@ -400,20 +517,28 @@ impl Relay {
                     return Err(Dead::Stale);
                 }
                 let now = Instant::now();
-                for request in self.unsent.drain(..) {
-                    wire::encode(&mut self.output, &request.args);
+                let mut taken = 0;
+                for queued in self.unsent.drain(..) {
+                    self.output.extend_from_slice(&queued.unit.requests);
+                    taken += queued.unit.count;
                     self.in_flight.push_back(InFlight {
-                        request,
+                        queued,
                         written: now,
+                        complete: 0,
+                        measured: 0,
+                        redirected: false,
                     });
                 }
+                self.in_flight_requests += taken;
+                self.room.add_permits(taken);
                 self.write(stream)?;
             }
             if self.closed && self.in_flight.is_empty() {
                 return Ok(());
             }
-            let room =
-                !self.closed && self.output.len() < OUTPUT_HIGH && self.in_flight.len() < IN_FLIGHT;
+            let room = !self.closed
+                && self.output.len() < OUTPUT_HIGH
+                && self.in_flight_requests < IN_FLIGHT;
             if self.input.capacity() - self.input.len() < CHUNK / 4 {
                 self.input.reserve(CHUNK);
             }
@@ -456,7 +581,7 @@ impl Relay {
         tokio::task::yield_now().await;
         while self.unsent.len() < BATCH {
             match self.rx.try_recv() {
-                Ok(request) => self.unsent.push(request),
+                Ok(queued) => self.unsent.push(queued),
                 Err(_) => break,
             }
         }
@@ -483,27 +608,38 @@ impl Relay {
         Ok(())
     }
 
-    /// Answers every request whose reply is complete in what was read.
+    /// Answers every unit whose replies are all complete in what was read. A unit's replies
+    /// are measured as they arrive (each once) and handed over together.
     fn answer_complete(&mut self) -> Result<(), Dead> {
         while !self.input.is_empty() {
-            let Some(sent) = self.in_flight.front() else {
+            let Some(sent) = self.in_flight.front_mut() else {
                 return Err(self.lost_with("a reply nothing asked for"));
             };
-            match wire::reply_len(&self.input, sent.request.limits) {
-                Ok(Some(len)) => {
-                    let reply = self.input.split_to(len).freeze();
-                    let sent = self.in_flight.pop_front().expect("checked above");
-                    let _ = sent.request.answer.send(Answered {
-                        args: sent.request.args,
-                        reply: Ok(reply),
-                    });
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    let error = format!("proxy: {} sent a bad reply: {e}", self.addr);
-                    return Err(Dead::Lost(error));
+            while sent.complete < sent.queued.unit.count {
+                match wire::reply_len(&self.input[sent.measured..], sent.queued.limits) {
+                    Ok(Some(len)) => {
+                        let reply = &self.input[sent.measured..sent.measured + len];
+                        sent.redirected |= moved_to(reply).is_some() || is_tryagain(reply);
+                        sent.measured += len;
+                        sent.complete += 1;
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        let error = format!("proxy: {} sent a bad reply: {e}", self.addr);
+                        return Err(Dead::Lost(error));
+                    }
                 }
             }
+            let replies = self.input.split_to(sent.measured).freeze();
+            let sent = self.in_flight.pop_front().expect("checked above");
+            self.in_flight_requests -= sent.complete;
+            let _ = sent.queued.answer.send(Answered {
+                unit: sent.queued.unit,
+                replies,
+                complete: sent.complete,
+                error: None,
+                redirected: sent.redirected,
+            });
         }
         if self.input.is_empty() && self.input.capacity() > OUTPUT_HIGH {
             self.input = BytesMut::with_capacity(CHUNK);
@@ -511,17 +647,40 @@ impl Relay {
         Ok(())
     }
 
+    /// Fails every unit in flight on a connection given up; the first keeps the replies it
+    /// already had.
+    fn fail_in_flight(&mut self, error: &str) {
+        for (i, sent) in self.in_flight.drain(..).enumerate() {
+            let replies = if i == 0 {
+                self.input
+                    .split_to(sent.measured.min(self.input.len()))
+                    .freeze()
+            } else {
+                Bytes::new()
+            };
+            let complete = if i == 0 { sent.complete } else { 0 };
+            let _ = sent.queued.answer.send(Answered {
+                unit: sent.queued.unit,
+                replies,
+                complete,
+                error: Some(error.to_string()),
+                redirected: sent.redirected,
+            });
+        }
+        self.in_flight_requests = 0;
+    }
+
     fn lost_with(&self, why: &str) -> Dead {
         Dead::Lost(format!("{} ({why})", lost(&self.addr)))
     }
 
     fn fail_everything(&mut self, error: &str) {
-        for request in self.unsent.drain(..) {
-            request.fail(error);
+        for queued in self.unsent.drain(..) {
+            queued.fail(error);
         }
         self.rx.close();
-        while let Ok(request) = self.rx.try_recv() {
-            request.fail(error);
+        while let Ok(queued) = self.rx.try_recv() {
+            queued.fail(error);
         }
     }
 }
@@ -773,10 +932,11 @@ mod tests {
         // Each request waits at most 100 ms to be queued: the first that does not fit shows
         // where the bound is.
         loop {
-            let submit = pool.submit(Arc::clone(&addr), args(&["GET", "key"]), 3, LIMITS);
+            let unit = Unit::one(&args(&["GET", "key"]));
+            let submit = pool.submit(Arc::clone(&addr), unit, 3, LIMITS);
             match tokio::time::timeout(Duration::from_millis(100), submit).await {
                 Ok(Ok(s)) => sent.push(s),
-                Ok(Err(e)) => panic!("refused early: {:?}", e.answered.reply),
+                Ok(Err(e)) => panic!("refused early: {}", e.error),
                 Err(_) => break,
             }
             assert!(sent.len() <= QUEUE + IN_FLIGHT + BATCH, "unbounded");
@@ -784,7 +944,7 @@ mod tests {
         assert!(sent.len() >= QUEUE, "only {} queued", sent.len());
         // The owner never answers: every request fails once the oldest is overdue.
         for s in sent.drain(..) {
-            let error = pool.answer(s).await.reply.unwrap_err();
+            let error = pool.answer(s).await.error.unwrap();
             assert!(
                 error.contains("did not answer") || error.contains("lost"),
                 "{error}"
@@ -845,6 +1005,141 @@ mod tests {
             assert_eq!(&ping.reply.unwrap()[..], b"+PONG\r\n", "round {round}");
         }
         assert_eq!(connections.load(Ordering::SeqCst), 1);
+    }
+
+    fn unit(requests: &[&[&str]]) -> Unit {
+        let mut encoded = BytesMut::new();
+        for words in requests {
+            wire::encode(&mut encoded, words);
+        }
+        Unit {
+            requests: encoded.freeze(),
+            count: requests.len(),
+        }
+    }
+
+    /// Answers `GET key` with the key itself, and `GET moved...` with a `-MOVED`.
+    fn echo(args: &[Vec<u8>]) -> Act {
+        let key = args.get(1).cloned().unwrap_or_default();
+        if key.starts_with(b"moved") {
+            return Act::Reply(b"-MOVED 7 127.0.0.1:1\r\n".to_vec());
+        }
+        if key.starts_with(b"big") {
+            let mut reply = b"$2000\r\n".to_vec();
+            reply.extend_from_slice(&[b'x'; 2000]);
+            reply.extend_from_slice(b"\r\n");
+            return Act::Reply(reply);
+        }
+        let mut reply = format!("${}\r\n", key.len()).into_bytes();
+        reply.extend_from_slice(&key);
+        reply.extend_from_slice(b"\r\n");
+        Act::Reply(reply)
+    }
+
+    #[tokio::test]
+    async fn a_unit_is_answered_with_its_replies_back_to_back_in_order() {
+        let (addr, seen, _) = owner(echo).await;
+        let pool = Pool::new(None);
+        let sent = pool
+            .submit(
+                Arc::clone(&addr),
+                unit(&[&["GET", "a"], &["GET", "bb"], &["GET", "c"]]),
+                1,
+                LIMITS,
+            )
+            .await
+            .unwrap_or_else(|r| panic!("{}", r.error));
+        assert_eq!(sent.count(), 3);
+        let answered = pool.answer(sent).await;
+        assert!(answered.is_plain());
+        assert_eq!(answered.complete, 3);
+        assert_eq!(&answered.replies[..], b"$1\r\na\r\n$2\r\nbb\r\n$1\r\nc\r\n");
+        assert_eq!(seen.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_unit_with_a_moved_reply_is_taken_apart_in_order() {
+        let (addr, _, _) = owner(echo).await;
+        let pool = Pool::new(None);
+        let requests: &[&[&str]] = &[&["GET", "a"], &["GET", "moved1"], &["GET", "c"]];
+        let sent = pool
+            .submit(Arc::clone(&addr), unit(requests), 1, LIMITS)
+            .await
+            .unwrap_or_else(|r| panic!("{}", r.error));
+        let answered = pool.answer(sent).await;
+        assert!(!answered.is_plain(), "a -MOVED reply is flagged");
+        let singles = answered.singles();
+        let got: Vec<(Vec<Bytes>, Bytes)> = singles
+            .into_iter()
+            .map(|s| (s.args, s.reply.unwrap()))
+            .collect();
+        assert_eq!(got.len(), 3);
+        for (i, words) in requests.iter().enumerate() {
+            assert_eq!(got[i].0, args(words), "request {i}'s arguments come back");
+        }
+        assert_eq!(&got[0].1[..], b"$1\r\na\r\n");
+        assert_eq!(moved_to(&got[1].1), Some("127.0.0.1:1"));
+        assert_eq!(&got[2].1[..], b"$1\r\nc\r\n");
+    }
+
+    #[tokio::test]
+    async fn an_oversized_reply_in_a_unit_keeps_the_replies_before_it() {
+        let (addr, _, _) = owner(echo).await;
+        let pool = Pool::new(None);
+        let sent = pool
+            .submit(
+                Arc::clone(&addr),
+                unit(&[&["GET", "a"], &["GET", "big"], &["GET", "c"]]),
+                1,
+                LIMITS,
+            )
+            .await
+            .unwrap_or_else(|r| panic!("{}", r.error));
+        let answered = pool.answer(sent).await;
+        assert_eq!(answered.complete, 1);
+        let replies: Vec<Reply> = answered.singles().into_iter().map(|s| s.reply).collect();
+        assert_eq!(&replies[0].as_ref().unwrap()[..], b"$1\r\na\r\n");
+        for reply in &replies[1..] {
+            let error = reply.as_ref().unwrap_err();
+            assert!(error.contains("proto-max-bulk-len (1000)"), "{error}");
+        }
+        // The link goes on over a fresh connection.
+        let after = pool
+            .forward(Arc::clone(&addr), args(&["GET", "d"]), 1, LIMITS)
+            .await;
+        assert_eq!(&after.reply.unwrap()[..], b"$1\r\nd\r\n");
+    }
+
+    #[tokio::test]
+    async fn the_queue_bound_counts_the_requests_of_units() {
+        let (addr, _, _) = owner(|_| Act::Stall).await;
+        let pool = Arc::new(Pool::with_timeout(None, Duration::from_millis(1500)));
+        const EACH: usize = 64;
+        let requests: Vec<&[&str]> = vec![&["GET", "key"]; EACH];
+        let mut sent = Vec::new();
+        loop {
+            let submit = pool.submit(Arc::clone(&addr), unit(&requests), 3, LIMITS);
+            match tokio::time::timeout(Duration::from_millis(100), submit).await {
+                Ok(Ok(s)) => sent.push(s),
+                Ok(Err(e)) => panic!("refused early: {}", e.error),
+                Err(_) => break,
+            }
+            assert!(
+                sent.len() * EACH <= 2 * QUEUE + IN_FLIGHT,
+                "{} requests taken: a unit must count as the requests it carries",
+                sent.len() * EACH
+            );
+        }
+        assert!(sent.len() * EACH >= QUEUE, "only {} queued", sent.len());
+        for s in sent.drain(..) {
+            let answered = pool.answer(s).await;
+            assert_eq!(answered.complete, 0);
+            assert_eq!(
+                answered.singles().len(),
+                EACH,
+                "every request gets its error"
+            );
+        }
     }
 
     #[test]

@@ -28,8 +28,9 @@ use tokio::sync::watch;
 use write_run::WriteRun;
 
 /// A request's answer: a reply to encode, one relayed as is from the key's owner, none yet
-/// (a plain write deferred into the connection's [`WriteRun`]), or (proxy mode) the owner to
-/// ask, and then the request on its way there.
+/// (a plain write deferred into the connection's [`WriteRun`], or a request added to the unit
+/// for its owner in [`Held`]), or (proxy mode) the owner to ask, and then a unit on its way
+/// there.
 enum Outcome {
     Reply(Frame),
     Relayed(Bytes),
@@ -169,8 +170,11 @@ impl Handler<'_> {
                 Ok(true) => {
                     Stats::bump(&stats.commands_processed);
                     match self.dispatch().await {
+                        // Joins the unit for `addr`, answered when the replies are sent.
                         Outcome::Forward(addr) => {
-                            proxy::submit(self.instance, &self.session, &self.args, addr).await
+                            let (instance, session) = (self.instance, &self.session);
+                            self.held.forward(instance, session, &self.args, addr).await;
+                            Outcome::Deferred
                         }
                         outcome => outcome,
                     }
@@ -181,6 +185,7 @@ impl Handler<'_> {
                     self.run.write(self.instance, &self.session).await;
                     self.run
                         .queue_written(&mut self.connection, self.session.protocol);
+                    self.held.seal(self.instance, &self.session).await;
                     self.held
                         .push(Outcome::Reply(Frame::err(&error)), self.session.protocol);
                     let _ = self.send().await;
@@ -191,6 +196,10 @@ impl Handler<'_> {
             // held replies: write runs are made outside a cluster, held replies in proxy mode.)
             self.run
                 .queue_written(&mut self.connection, self.session.protocol);
+            // Forwarded requests before this answer are submitted before it is queued or held.
+            if self.held.is_building() && !matches!(outcome, Outcome::Deferred) {
+                self.held.seal(self.instance, &self.session).await;
+            }
             match outcome {
                 Outcome::Reply(reply) if self.held.is_empty() => {
                     self.connection.queue(&reply, self.session.protocol)

@@ -1,40 +1,149 @@
 //! Proxy mode's reply ordering: requests forwarded to their key's owner, and the answers of
 //! the same pipeline held back behind them so the client gets its replies in request order.
+//!
+//! Consecutive requests of one read that go to the same owner are forwarded as one unit
+//! (`cluster::proxy::Unit`): encoded back to back as they are decoded, submitted when a
+//! request that is not theirs comes (a local one, another owner's) or the read's requests
+//! run out, and answered with one buffer of replies that is queued on the connection in one
+//! go. Only a unit whose answer holds a `-MOVED`, a `-TRYAGAIN` or an error is taken apart
+//! and relayed reply by reply.
 
 use super::Outcome;
-use crate::cluster::proxy::Answered;
+use crate::cluster::proxy::{Single, Unit};
 use crate::cluster::Redirect;
 use crate::cmd::Command;
 use crate::connection::Connection;
 use crate::frame::{Frame, Protocol};
 use crate::instance::{Instance, Session};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-use store::upstream::wire::ReplyLimits;
+use store::upstream::wire::{self, ReplyLimits};
 
 /// Answers held back, in request order, behind a request of the same pipeline that is still
 /// at its owner (proxy mode): the pipeline goes on to the owner as a pipeline and the client
 /// still gets its replies in the order it asked. Always empty outside proxy mode.
 #[derive(Default)]
-pub(super) struct Held(VecDeque<(Outcome, Protocol)>);
+pub(super) struct Held {
+    answers: VecDeque<(Outcome, Protocol)>,
+    /// Requests in `answers` (a unit counts as many as it carries) and in `building`.
+    requests: usize,
+    /// The unit being built: its requests are the bytes of `encoded`.
+    building: Option<Building>,
+    /// Encoded requests, split off as each unit is submitted; one allocation serves many.
+    encoded: BytesMut,
+}
+
+struct Building {
+    addr: Arc<str>,
+    count: usize,
+    protocol: Protocol,
+}
+
+/// A unit is submitted once its requests take this much (later ones start another), and a
+/// request at least this large does not leave its buffer behind.
+const ENCODE_CHUNK: usize = 16 * 1024;
+/// Free space the encoding buffer is given when it runs short: small, because it is held
+/// per client connection and not counted in the clients' memory.
+const ENCODE_RESERVE: usize = 2048;
 
 impl Held {
-    /// Requests one client may have at other nodes at once.
+    /// Requests one client may have at other nodes at once (also the most one unit carries).
     const MAX: usize = 256;
 
     pub(super) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.answers.is_empty() && self.building.is_none()
     }
 
     pub(super) fn is_full(&self) -> bool {
-        self.0.len() >= Self::MAX
+        self.requests >= Self::MAX
+    }
+
+    /// Whether forwarded requests wait to be submitted: [`Held::seal`] comes before any
+    /// other answer is queued or held.
+    #[inline]
+    pub(super) fn is_building(&self) -> bool {
+        self.building.is_some()
     }
 
     /// `protocol` is the one the reply is encoded in, as it was when the request ran.
     pub(super) fn push(&mut self, outcome: Outcome, protocol: Protocol) {
-        self.0.push_back((outcome, protocol));
+        debug_assert!(self.building.is_none(), "sealed before a later answer");
+        self.answers.push_back((outcome, protocol));
+        self.requests += 1;
+    }
+
+    /// Adds the request `args` for `addr` to the unit being built, first submitting that unit
+    /// if it is for another owner or full.
+    pub(super) async fn forward(
+        &mut self,
+        instance: &Instance,
+        session: &Session,
+        args: &[Bytes],
+        addr: Arc<str>,
+    ) {
+        if let Some(building) = &self.building {
+            let same = Arc::ptr_eq(&building.addr, &addr) || *building.addr == *addr;
+            if !same || building.count >= Self::MAX || self.encoded.len() >= ENCODE_CHUNK {
+                self.seal(instance, session).await;
+            }
+        }
+        let building = self.building.get_or_insert(Building {
+            addr,
+            count: 0,
+            protocol: session.protocol,
+        });
+        if self.encoded.capacity() - self.encoded.len() < ENCODE_RESERVE / 4 {
+            self.encoded.reserve(ENCODE_RESERVE);
+        }
+        wire::encode(&mut self.encoded, args);
+        building.count += 1;
+        self.requests += 1;
+    }
+
+    /// Submits the unit being built to its owner; its replies are read when the pipeline's
+    /// replies are written. Waits while the owner's link is full: the client is not read
+    /// meanwhile.
+    pub(super) async fn seal(&mut self, instance: &Instance, session: &Session) {
+        let Some(building) = self.building.take() else {
+            return;
+        };
+        let requests = self.encoded.split().freeze();
+        if requests.len() >= ENCODE_CHUNK {
+            // Do not keep a large request's buffer for the rest of the connection.
+            self.encoded = BytesMut::new();
+        }
+        let node = instance
+            .cluster
+            .as_deref()
+            .expect("forwarding only in a cluster");
+        let unit = Unit {
+            requests,
+            count: building.count,
+        };
+        // The unit's requests were counted as they were added.
+        self.requests -= building.count;
+        match node
+            .proxy
+            .submit(building.addr, unit, session.id, limits(instance))
+            .await
+        {
+            Ok(sent) => {
+                self.answers
+                    .push_back((Outcome::Sent(sent), building.protocol));
+                self.requests += building.count;
+            }
+            Err(refused) => {
+                node.unreachable(&refused.addr);
+                for _ in 0..building.count {
+                    self.push(
+                        Outcome::Reply(Frame::err(&refused.error)),
+                        building.protocol,
+                    );
+                }
+            }
+        }
     }
 
     /// Queues every held answer on `connection`, waiting for the owners' replies in order.
@@ -44,55 +153,44 @@ impl Held {
         session: &mut Session,
         connection: &mut Connection,
     ) {
-        while let Some((outcome, protocol)) = self.0.pop_front() {
-            let outcome = match outcome {
-                Outcome::Sent(sent) => {
-                    let node = instance
-                        .cluster
-                        .as_deref()
-                        .expect("forwarding in a cluster");
-                    let (owner, first) = node.proxy.answer_from(sent).await;
-                    if first.reply.is_err() {
-                        // The owner may be dead (`cluster::suspect`).
-                        node.unreachable(&owner);
-                    }
-                    relay(instance, session, first).await
+        self.seal(instance, session).await;
+        while let Some((outcome, protocol)) = self.answers.pop_front() {
+            let sent = match outcome {
+                Outcome::Sent(sent) => sent,
+                outcome => {
+                    self.requests -= 1;
+                    queue(connection, outcome, protocol);
+                    continue;
                 }
-                outcome => outcome,
             };
-            match outcome {
-                Outcome::Reply(reply) => connection.queue(&reply, protocol),
-                Outcome::Relayed(raw) => connection.queue_raw(&raw),
-                Outcome::Deferred | Outcome::Forward(_) | Outcome::Sent(_) => {
-                    unreachable!("a relayed answer is final")
-                }
+            self.requests -= sent.count();
+            let node = instance
+                .cluster
+                .as_deref()
+                .expect("forwarding in a cluster");
+            let (owner, answered) = node.proxy.answer_from(sent).await;
+            if answered.is_plain() {
+                connection.queue_relayed(&answered.replies, answered.complete);
+                continue;
+            }
+            if answered.error.is_some() {
+                // The owner may be dead (`cluster::suspect`).
+                node.unreachable(&owner);
+            }
+            for single in answered.singles() {
+                let outcome = relay(instance, session, single).await;
+                queue(connection, outcome, protocol);
             }
         }
     }
 }
 
-/// Sends the request to the slot's owner; its reply is read when the pipeline's replies are
-/// written (see [`Held`]). Waits while the owner's link is full: the client is not read
-/// meanwhile.
-pub(super) async fn submit(
-    instance: &Instance,
-    session: &Session,
-    args: &[Bytes],
-    addr: Arc<str>,
-) -> Outcome {
-    let node = instance
-        .cluster
-        .as_deref()
-        .expect("forwarding only in a cluster");
-    match node
-        .proxy
-        .submit(addr, args.to_vec(), session.id, limits(instance))
-        .await
-    {
-        Ok(sent) => Outcome::Sent(sent),
-        Err(refused) => {
-            node.unreachable(&refused.addr);
-            Outcome::Reply(Frame::err(refused.answered.reply.err().unwrap_or_default()))
+fn queue(connection: &mut Connection, outcome: Outcome, protocol: Protocol) {
+    match outcome {
+        Outcome::Reply(reply) => connection.queue(&reply, protocol),
+        Outcome::Relayed(raw) => connection.queue_raw(&raw),
+        Outcome::Deferred | Outcome::Forward(_) | Outcome::Sent(_) => {
+            unreachable!("a relayed answer is final")
         }
     }
 }
@@ -107,7 +205,7 @@ fn limits(instance: &Instance) -> ReplyLimits {
 
 /// Turns the owner's reply into the client's. An owner that answers `-MOVED` (this node's
 /// map was behind, e.g. during a migration) is asked again once the map here moved on.
-async fn relay(instance: &Instance, session: &mut Session, mut answered: Answered) -> Outcome {
+async fn relay(instance: &Instance, session: &mut Session, mut answered: Single) -> Outcome {
     let node = instance
         .cluster
         .as_deref()
