@@ -13,35 +13,40 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One request on a fresh connection (or on `conn`), its reply as text (a bulk string's
-/// contents, or the status / error line with its sign).
+/// One request on `conn`, its reply as text (a bulk string's contents, or the status / error
+/// line with its sign).
 fn call_on(conn: &mut TcpStream, args: &[&str]) -> String {
+    try_call_on(conn, args).unwrap()
+}
+
+fn try_call_on(conn: &mut TcpStream, args: &[&str]) -> std::io::Result<String> {
     let mut buf = format!("*{}\r\n", args.len());
     for a in args {
         buf.push_str(&format!("${}\r\n{a}\r\n", a.len()));
     }
-    conn.write_all(buf.as_bytes()).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(15)))
-        .unwrap();
-    let mut input = BufReader::new(conn.try_clone().unwrap());
+    conn.write_all(buf.as_bytes())?;
+    conn.set_read_timeout(Some(Duration::from_secs(15)))?;
+    let mut input = BufReader::new(conn.try_clone()?);
     let mut line = String::new();
-    input.read_line(&mut line).unwrap();
+    input.read_line(&mut line)?;
     let line = line.trim_end().to_string();
     if let Some(len) = line.strip_prefix('$').or_else(|| line.strip_prefix('=')) {
         let len: i64 = len.parse().unwrap();
         if len < 0 {
-            return "(nil)".into();
+            return Ok("(nil)".into());
         }
         let mut body = vec![0; len as usize + 2];
-        std::io::Read::read_exact(&mut input, &mut body).unwrap();
-        return String::from_utf8_lossy(&body[..len as usize]).into_owned();
+        std::io::Read::read_exact(&mut input, &mut body)?;
+        return Ok(String::from_utf8_lossy(&body[..len as usize]).into_owned());
     }
-    line
+    Ok(line)
 }
 
+/// One request on a fresh connection; "" when the node does not answer (not listening yet,
+/// or still joining its cluster past the read timeout: callers poll).
 fn call(port: u16, args: &[&str]) -> String {
     match TcpStream::connect(("127.0.0.1", port)) {
-        Ok(mut conn) => call_on(&mut conn, args),
+        Ok(mut conn) => try_call_on(&mut conn, args).unwrap_or_default(),
         Err(_) => String::new(),
     }
 }
