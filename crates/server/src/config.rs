@@ -64,6 +64,8 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Tokio worker threads; 0 means one per core; at most [`MAX_THREADS`].
     pub threads: usize,
+    /// Tasks serving the connections (`crate::connection_groups`); 0: one per two workers.
+    pub connection_groups: usize,
     /// Largest reply to one command, in bytes; 0: unlimited (`--client-output-limit`).
     pub client_output_limit: u64,
     /// Most bytes all clients' buffers and replies may hold together; 0: unlimited
@@ -135,6 +137,7 @@ impl Config {
             proto_max_bulk_len: DEFAULT_PROTO_MAX_BULK_LEN,
             requirepass: None,
             threads: 0,
+            connection_groups: 0,
             client_output_limit: DEFAULT_CLIENT_OUTPUT_LIMIT,
             maxmemory_clients: crate::client_memory::DEFAULT_LIMIT,
             upstream_connect_timeout: DEFAULT_UPSTREAM_CONNECT_TIMEOUT,
@@ -190,6 +193,13 @@ impl Config {
             return Err(format!(
                 "--threads {} is above the most supported, {MAX_THREADS} (0: one per core)",
                 self.threads
+            ));
+        }
+        if self.connection_groups > MAX_THREADS {
+            return Err(format!(
+                "--connection-groups {} is above the most supported, {MAX_THREADS} (0: one per \
+                 two worker threads)",
+                self.connection_groups
             ));
         }
         if let Some(n) = self.max_keys {
@@ -263,6 +273,11 @@ mod tests {
         let err = config.validate().unwrap_err();
         assert!(err.contains("--threads 100000"), "{err}");
         config.threads = MAX_THREADS;
+        assert!(config.validate().is_ok());
+        config.connection_groups = MAX_THREADS + 1;
+        let err = config.validate().unwrap_err();
+        assert!(err.contains("--connection-groups 1025"), "{err}");
+        config.connection_groups = MAX_THREADS;
         assert!(config.validate().is_ok());
     }
 

@@ -7,7 +7,7 @@
 //! The decoder keeps its position inside an incomplete request, so a request that arrives in
 //! many small reads is scanned once, not once per read.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use std::fmt;
 
 /// Longest inline command line, and longest `*N`/`$N` header line, as in Redis.
@@ -110,12 +110,7 @@ impl Decoder {
                 // A whole request of plain headers (nearly every request) is read in one
                 // pass; anything else, from its first byte again, by the careful scanner.
                 if let Some(end) = scan_whole(buf, &self.limits, &mut self.spans) {
-                    let request = buf.split_to(end).freeze();
-                    args.extend(
-                        self.spans
-                            .iter()
-                            .map(|&(start, len)| request.slice(start..start + len)),
-                    );
+                    push_args(buf.split_to(end).freeze(), &self.spans, args);
                     self.spans.clear();
                     return Ok(true);
                 }
@@ -131,11 +126,7 @@ impl Decoder {
             };
             let request = buf.split_to(consumed).freeze();
             if request[0] == b'*' {
-                args.extend(
-                    self.spans
-                        .iter()
-                        .map(|&(start, len)| request.slice(start..start + len)),
-                );
+                push_args(request, &self.spans, args);
             } else {
                 split_inline(&request, args);
             }
@@ -336,6 +327,23 @@ fn parse_integer(text: &[u8]) -> Option<i64> {
         value = value * 10 + i64::from(d - b'0');
     }
     Some(if negative { -value } else { value })
+}
+
+/// Appends the arguments at `spans` of `request`: views of it, the last one `request` itself
+/// narrowed, which saves a reference-count increment and decrement per request.
+fn push_args(request: Bytes, spans: &[(usize, usize)], args: &mut Vec<Bytes>) {
+    let Some((&(start, len), others)) = spans.split_last() else {
+        return;
+    };
+    args.extend(
+        others
+            .iter()
+            .map(|&(start, len)| request.slice(start..start + len)),
+    );
+    let mut last = request;
+    last.truncate(start + len);
+    last.advance(start);
+    args.push(last);
 }
 
 /// Splits an inline command line on spaces and tabs (the trailing CR/LF included).

@@ -28,6 +28,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod connection;
+pub mod connection_groups;
 pub mod db;
 pub mod decoder;
 pub mod frame;

@@ -3,6 +3,7 @@
 //! running, and syncs the store. Each accepted connection is served by `crate::handler`.
 
 use crate::config::{Backend, Config};
+use crate::connection_groups::ConnectionGroups;
 use crate::db::Db;
 use crate::instance::Instance;
 use crate::live::space::Space;
@@ -16,7 +17,6 @@ use std::time::Duration;
 use store::{Storage, Store};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
-use tokio::task::JoinSet;
 
 pub use crate::config::MAX_BULK_LEN_LIMIT;
 
@@ -264,7 +264,7 @@ impl Server {
             ))
         });
         let (fill, persister) = start_warmup(&instance, warmup_space.clone(), &stop_rx);
-        let mut connections = JoinSet::new();
+        let mut connections = ConnectionGroups::for_runtime(instance.config.connection_groups);
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -284,10 +284,10 @@ impl Server {
                         Ok(permit) => {
                             let instance = instance.clone();
                             let stop = stop_rx.clone();
-                            connections.spawn(async move {
+                            connections.serve(Box::pin(async move {
                                 crate::handler::serve(&instance, socket, peer, stop).await;
                                 drop(permit);
-                            });
+                            }));
                         }
                         Err(_) => {
                             Stats::bump(&stats.rejected_connections);
@@ -295,7 +295,6 @@ impl Server {
                         }
                     }
                 }
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
         drop(listener);
@@ -304,12 +303,9 @@ impl Server {
             node.leave().await;
         }
         let _ = stop_tx.send(true);
-        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-            while connections.join_next().await.is_some() {}
-        })
-        .await;
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, connections.drain()).await;
         if drained.is_err() {
-            connections.abort_all();
+            connections.abort();
         }
         if let Some(exporter) = exporter {
             let _ = exporter.await;

@@ -65,6 +65,11 @@ pub struct Args {
     /// RocksDB's background threads are not among them.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Tasks the clients' connections are shared among (0: one per two worker threads; at
+    /// most --threads). Fewer groups wake fewer threads per request; more spread busy
+    /// clients over more cores.
+    #[arg(long, default_value_t = 0)]
+    pub connection_groups: usize,
     /// Largest reply to one command, e.g. 1GiB (0: unlimited); a larger one is an error.
     #[arg(long, default_value = "1GiB", value_parser = units::parse_bytes)]
     pub client_output_limit: u64,
@@ -218,6 +223,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.proto_max_bulk_len = args.proto_max_bulk_len;
     config.requirepass = args.requirepass;
     config.threads = args.threads;
+    config.connection_groups = args.connection_groups;
     config.client_output_limit = args.client_output_limit;
     config.maxmemory_clients = args.maxmemory_clients;
     config.upstream_connect_timeout = args.upstream_connect_timeout;
