@@ -165,7 +165,9 @@ fn the_unwatched_loop_refuses_and_integrates_like_the_watched_one() {
         (&[f64::NEG_INFINITY, 1.0], Tick::Seconds(1.0)),
         (&[0.0, 0.0, 1e20], Tick::Seconds(1.0)),
         (
-            &[10.0, 10.0, 5.0, 5.0, 13.5, 3.0, 10.0, 14.0, 14.0, 12.0, 20.25],
+            &[
+                10.0, 10.0, 5.0, 5.0, 13.5, 3.0, 10.0, 14.0, 14.0, 12.0, 20.25,
+            ],
             Tick::Seconds(1.0),
         ),
     ];
