@@ -447,7 +447,12 @@ impl<L: ClassLayer> Loop<'_, L> {
             if restart {
                 self.restart(req.time);
             }
-            self.serve::<true>(req);
+            self.advance_clock(req.time);
+            if self.future.is_some() {
+                self.serve::<true, true>(req);
+            } else {
+                self.serve::<true, false>(req);
+            }
             if restart {
                 // The warm-up's bulk load may have filled the cache past its earlier peak.
                 self.note_peaks();
@@ -462,7 +467,7 @@ impl<L: ClassLayer> Loop<'_, L> {
 
     /// A batch nobody watches: a tick would only move the per-tick baselines, which nothing
     /// reads, so request-count ticks are skipped; time ticks keep their clock check (a trace
-    /// whose clock the grid cannot follow is refused either way) at one comparison a request.
+    /// whose clock the grid cannot follow is refused either way).
     fn serve_unwatched<E>(
         &mut self,
         batch: &[Request],
@@ -471,13 +476,39 @@ impl<L: ClassLayer> Loop<'_, L> {
         let Some(first) = batch.first() else {
             return Ok(());
         };
-        self.check_time(first)?;
+        if self.first_time.is_none() {
+            // The first request starts the clock at its own time, so the loop below would
+            // skip it: it lays the tick grid here.
+            self.check_time(first)?;
+            self.ticks_before(schedule, first)?;
+        }
+        // Whether a pre-pass knows the future is fixed for the run: test it once a batch.
+        if self.future.is_some() {
+            self.serve_run::<E, true>(batch, schedule)
+        } else {
+            self.serve_run::<E, false>(batch, schedule)
+        }
+    }
+
+    /// The unwatched loop. A request at the time of the one before it (most of them: trace
+    /// clocks tick in seconds or microseconds, many requests a tick) cannot be refused, cross a
+    /// tick boundary (the next one lies beyond every time seen) or add to the time-weighted
+    /// means, so one comparison skips all three; a NaN time never equals and takes the checks.
+    #[inline(always)]
+    fn serve_run<E, const FUTURE: bool>(
+        &mut self,
+        batch: &[Request],
+        schedule: &mut TickSchedule,
+    ) -> Result<(), ReplayError<E>> {
         for req in batch {
-            if !req.time.is_finite() {
-                return self.check_time(req);
+            if req.time != self.last_time {
+                if !req.time.is_finite() {
+                    return self.check_time(req);
+                }
+                self.ticks_before(schedule, req)?;
+                self.advance_clock(req.time);
             }
-            self.ticks_before(schedule, req)?;
-            self.serve::<false>(req);
+            self.serve::<false, FUTURE>(req);
         }
         Ok(())
     }
@@ -491,33 +522,41 @@ impl<L: ClassLayer> Loop<'_, L> {
         }
     }
 
-    /// One request. `WATCHED`: also feed the access log, the warm-up and an observing
-    /// controller (each only if present); without, the loop has none of those branches.
+    /// Integrates the time-weighted means up to `now`, before the request at `now` is served
+    /// (a clock that goes back adds nothing and keeps the latest time).
     #[inline(always)]
-    fn serve<const WATCHED: bool>(&mut self, req: &Request) {
-        let now = req.time;
+    fn advance_clock(&mut self, now: f64) {
         if now > self.last_time {
             let dt = now - self.last_time;
             self.area_objects += self.cache.len() as f64 * dt;
             self.area_bytes += self.cache.bytes() as f64 * dt;
             self.last_time = now;
         }
+    }
+
+    /// One request, its clock already advanced ([`Loop::advance_clock`]). `WATCHED`: also
+    /// feed the access log, the warm-up and an observing controller (each only if present);
+    /// without, the loop has none of those branches. `FUTURE`: the run has a pre-pass's next
+    /// access times (`self.future` is `Some`).
+    #[inline(always)]
+    fn serve<const WATCHED: bool, const FUTURE: bool>(&mut self, req: &Request) {
+        let now = req.time;
         let class = classify(&self.cache, req);
         let op = rule_op(req.op);
-        let served = match &self.future {
-            None => self
-                .cache
-                .serve_as(op, req.key, req.size, class, &mut self.c.r),
-            Some(future) => {
-                // A trace longer than its pre-pass (it changed since) knows no future.
-                let next = future
-                    .get(self.served)
-                    .copied()
-                    .unwrap_or(cache::future::NEVER);
-                self.served += 1;
-                self.cache
-                    .serve_with_future(op, req.key, req.size, class, &mut self.c.r, next)
-            }
+        let served = if FUTURE {
+            // A trace longer than its pre-pass (it changed since) knows no future.
+            let next = self
+                .future
+                .as_deref()
+                .and_then(|future| future.get(self.served))
+                .copied()
+                .unwrap_or(cache::future::NEVER);
+            self.served += 1;
+            self.cache
+                .serve_with_future(op, req.key, req.size, class, &mut self.c.r, next)
+        } else {
+            self.cache
+                .serve_as(op, req.key, req.size, class, &mut self.c.r)
         };
         match served {
             Served::Miss => self.backend.read(now),

@@ -35,6 +35,12 @@ type Outcome = (Result<ReplayReport, ReplayError<()>>, Vec<f64>);
 /// Replays requests at `times` with `tick` in a thread, failing (instead of hanging the
 /// suite) if it has not finished within a generous bound.
 fn replay_times(times: &[f64], tick: Tick) -> Outcome {
+    replay_times_with(times, tick, true)
+}
+
+/// [`replay_times`], `watched` by a controller and metrics rows or by nothing (the loop
+/// compiled without ticks).
+fn replay_times_with(times: &[f64], tick: Tick, watched: bool) -> Outcome {
     let reqs: Vec<Request> = times
         .iter()
         .enumerate()
@@ -52,12 +58,13 @@ fn replay_times(times: &[f64], tick: Tick) -> Outcome {
             capacity: Capacity::objects(10),
             backend: BackendSpec::None,
             tick,
-            record_ticks: true,
+            record_ticks: watched,
             ..ReplayConfig::default()
         };
         let mut ctl = Recorder::default();
         let mut it = reqs.into_iter();
-        let result = replay(&config, Some(&mut ctl), || Ok::<_, ()>(it.next()));
+        let controller: Option<&mut dyn Controller> = if watched { Some(&mut ctl) } else { None };
+        let result = replay(&config, controller, || Ok::<_, ()>(it.next()));
         let _ = tx.send((result, ctl.times));
     });
     rx.recv_timeout(Duration::from_secs(60))
@@ -142,4 +149,51 @@ fn negative_and_fractional_origins_tick_on_their_own_grid() {
     let (result, times) = replay_times(&[-2.5, -1.0, 0.75], Tick::Seconds(1.5));
     result.unwrap();
     assert_eq!(times, [-1.0, 0.5]);
+}
+
+/// The loop nobody watches skips every clock check for a request at the previous request's
+/// time: it must refuse the same request for the same reason (the first request lays the tick
+/// grid, so a tick too fine for it fails there), and integrate the same time-weighted means
+/// over repeated and backwards times.
+#[test]
+fn the_unwatched_loop_refuses_and_integrates_like_the_watched_one() {
+    let cases: [(&[f64], Tick); 7] = [
+        (&[1e9, 1e9, 1e9 + 1.0], Tick::Seconds(1e-9)),
+        (&[0.0, 1.0, 1.0, 1e9], Tick::Seconds(1e-7)),
+        (&[0.0, 0.0, f64::NAN], Tick::Seconds(1.0)),
+        (&[3.0, 3.0, f64::INFINITY], Tick::Ops(1)),
+        (&[f64::NEG_INFINITY, 1.0], Tick::Seconds(1.0)),
+        (&[0.0, 0.0, 1e20], Tick::Seconds(1.0)),
+        (
+            &[
+                10.0, 10.0, 5.0, 5.0, 13.5, 3.0, 10.0, 14.0, 14.0, 12.0, 20.25,
+            ],
+            Tick::Seconds(1.0),
+        ),
+    ];
+    for (times, tick) in cases {
+        let watched = replay_times_with(times, tick, true).0;
+        let unwatched = replay_times_with(times, tick, false).0;
+        match (watched, unwatched) {
+            (Ok(a), Ok(b)) => {
+                let means = |r: &ReplayReport| {
+                    (
+                        r.requests,
+                        r.duration_seconds,
+                        r.time_mean_cache_objects,
+                        r.time_mean_cache_bytes,
+                        r.mean_cache_objects,
+                        r.misses,
+                    )
+                };
+                assert!(a.time_mean_cache_objects.is_some(), "{times:?}");
+                assert_eq!(means(&a), means(&b), "{times:?}");
+            }
+            (Err(a), Err(b)) => {
+                let text = |e: ReplayError<()>| e.map_source(|()| "").to_string();
+                assert_eq!(text(a), text(b), "{times:?}");
+            }
+            (a, b) => panic!("{times:?}: watched {a:?}, unwatched {b:?}"),
+        }
+    }
 }
