@@ -64,7 +64,7 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Tokio worker threads; 0 means one per core; at most [`MAX_THREADS`].
     pub threads: usize,
-    /// Tasks serving the connections (`crate::connection_groups`); 0: one per two workers.
+    /// Tasks serving the connections (`crate::connection_groups`); 0: a task per connection.
     pub connection_groups: usize,
     /// Largest reply to one command, in bytes; 0: unlimited (`--client-output-limit`).
     pub client_output_limit: u64,
@@ -197,8 +197,8 @@ impl Config {
         }
         if self.connection_groups > MAX_THREADS {
             return Err(format!(
-                "--connection-groups {} is above the most supported, {MAX_THREADS} (0: one per \
-                 two worker threads)",
+                "--connection-groups {} is above the most supported, {MAX_THREADS} (0: a task per \
+                 connection)",
                 self.connection_groups
             ));
         }

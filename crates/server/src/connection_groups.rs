@@ -1,17 +1,18 @@
-//! Accepted connections are served in groups, one Tokio task per group (as many groups as the
-//! runtime has workers, or `--connection-groups`), not one task per connection.
+//! How accepted connections are served: by default one Tokio task per connection; with
+//! `--connection-groups N`, in N groups, one task per group.
 //!
-//! Why: Tokio's multi-thread scheduler wakes a parked worker (a futex wake, then a context
-//! switch and a cross-CPU wake-up) whenever a poll of the I/O driver leaves more than one task
-//! ready. With a task per connection, four round-trip clients cost about 0.25 futex calls and 3
-//! microseconds of kernel CPU per request more than one worker serving them all (issue 27: the
-//! ZLOG.NEXT round trip against redis-server INCR). The connections of one group that turn
-//! ready together are one task, so another worker is woken only when two groups have work:
-//! when there is work for two cores. Groups are ordinary tasks, so an idle worker still steals
-//! a waiting group.
+//! Why groups: Tokio's multi-thread scheduler wakes a parked worker (a futex wake, then a
+//! context switch and a cross-CPU wake-up) whenever a poll of the I/O driver leaves more than
+//! one task ready. With a task per connection, four round-trip clients cost about 0.25 futex
+//! calls and 3 microseconds of kernel CPU per request more than one worker serving them all
+//! (issue 27: the ZLOG.NEXT round trip against redis-server INCR). The connections of one
+//! group that turn ready together are one task, so another worker is woken only when two
+//! groups have work. Groups are ordinary tasks, so an idle worker still steals a waiting group.
 //!
-//! The cost: a command that holds its thread (a long synchronous call) delays the other
-//! connections of its group, as one Redis thread delays all of its clients.
+//! The cost, and why it is not the default: a group serves its connections on one core at a
+//! time, so many busy clients in one group get one core's worth of service, and a command that
+//! holds its thread (a long synchronous call) delays the other connections of its group, as
+//! one Redis thread delays all of its clients.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -31,7 +32,11 @@ const POLLS_PER_TURN: usize = 128;
 /// The groups of a server's connections.
 pub struct ConnectionGroups {
     groups: Vec<Arc<Shared>>,
+    /// The groups' tasks, or (no groups) one task per connection.
     tasks: JoinSet<()>,
+    /// No groups: each connection is a task of its own (the default).
+    per_task: bool,
+    draining: bool,
 }
 
 /// What a group's task shares with the accept loop and with its connections' wakers.
@@ -88,15 +93,35 @@ impl ConnectionGroups {
                 shared
             })
             .collect();
-        ConnectionGroups { groups, tasks }
+        ConnectionGroups {
+            groups,
+            tasks,
+            per_task: false,
+            draining: false,
+        }
+    }
+
+    /// No groups: each connection runs as a task of its own, which any idle worker can take.
+    pub fn per_task() -> ConnectionGroups {
+        ConnectionGroups {
+            groups: Vec::new(),
+            tasks: JoinSet::new(),
+            per_task: true,
+            draining: false,
+        }
     }
 
     /// `requested` groups (`--connection-groups`), at most one per worker of the current
-    /// runtime (a group runs on one worker at a time); 0: one per two workers. Why not one per
-    /// worker: with a client on the same machine (or several busy groups), every group that
-    /// turns ready while another runs wakes a second worker, which costs more kernel CPU per
-    /// request than the extra core gives back (bench/RESULTS.md, h-next2).
+    /// runtime (a group runs on one worker at a time); 0: no groups, a task per connection.
+    /// Why groups are not the default: one group serves its clients on one core at a time.
+    /// With few round-trip clients that saves the wake-up of a second worker per request
+    /// (bench/RESULTS.md, h-next2), but with many busy clients it gives up the second core:
+    /// on 2 cores, 50 clients pipelining 16 GETs got 0.66-0.74x of Redis in one group against
+    /// 0.81-0.90x with a task per connection (lead's quiet re-run, 2026-11-28).
     pub fn for_runtime(requested: usize) -> ConnectionGroups {
+        if requested == 0 {
+            return ConnectionGroups::per_task();
+        }
         let workers = tokio::runtime::Handle::current().metrics().num_workers();
         ConnectionGroups::start(group_count(requested, workers))
     }
@@ -107,6 +132,9 @@ impl ConnectionGroups {
 
     /// Connections served now, over all groups.
     pub fn live(&self) -> usize {
+        if self.per_task {
+            return self.tasks.len();
+        }
         self.groups
             .iter()
             .map(|g| g.live.load(Ordering::Relaxed))
@@ -114,7 +142,13 @@ impl ConnectionGroups {
     }
 
     /// Serves `connection` in the group serving the fewest.
-    pub fn serve(&self, connection: Served) {
+    pub fn serve(&mut self, connection: Served) {
+        if self.per_task {
+            if !self.draining {
+                self.tasks.spawn(connection);
+            }
+            return;
+        }
         let Some(group) = self
             .groups
             .iter()
@@ -128,8 +162,20 @@ impl ConnectionGroups {
         state.wake_group();
     }
 
+    /// Whether [`ConnectionGroups::reap`] has an ended or running connection task to wait for.
+    pub fn has_tasks(&self) -> bool {
+        self.per_task && !self.tasks.is_empty()
+    }
+
+    /// Waits for one connection task to end and frees what the set keeps of it (a task per
+    /// connection only; the accept loop calls it whenever [`ConnectionGroups::has_tasks`]).
+    pub async fn reap(&mut self) {
+        let _ = self.tasks.join_next().await;
+    }
+
     /// Takes no more connections and waits until every one served has ended.
     pub async fn drain(&mut self) {
+        self.draining = true;
         for group in self.groups.drain(..) {
             let mut state = group.lock();
             state.closed = true;
@@ -146,11 +192,7 @@ impl ConnectionGroups {
 }
 
 fn group_count(requested: usize, workers: usize) -> usize {
-    match requested {
-        0 => workers.div_ceil(2),
-        n => n.min(workers),
-    }
-    .max(1)
+    requested.min(workers).max(1)
 }
 
 /// A group's task: polls the connections that were woken, and takes new ones.
@@ -321,10 +363,7 @@ mod tests {
 
     #[test]
     fn group_counts_follow_the_workers() {
-        assert_eq!(group_count(0, 1), 1);
-        assert_eq!(group_count(0, 2), 1);
-        assert_eq!(group_count(0, 3), 2);
-        assert_eq!(group_count(0, 8), 4);
+        assert_eq!(group_count(1, 2), 1);
         assert_eq!(group_count(3, 8), 3);
         assert_eq!(group_count(16, 8), 8, "no more groups than workers");
     }

@@ -295,6 +295,7 @@ impl Server {
                         }
                     }
                 }
+                _ = connections.reap(), if connections.has_tasks() => {}
             }
         }
         drop(listener);

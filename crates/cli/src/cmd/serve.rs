@@ -65,9 +65,9 @@ pub struct Args {
     /// RocksDB's background threads are not among them.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// Tasks the clients' connections are shared among (0: one per two worker threads; at
-    /// most --threads). Fewer groups wake fewer threads per request; more spread busy
-    /// clients over more cores.
+    /// Tasks the clients' connections are shared among (0: a task per connection; at most
+    /// --threads). One group saves a thread wake-up per request for a few round-trip clients
+    /// (a shared-log sequencer) but serves all of its clients on one core at a time.
     #[arg(long, default_value_t = 0)]
     pub connection_groups: usize,
     /// Largest reply to one command, e.g. 1GiB (0: unlimited); a larger one is an error.
