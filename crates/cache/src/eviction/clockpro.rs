@@ -767,6 +767,21 @@ mod tests {
         }
     }
 
+    /// The hands' prefetching is a hint: an empty hand (`NIL`), a slot past the slab or a
+    /// stale successor link must neither panic nor change anything.
+    #[test]
+    fn looking_ahead_of_any_hand_is_harmless() {
+        let mut nodes = vec![Node::detached(1, 1), Node::detached(2, 1)];
+        nodes[0].next = 1;
+        nodes[1].next = 1_000;
+        let before = nodes.clone();
+        for hand in [NIL, 0, 1, 2, 1_000, NIL - 1] {
+            look_ahead(&nodes, hand);
+            prefetch_links(&nodes, hand);
+        }
+        assert_eq!(nodes, before);
+    }
+
     #[test]
     fn ghosts_are_never_reported_as_cached() {
         let mut cache = Cache::new(Algorithm::ClockPro, Capacity::objects(4));
