@@ -100,13 +100,12 @@ impl<L: ClassLayer> Cache<L> {
         counts: &mut RequestCounts,
     ) -> Served {
         counts.lookup_bytes += u64::from(size);
-        if self.get_as(key, class) {
+        if self.get_or_insert_as(key, size, class) {
             counts.hits += 1;
             Served::Hit
         } else {
             counts.misses += 1;
             counts.miss_bytes += u64::from(size);
-            self.insert_as(key, size, class, |_, _| {});
             Served::Miss
         }
     }
