@@ -63,7 +63,8 @@ def main():
                     if os.path.isdir(d)), os.path.join(repo, "..", "shared", "traces"))
     ap.add_argument("--traces", default=default)
     ap.add_argument("--algorithms", help="comma-separated; replaces the default cases")
-    ap.add_argument("--cloud", action="store_true", help="also cloudPhysicsIO.oracleGeneral.bin")
+    ap.add_argument("--cloud", "--cloudphysics", action="store_true",
+                    help="also cloudPhysicsIO.oracleGeneral.bin")
     args = ap.parse_args()
     csv = os.path.join(args.traces, "libcachesim", "twitter_cluster52.csv")
     if not os.path.exists(csv):
