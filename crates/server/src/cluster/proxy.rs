@@ -8,6 +8,13 @@
 //! client's task for a `-P 16` batch, not sixteen, and the link copies the unit's bytes as
 //! they are. Its replies come back as one buffer holding them all in order.
 //!
+//! **Replies written by the link.** A unit submitted with the client's socket
+//! ([`Pool::submit_to`], [`Direct`]: nothing of the client's is queued before it) has its
+//! replies written there by the link, with no wake-up of the client's task, which is waiting
+//! for its client meanwhile; what the link cannot write whole (a full socket, a `-MOVED` or
+//! `-TRYAGAIN`, an error) goes back through the unit's answer as before, with the bytes
+//! already written cut off.
+//!
 //! Each owner is reached over one long-lived link shared by every client of this node.
 //! A link is one task owning one connection at a time: it writes whatever units are queued
 //! in one go and matches the owner's replies to their requests in order, measuring each reply
