@@ -281,6 +281,68 @@ fn a_pipeline_mixing_local_and_forwarded_keys_is_answered_in_order() {
     }
 }
 
+/// The link writes a forwarded read's replies to the client's socket itself when nothing is
+/// queued before them (`cluster::proxy::Direct`). A client that does not read while a large
+/// reply comes (its socket fills: the rest is handed back to its own task) still gets every
+/// byte, in order with the local answer behind it; a client that leaves while its replies
+/// are being written costs nobody else a byte (a new connection, likely on the same
+/// descriptor, gets only its own replies).
+#[test]
+fn forwarded_replies_survive_a_slow_reader_and_a_client_that_leaves() {
+    let (etcd, _root, nodes) = two_nodes("direct", &["--cluster-mode", "proxy"]);
+    let n1 = nodes[0].1;
+    let remote = key_in(&owned(&etcd, "direct", "n2"));
+    let big: String = (0..2_000_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let mut conn = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+    assert_eq!(call_on(&mut conn, &["SET", &remote, &big]), "+OK");
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for round in 0..3 {
+        let mut slow = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+        let requests = [words(&["GET", &remote]), words(&["PING"])];
+        let mut buf = String::new();
+        for args in &requests {
+            buf.push_str(&format!("*{}\r\n", args.len()));
+            for a in args {
+                buf.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+            }
+        }
+        slow.write_all(buf.as_bytes()).unwrap();
+        // Not read for a while: the 2 MB reply fills the socket.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut input = BufReader::new(slow.try_clone().unwrap());
+        slow.set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let mut line = String::new();
+        input.read_line(&mut line).unwrap();
+        assert_eq!(line, format!("${}\r\n", big.len()), "round {round}");
+        let mut body = vec![0; big.len() + 2];
+        std::io::Read::read_exact(&mut input, &mut body).unwrap();
+        assert!(
+            body[..big.len()] == *big.as_bytes(),
+            "round {round}: the value intact"
+        );
+        line.clear();
+        input.read_line(&mut line).unwrap();
+        assert_eq!(
+            line, "+PONG\r\n",
+            "round {round}: the local answer after it"
+        );
+    }
+    for round in 0..20 {
+        let mut leaving = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+        leaving
+            .write_all(format!("*2\r\n$3\r\nGET\r\n${}\r\n{remote}\r\n", remote.len()).as_bytes())
+            .unwrap();
+        drop(leaving);
+        let mut next = TcpStream::connect(("127.0.0.1", n1)).unwrap();
+        let got = pipeline(&mut next, &[words(&["PING"]), words(&["ECHO", "mine"])]);
+        assert_eq!(got, ["+PONG", "mine"], "round {round}");
+    }
+    assert_eq!(call(n1, &["GET", &remote]).len(), big.len());
+}
+
 /// A proxy node's pooled links to a node that restarted (same address) open again: the
 /// first request after the restart is served, not failed with "connection lost".
 #[test]

@@ -102,6 +102,12 @@ impl Connection {
         self.decoder.decode(&mut self.input, args)
     }
 
+    /// The client's socket, for a proxy link to write relayed replies to while this
+    /// connection's task reads on (`cluster::proxy::Direct`).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.stream)
+    }
+
     /// Bytes buffered towards a request not yet complete.
     pub fn buffered(&self) -> usize {
         self.input.len()

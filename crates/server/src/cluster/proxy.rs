@@ -8,6 +8,13 @@
 //! client's task for a `-P 16` batch, not sixteen, and the link copies the unit's bytes as
 //! they are. Its replies come back as one buffer holding them all in order.
 //!
+//! **Replies written by the link.** A unit submitted with the client's socket
+//! ([`Pool::submit_to`], [`Direct`]: nothing of the client's is queued before it) has its
+//! replies written there by the link, with no wake-up of the client's task, which is waiting
+//! for its client meanwhile; what the link cannot write whole (a full socket, a `-MOVED` or
+//! `-TRYAGAIN`, an error) goes back through the unit's answer as before, with the bytes
+//! already written cut off.
+//!
 //! Each owner is reached over one long-lived link shared by every client of this node.
 //! A link is one task owning one connection at a time: it writes whatever units are queued
 //! in one go and matches the owner's replies to their requests in order, measuring each reply
@@ -47,6 +54,10 @@ use store::upstream::wire::{self, ReplyLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore, TryAcquireError};
+
+mod direct;
+pub use direct::Direct;
+use direct::Ticket;
 
 /// Connections per owner. One carries every client's requests, so its batches are as large
 /// as the clients' requests in flight allow: with two, each carried half, and the owner woke,
@@ -102,6 +113,9 @@ pub struct Answered {
     pub error: Option<String>,
     /// Some reply in `replies` is a `-MOVED` or `-TRYAGAIN`.
     pub redirected: bool,
+    /// The link wrote every reply to the client's socket itself (see [`Direct`]): nothing is
+    /// left to write.
+    pub delivered: bool,
 }
 
 /// One request of a unit and its reply.
@@ -118,6 +132,22 @@ impl Answered {
             complete: 0,
             error: Some(error),
             redirected: false,
+            delivered: false,
+        }
+    }
+
+    /// The unit whose replies the link wrote to the client.
+    fn delivered(count: usize) -> Answered {
+        Answered {
+            unit: Unit {
+                requests: Bytes::new(),
+                count,
+            },
+            replies: Bytes::new(),
+            complete: count,
+            error: None,
+            redirected: false,
+            delivered: true,
         }
     }
 
@@ -167,6 +197,8 @@ pub struct Sent {
     addr: Arc<str>,
     count: usize,
     reply: oneshot::Receiver<Answered>,
+    /// The client's socket, when the link may write the replies there itself.
+    direct: Option<Arc<Direct>>,
 }
 
 impl Sent {
@@ -178,6 +210,11 @@ impl Sent {
     /// Requests in the unit.
     pub fn count(&self) -> usize {
         self.count
+    }
+
+    /// The client's socket the link may write the replies to, if it may.
+    pub fn direct(&self) -> Option<&Arc<Direct>> {
+        self.direct.as_ref()
     }
 }
 
@@ -202,14 +239,21 @@ struct Link {
 struct Queued {
     unit: Unit,
     limits: ReplyLimits,
+    /// Dropped (handed back) before `answer` is, so the client's task that wakes for the
+    /// answer finds the ticket back.
+    direct: Option<Ticket>,
     answer: oneshot::Sender<Answered>,
 }
 
 impl Queued {
     fn fail(self, error: &str) {
-        let _ = self
-            .answer
-            .send(Answered::failed(self.unit, error.to_string()));
+        self.respond(|unit| Answered::failed(unit, error.to_string()));
+    }
+
+    /// Hands the ticket back, if any, then the answer.
+    fn respond(self, answered: impl FnOnce(Unit) -> Answered) {
+        drop(self.direct);
+        let _ = self.answer.send(answered(self.unit));
     }
 }
 
@@ -273,6 +317,19 @@ impl Pool {
         affinity: u64,
         limits: ReplyLimits,
     ) -> Result<Sent, Refused> {
+        self.submit_to(addr, unit, affinity, limits, None).await
+    }
+
+    /// [`Pool::submit`], letting the link write the replies to the client's socket `direct`
+    /// when it can (nothing of the client's may be queued before them).
+    pub async fn submit_to(
+        &self,
+        addr: Arc<str>,
+        unit: Unit,
+        affinity: u64,
+        limits: ReplyLimits,
+        direct: Option<&Arc<Direct>>,
+    ) -> Result<Sent, Refused> {
         let count = unit.count;
         assert!(
             (1..=QUEUE).contains(&count),
@@ -282,6 +339,7 @@ impl Pool {
         let queued = Queued {
             unit,
             limits,
+            direct: direct.map(Direct::ticket),
             answer,
         };
         let closed = match self.queue(&addr, affinity, queued) {
@@ -310,7 +368,12 @@ impl Pool {
             let error = lost(&addr);
             return Err(Refused { addr, error });
         }
-        Ok(Sent { addr, count, reply })
+        Ok(Sent {
+            addr,
+            count,
+            reply,
+            direct: direct.cloned(),
+        })
     }
 
     /// Waits for the replies to a submitted unit (the link answers within its timeout).
@@ -320,8 +383,15 @@ impl Pool {
 
     /// [`Pool::answer`], and the node that answered (or failed to).
     pub async fn answer_from(&self, sent: Sent) -> (Arc<str>, Answered) {
+        if sent.direct.as_ref().is_some_and(|d| d.delivered()) {
+            return (sent.addr, Answered::delivered(sent.count));
+        }
         match sent.reply.await {
             Ok(answered) => (sent.addr, answered),
+            // The link wrote the replies and let the channel go.
+            Err(_) if sent.direct.as_ref().is_some_and(|d| d.delivered()) => {
+                (sent.addr, Answered::delivered(sent.count))
+            }
             Err(_) => {
                 self.drop_link(&sent.addr);
                 let error = lost(&sent.addr);
@@ -630,15 +700,26 @@ impl Relay {
                     }
                 }
             }
-            let replies = self.input.split_to(sent.measured).freeze();
-            let sent = self.in_flight.pop_front().expect("checked above");
+            let mut replies = self.input.split_to(sent.measured).freeze();
+            let mut sent = self.in_flight.pop_front().expect("checked above");
             self.in_flight_requests -= sent.complete;
+            if let Some(ticket) = sent.queued.direct.take() {
+                if !sent.redirected {
+                    match ticket.deliver(replies) {
+                        // Nobody is woken: the client's task is waiting for its client.
+                        Ok(()) => continue,
+                        Err(rest) => replies = rest,
+                    }
+                }
+            }
+            // A ticket not delivered was handed back above, before the answer goes.
             let _ = sent.queued.answer.send(Answered {
                 unit: sent.queued.unit,
                 replies,
                 complete: sent.complete,
                 error: None,
                 redirected: sent.redirected,
+                delivered: false,
             });
         }
         if self.input.is_empty() && self.input.capacity() > OUTPUT_HIGH {
@@ -659,12 +740,13 @@ impl Relay {
                 Bytes::new()
             };
             let complete = if i == 0 { sent.complete } else { 0 };
-            let _ = sent.queued.answer.send(Answered {
-                unit: sent.queued.unit,
+            sent.queued.respond(|unit| Answered {
+                unit,
                 replies,
                 complete,
                 error: Some(error.to_string()),
                 redirected: sent.redirected,
+                delivered: false,
             });
         }
         self.in_flight_requests = 0;
@@ -1140,6 +1222,174 @@ mod tests {
                 "every request gets its error"
             );
         }
+    }
+
+    /// A client connection's two ends: the client's, and this node's (whose descriptor a
+    /// [`Direct`] gets), with `buffer` bytes of socket buffers when given.
+    async fn client_socket(buffer: Option<i32>) -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (ours, _) = listener.accept().await.unwrap();
+        // As the server's client connections are (small windows would wait on delayed ACKs).
+        ours.set_nodelay(true).unwrap();
+        client.set_nodelay(true).unwrap();
+        if let Some(size) = buffer {
+            use std::os::fd::AsRawFd;
+            for (fd, option) in [
+                (ours.as_raw_fd(), libc::SO_SNDBUF),
+                (client.as_raw_fd(), libc::SO_RCVBUF),
+            ] {
+                // SAFETY: a valid socket and an `int` option of the right size.
+                let set = unsafe {
+                    libc::setsockopt(
+                        fd,
+                        libc::SOL_SOCKET,
+                        option,
+                        (&size as *const i32).cast(),
+                        std::mem::size_of::<i32>() as libc::socklen_t,
+                    )
+                };
+                assert_eq!(set, 0);
+            }
+        }
+        (client, ours)
+    }
+
+    fn fd(stream: &TcpStream) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(stream)
+    }
+
+    /// Reads from `client` until it has `len` bytes.
+    async fn read_exactly(client: &mut TcpStream, len: usize) -> Vec<u8> {
+        let mut got = vec![0; len];
+        tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut got))
+            .await
+            .expect("the replies arrive")
+            .unwrap();
+        got
+    }
+
+    #[tokio::test]
+    async fn the_link_writes_a_units_replies_to_the_clients_socket() {
+        let (addr, _, _) = owner(echo).await;
+        let pool = Pool::new(None);
+        let (mut client, ours) = client_socket(None).await;
+        let direct = Direct::new(fd(&ours));
+        for round in 0..3 {
+            let requests: &[&[&str]] = &[&["GET", "a"], &["GET", "bb"]];
+            let sent = pool
+                .submit_to(Arc::clone(&addr), unit(requests), 1, LIMITS, Some(&direct))
+                .await
+                .unwrap_or_else(|r| panic!("{}", r.error));
+            let expected = b"$1\r\na\r\n$2\r\nbb\r\n";
+            assert_eq!(
+                read_exactly(&mut client, expected.len()).await,
+                expected,
+                "round {round}"
+            );
+            assert!(direct.delivered(), "round {round}");
+            let answered = pool.answer(sent).await;
+            assert!(answered.delivered && answered.error.is_none());
+            assert!(answered.replies.is_empty(), "nothing is left to write");
+        }
+        direct.close();
+    }
+
+    #[tokio::test]
+    async fn replies_the_client_socket_cannot_take_are_handed_back() {
+        // One reply far larger than the client's socket buffers, arriving in two pieces.
+        let mut big = b"$200000\r\n".to_vec();
+        big.extend(std::iter::repeat_n(b'v', 200_000));
+        big.extend_from_slice(b"\r\n");
+        let expected = big.clone();
+        let (addr, _, _) = owner(move |_| Act::Split(big.clone())).await;
+        let pool = Pool::new(None);
+        let (mut client, ours) = client_socket(Some(4096)).await;
+        let direct = Direct::new(fd(&ours));
+        let limits = ReplyLimits {
+            max_bulk_len: 1 << 20,
+            max_reply_len: 1 << 20,
+        };
+        let sent = pool
+            .submit_to(
+                Arc::clone(&addr),
+                unit(&[&["GET", "k"]]),
+                1,
+                limits,
+                Some(&direct),
+            )
+            .await
+            .unwrap_or_else(|r| panic!("{}", r.error));
+        // The client's task, reading its client meanwhile, is woken by the hand-back.
+        tokio::time::timeout(Duration::from_secs(5), direct.handed_back())
+            .await
+            .expect("the link hands back what the socket cannot take");
+        assert!(!direct.delivered());
+        let answered = pool.answer(sent).await;
+        assert!(answered.is_plain() && !answered.delivered);
+        let rest = answered.replies;
+        assert!(
+            !rest.is_empty() && rest.len() < expected.len(),
+            "the link wrote a part ({} of {} bytes left)",
+            rest.len(),
+            expected.len()
+        );
+        // The client's task writes the rest behind what the link wrote.
+        let writer = tokio::spawn(async move {
+            let mut ours = ours;
+            ours.write_all(&rest).await.unwrap();
+            ours
+        });
+        assert_eq!(read_exactly(&mut client, expected.len()).await, expected);
+        let _ours = writer.await.unwrap();
+        direct.close();
+    }
+
+    #[tokio::test]
+    async fn a_closing_connection_or_a_redirect_gets_nothing_written_by_the_link() {
+        let (addr, _, _) = owner(echo).await;
+        let pool = Pool::new(None);
+        let (client, ours) = client_socket(None).await;
+        let direct = Direct::new(fd(&ours));
+        let sent = pool
+            .submit_to(
+                Arc::clone(&addr),
+                unit(&[&["GET", "a"], &["GET", "moved1"]]),
+                1,
+                LIMITS,
+                Some(&direct),
+            )
+            .await
+            .unwrap_or_else(|r| panic!("{}", r.error));
+        let answered = pool.answer(sent).await;
+        assert!(!answered.delivered && answered.redirected);
+        assert_eq!(
+            answered.complete, 2,
+            "a unit with a -MOVED comes back whole"
+        );
+        assert!(direct.is_handed_back());
+        direct.close();
+        let sent = pool
+            .submit_to(
+                Arc::clone(&addr),
+                unit(&[&["GET", "b"]]),
+                1,
+                LIMITS,
+                Some(&direct),
+            )
+            .await
+            .unwrap_or_else(|r| panic!("{}", r.error));
+        let answered = pool.answer(sent).await;
+        assert!(!answered.delivered);
+        assert_eq!(&answered.replies[..], b"$1\r\nb\r\n", "handed back whole");
+        let mut byte = [0u8; 1];
+        let unread = client.try_read(&mut byte);
+        assert!(
+            matches!(&unread, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the link wrote to a closing connection: {unread:?}"
+        );
     }
 
     #[test]

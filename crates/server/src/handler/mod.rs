@@ -90,16 +90,25 @@ pub async fn serve(
         limits_for(instance, &session),
         instance.client_memory.clone(),
     );
+    let held = Held::new(connection.raw_fd());
     let mut handler = Handler {
         instance,
         connection,
         session,
         args: Vec::new(),
         revealing: false,
-        held: Held::default(),
+        held,
         run: WriteRun::default(),
     };
     handler.run(stop).await;
+}
+
+impl Drop for Handler<'_> {
+    /// Before the socket closes (with the connection, after this), so no link writes to it
+    /// (see `cluster::proxy::Direct`).
+    fn drop(&mut self) {
+        self.held.close();
+    }
 }
 
 impl Handler<'_> {
@@ -117,7 +126,7 @@ impl Handler<'_> {
             self.run.write(self.instance, &self.session).await;
             self.run
                 .queue_written(&mut self.connection, self.session.protocol);
-            if !self.send().await {
+            if !self.send(true).await {
                 return;
             }
             if self.connection.buffered() as u64 > query_limit {
@@ -140,6 +149,8 @@ impl Handler<'_> {
                     Ok(true) => {}
                     Ok(false) | Err(_) => return,
                 },
+                // The link could not write a unit's replies to the client: write them here.
+                _ = self.held.handed_back() => {}
                 _ = &mut stopped => return,
             }
         }
@@ -149,6 +160,8 @@ impl Handler<'_> {
     /// `--maxmemory-clients`, telling the client and the operator why.
     #[cold]
     async fn refuse_client(&mut self, exceeded: crate::client_memory::Exceeded) {
+        // The link must not write behind the farewell.
+        self.held.close();
         let session = &self.session;
         store::log_line!(
             "mantle: closing client {} ({}): {exceeded}",
@@ -163,6 +176,8 @@ impl Handler<'_> {
     /// the output or the held replies grow large).
     async fn run_buffered(&mut self) -> Next {
         let stats = self.instance.db.stats();
+        // A unit the link wrote to the client while its task read on holds nothing back.
+        self.held.reap();
         loop {
             self.connection
                 .set_limits(limits_for(self.instance, &self.session));
@@ -173,7 +188,10 @@ impl Handler<'_> {
                         // Joins the unit for `addr`, answered when the replies are sent.
                         Outcome::Forward(addr) => {
                             let (instance, session) = (self.instance, &self.session);
-                            self.held.forward(instance, session, &self.args, addr).await;
+                            let output_empty = self.connection.pending_output() == 0;
+                            self.held
+                                .forward(instance, session, &self.args, addr, output_empty)
+                                .await;
                             Outcome::Deferred
                         }
                         outcome => outcome,
@@ -185,10 +203,13 @@ impl Handler<'_> {
                     self.run.write(self.instance, &self.session).await;
                     self.run
                         .queue_written(&mut self.connection, self.session.protocol);
-                    self.held.seal(self.instance, &self.session).await;
+                    let output_empty = self.connection.pending_output() == 0;
+                    self.held
+                        .seal(self.instance, &self.session, output_empty)
+                        .await;
                     self.held
                         .push(Outcome::Reply(Frame::err(&error)), self.session.protocol);
-                    let _ = self.send().await;
+                    let _ = self.send(false).await;
                     return Next::Close;
                 }
             };
@@ -198,7 +219,10 @@ impl Handler<'_> {
                 .queue_written(&mut self.connection, self.session.protocol);
             // Forwarded requests before this answer are submitted before it is queued or held.
             if self.held.is_building() && !matches!(outcome, Outcome::Deferred) {
-                self.held.seal(self.instance, &self.session).await;
+                let output_empty = self.connection.pending_output() == 0;
+                self.held
+                    .seal(self.instance, &self.session, output_empty)
+                    .await;
             }
             match outcome {
                 Outcome::Reply(reply) if self.held.is_empty() => {
@@ -213,11 +237,11 @@ impl Handler<'_> {
                 return Next::Close;
             }
             if self.session.closing {
-                let _ = self.send().await;
+                let _ = self.send(false).await;
                 return Next::Close;
             }
             if (self.connection.pending_output() >= FLUSH_AT || self.held.is_full())
-                && !self.send().await
+                && !self.send(false).await
             {
                 return Next::Close;
             }
@@ -280,11 +304,12 @@ impl Handler<'_> {
     /// reply may reveal data) any write of others they could have seen. Returns false when
     /// the client is gone. If the store cannot commit, every queued reply is replaced by the
     /// store's error: no write that may be lost is acknowledged or shown, and the client keeps
-    /// one reply per request.
-    async fn send(&mut self) -> bool {
+    /// one reply per request. `idle`: the client is read next (so the last forwarded unit, if
+    /// the link writes its replies itself, need not be waited for).
+    async fn send(&mut self, idle: bool) -> bool {
         let (instance, session) = (self.instance, &mut self.session);
         self.held
-            .release(instance, session, &mut self.connection)
+            .release(instance, session, &mut self.connection, idle)
             .await;
         let committed = if session.uncommitted {
             instance.db.commit().await

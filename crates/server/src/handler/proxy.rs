@@ -7,9 +7,15 @@
 //! run out, and answered with one buffer of replies that is queued on the connection in one
 //! go. Only a unit whose answer holds a `-MOVED`, a `-TRYAGAIN` or an error is taken apart
 //! and relayed reply by reply.
+//!
+//! A unit with nothing of the client's before it (no answer held, nothing queued on the
+//! connection) goes with the client's socket (`cluster::proxy::Direct`): the link writes its
+//! replies there itself, and the client's task, instead of waiting to be woken with them,
+//! goes back to reading its client. It waits for the unit only when it has something to
+//! write after it, or when the link hands the unit back.
 
 use super::Outcome;
-use crate::cluster::proxy::{Single, Unit};
+use crate::cluster::proxy::{Direct, Single, Unit};
 use crate::cluster::Redirect;
 use crate::cmd::Command;
 use crate::connection::Connection;
@@ -17,6 +23,7 @@ use crate::frame::{Frame, Protocol};
 use crate::instance::{Instance, Session};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 use store::upstream::wire::{self, ReplyLimits};
@@ -24,7 +31,6 @@ use store::upstream::wire::{self, ReplyLimits};
 /// Answers held back, in request order, behind a request of the same pipeline that is still
 /// at its owner (proxy mode): the pipeline goes on to the owner as a pipeline and the client
 /// still gets its replies in the order it asked. Always empty outside proxy mode.
-#[derive(Default)]
 pub(super) struct Held {
     answers: VecDeque<(Outcome, Protocol)>,
     /// Requests in `answers` (a unit counts as many as it carries) and in `building`.
@@ -33,6 +39,10 @@ pub(super) struct Held {
     building: Option<Building>,
     /// Encoded requests, split off as each unit is submitted; one allocation serves many.
     encoded: BytesMut,
+    /// The client's socket, for the link to write replies to.
+    socket: RawFd,
+    /// Made for the connection's first unit that may go with its socket.
+    direct: Option<Arc<Direct>>,
 }
 
 struct Building {
@@ -51,6 +61,47 @@ const ENCODE_RESERVE: usize = 2048;
 impl Held {
     /// Requests one client may have at other nodes at once (also the most one unit carries).
     const MAX: usize = 256;
+
+    /// Held answers of the connection on `socket`, which must stay open until
+    /// [`Held::close`].
+    pub(super) fn new(socket: RawFd) -> Held {
+        Held {
+            answers: VecDeque::new(),
+            requests: 0,
+            building: None,
+            encoded: BytesMut::new(),
+            socket,
+            direct: None,
+        }
+    }
+
+    /// The connection is closing: the link writes nothing more to its socket.
+    pub(super) fn close(&mut self) {
+        if let Some(direct) = &self.direct {
+            direct.close();
+        }
+    }
+
+    /// Drops the first answer if it is a unit the link wrote to the client already.
+    pub(super) fn reap(&mut self) {
+        if let Some((Outcome::Sent(sent), _)) = self.answers.front() {
+            if sent.direct().is_some_and(|d| d.delivered()) {
+                self.requests -= sent.count();
+                self.answers.pop_front();
+            }
+        }
+    }
+
+    /// Waits until the link hands back a unit it was to write to the client itself (the
+    /// client's task then writes its replies); never, when there is none.
+    pub(super) async fn handed_back(&self) {
+        match self.answers.front() {
+            Some((Outcome::Sent(sent), _)) if sent.direct().is_some() => {
+                sent.direct().expect("checked").handed_back().await
+            }
+            _ => std::future::pending().await,
+        }
+    }
 
     pub(super) fn is_empty(&self) -> bool {
         self.answers.is_empty() && self.building.is_none()
@@ -75,18 +126,20 @@ impl Held {
     }
 
     /// Adds the request `args` for `addr` to the unit being built, first submitting that unit
-    /// if it is for another owner or full.
+    /// if it is for another owner or full. `output_empty`: nothing is queued on the
+    /// connection.
     pub(super) async fn forward(
         &mut self,
         instance: &Instance,
         session: &Session,
         args: &[Bytes],
         addr: Arc<str>,
+        output_empty: bool,
     ) {
         if let Some(building) = &self.building {
             let same = Arc::ptr_eq(&building.addr, &addr) || *building.addr == *addr;
             if !same || building.count >= Self::MAX || self.encoded.len() >= ENCODE_CHUNK {
-                self.seal(instance, session).await;
+                self.seal(instance, session, output_empty).await;
             }
         }
         let building = self.building.get_or_insert(Building {
@@ -104,10 +157,23 @@ impl Held {
 
     /// Submits the unit being built to its owner; its replies are read when the pipeline's
     /// replies are written. Waits while the owner's link is full: the client is not read
-    /// meanwhile.
-    pub(super) async fn seal(&mut self, instance: &Instance, session: &Session) {
+    /// meanwhile. `output_empty`: nothing is queued on the connection (then, with no answer
+    /// held either, the link may write the unit's replies to the client itself).
+    pub(super) async fn seal(
+        &mut self,
+        instance: &Instance,
+        session: &Session,
+        output_empty: bool,
+    ) {
         let Some(building) = self.building.take() else {
             return;
+        };
+        self.reap();
+        let direct = if output_empty && self.answers.is_empty() {
+            let socket = self.socket;
+            Some(&*self.direct.get_or_insert_with(|| Direct::new(socket)))
+        } else {
+            None
         };
         let requests = self.encoded.split().freeze();
         if requests.len() >= ENCODE_CHUNK {
@@ -126,7 +192,7 @@ impl Held {
         self.requests -= building.count;
         match node
             .proxy
-            .submit(building.addr, unit, session.id, limits(instance))
+            .submit_to(building.addr, unit, session.id, limits(instance), direct)
             .await
         {
             Ok(sent) => {
@@ -147,13 +213,18 @@ impl Held {
     }
 
     /// Queues every held answer on `connection`, waiting for the owners' replies in order.
+    /// With `idle` (the client's task goes on to read its client next), a unit the link is
+    /// writing to the client itself is left held when nothing is behind it: nobody waits
+    /// for it (see [`Held::handed_back`]).
     pub(super) async fn release(
         &mut self,
         instance: &Instance,
         session: &mut Session,
         connection: &mut Connection,
+        idle: bool,
     ) {
-        self.seal(instance, session).await;
+        let output_empty = connection.pending_output() == 0;
+        self.seal(instance, session, output_empty).await;
         while let Some((outcome, protocol)) = self.answers.pop_front() {
             let sent = match outcome {
                 Outcome::Sent(sent) => sent,
@@ -163,12 +234,26 @@ impl Held {
                     continue;
                 }
             };
+            if idle && self.answers.is_empty() && sent.direct().is_some() {
+                let direct = sent.direct().expect("checked");
+                if direct.delivered() {
+                    self.requests -= sent.count();
+                    continue;
+                }
+                if !direct.is_handed_back() {
+                    self.answers.push_front((Outcome::Sent(sent), protocol));
+                    return;
+                }
+            }
             self.requests -= sent.count();
             let node = instance
                 .cluster
                 .as_deref()
                 .expect("forwarding in a cluster");
             let (owner, answered) = node.proxy.answer_from(sent).await;
+            if answered.delivered {
+                continue;
+            }
             if answered.is_plain() {
                 connection.queue_relayed(&answered.replies, answered.complete);
                 continue;
