@@ -292,8 +292,8 @@ impl Db {
     }
 
     /// Starts loading what the lookups of `keys` (the next requests of a batch, at most
-    /// [`READ_AHEAD`]) will read: the cache index chains, the key table's slots and the
-    /// entries. Each lookup walks a chain of dependent loads that are cold when a batch
+    /// [`READ_AHEAD`]) will read: the access monitor's slots, the cache index chains, the
+    /// key table's slots and the entries. Each lookup walks a chain of dependent loads that are cold when a batch
     /// arrives (between a proxying node's units the other processes run); started for the
     /// whole batch first, the misses of different keys overlap instead of adding up. Only a
     /// hint: it records no access and changes nothing.
@@ -304,6 +304,7 @@ impl Db {
             *hash = self.hash(key);
         }
         let hashes = &hashes[..keys.len()];
+        self.shared.monitor.prefetch(hashes);
         let state = self.state();
         state.cache.prefetch(hashes);
         let mut hints = [SlotHint::default(); READ_AHEAD];
@@ -1080,9 +1081,13 @@ mod tests {
         drop(state);
         let mut many: Vec<&[u8]> = vec![b"a", b"missing", b"a", b"b"];
         many.resize(READ_AHEAD + 5, b"a");
+        db.monitor().set_track(1000);
+        db.monitor().record(db.hash(b"b"), b"b");
+        let (tracked, last_seq) = (db.monitor().len(), db.monitor().last_seq());
         db.prefetch(&many);
         db.prefetch(&[]);
         assert_eq!(db.stats().cache_hits.load(Ordering::Relaxed), 0);
+        assert_eq!((db.monitor().len(), db.monitor().last_seq()), (tracked, last_seq));
         let mut state = db.state();
         assert!(db.install(
             &mut state,

@@ -240,6 +240,9 @@ impl Handler<'_> {
         let found = self.connection.peek_keys(&mut keys);
         if found > 1 {
             self.instance.db.prefetch(&keys[..found]);
+            if let Some(cluster) = &self.instance.cluster {
+                cluster.prefetch_routes(&keys[..found]);
+            }
         }
         found
     }
