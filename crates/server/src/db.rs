@@ -1087,7 +1087,10 @@ mod tests {
         db.prefetch(&many);
         db.prefetch(&[]);
         assert_eq!(db.stats().cache_hits.load(Ordering::Relaxed), 0);
-        assert_eq!((db.monitor().len(), db.monitor().last_seq()), (tracked, last_seq));
+        assert_eq!(
+            (db.monitor().len(), db.monitor().last_seq()),
+            (tracked, last_seq)
+        );
         let mut state = db.state();
         assert!(db.install(
             &mut state,
