@@ -253,11 +253,27 @@ impl<L: ClassLayer> Cache<L> {
     /// the caller's loop: it is the one call every request makes.
     #[inline(always)]
     pub fn get_as(&mut self, key: u64, class: L::Class) -> bool {
+        match self.probe(key, class) {
+            Ok(()) => true,
+            Err(hash) => {
+                self.reported_miss = Some(key);
+                self.miss_hash = hash;
+                false
+            }
+        }
+    }
+
+    /// The lookup of [`Cache::get_as`], without noting a miss for an insert to come:
+    /// `Err(hash)` (the key's [`Slab::hash`]) on a miss, already told to the algorithm, a
+    /// ghost of the key already dealt with.
+    #[inline(always)]
+    fn probe(&mut self, key: u64, class: L::Class) -> Result<(), u64> {
         let hash = self.store.hash(key);
         let found = self.store.find_hashed(key, hash);
         if let Some(slot) = found {
             if self.store.nodes[slot as usize].holds_object() {
-                return self.hit(slot, class);
+                self.hit(slot, class);
+                return Ok(());
             }
         }
         self.layer.queue(class).on_miss(key);
@@ -265,9 +281,31 @@ impl<L: ClassLayer> Cache<L> {
             self.ghost_found(ghost, class);
         }
         self.layer.count_lookup(class, false);
-        self.reported_miss = Some(key);
-        self.miss_hash = hash;
-        false
+        Err(hash)
+    }
+
+    /// A lookup that inserts the key on a miss (a replay's `get` and `access`): what
+    /// [`Cache::get_as`] then [`Cache::insert_as`] of the same key do, without the round trip
+    /// through `reported_miss` (set, taken, compared) or the insert's call through a
+    /// closure. Returns whether it hit.
+    #[inline(always)]
+    pub(crate) fn get_or_insert_as(&mut self, key: u64, size: u32, class: L::Class) -> bool {
+        match self.probe(key, class) {
+            Ok(()) => true,
+            Err(hash) => {
+                // As after the insert that follows `get_as`: no miss is pending.
+                self.reported_miss = None;
+                self.insert_missed(key, hash, size, class);
+                false
+            }
+        }
+    }
+
+    /// The insert after [`Cache::probe`] missed `key` (the miss already reported). Out of
+    /// line: the loop that inlines the lookup keeps its registers for the hits.
+    #[inline(never)]
+    fn insert_missed(&mut self, key: u64, hash: u64, size: u32, class: L::Class) {
+        self.insert_new(key, hash, size, class, false, &mut |_, _, _| {});
     }
 
     /// A miss of a request of `class` found a ghost at `slot`: its algorithm learns from it

@@ -100,13 +100,12 @@ impl<L: ClassLayer> Cache<L> {
         counts: &mut RequestCounts,
     ) -> Served {
         counts.lookup_bytes += u64::from(size);
-        if self.get_as(key, class) {
+        if self.get_or_insert_as(key, size, class) {
             counts.hits += 1;
             Served::Hit
         } else {
             counts.misses += 1;
             counts.miss_bytes += u64::from(size);
-            self.insert_as(key, size, class, |_, _| {});
             Served::Miss
         }
     }
@@ -218,6 +217,28 @@ mod tests {
         cache.serve(RuleOp::Get, 7, 10, &mut served);
         absent.count_absent_get(10);
         assert_eq!(absent, served);
+    }
+
+    /// A served miss inserts without leaving a miss pending: a bare `get_as` miss noted
+    /// before it must not let a later insert of that key skip its lookup (which would index
+    /// a second node for a key the served miss already cached).
+    #[test]
+    fn a_served_miss_leaves_no_miss_pending() {
+        for alg in [Algorithm::Lru, Algorithm::ClockPro, Algorithm::Arc] {
+            let mut cache = Cache::new(alg, Capacity::bytes(1_000));
+            let mut n = RequestCounts::default();
+            assert!(!cache.get(1), "{alg}");
+            assert_eq!(cache.serve(RuleOp::Access, 1, 10, &mut n), Served::Miss);
+            assert_eq!(cache.serve(RuleOp::Put, 1, 20, &mut n), Served::Written);
+            assert_eq!(
+                (cache.len(), cache.bytes()),
+                (1, 20),
+                "{alg}: one node for key 1"
+            );
+            assert_eq!(cache.serve(RuleOp::Delete, 1, 0, &mut n), Served::Deleted);
+            assert!(!cache.contains(1), "{alg}");
+            assert_eq!((cache.len(), cache.bytes()), (0, 0), "{alg}");
+        }
     }
 
     #[test]

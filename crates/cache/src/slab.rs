@@ -177,6 +177,9 @@ pub(crate) struct Slab {
     pub nodes: Vec<Node>,
     free_head: Slot,
     buckets: Vec<u32>,
+    /// `64 - log2(buckets.len())`: a hash shifted right by it is a bucket (kept, not
+    /// recomputed from the length on every lookup).
+    bucket_shift: u32,
     hasher: FixedState,
     len: u64,
     bytes: u64,
@@ -194,6 +197,7 @@ impl Slab {
             nodes: Vec::new(),
             free_head: NIL,
             buckets: vec![CHAIN_END; MIN_BUCKETS],
+            bucket_shift: 64 - MIN_BUCKETS.trailing_zeros(),
             hasher: FixedState::with_seed(HASH_SEED),
             len: 0,
             bytes: 0,
@@ -228,7 +232,7 @@ impl Slab {
     #[inline]
     fn bucket_of_hash(&self, hash: u64) -> usize {
         // The bucket count is a power of two; the high bits of the hash are the best mixed.
-        (hash >> (64 - self.buckets.len().trailing_zeros())) as usize
+        (hash >> self.bucket_shift) as usize
     }
 
     /// Objects stored.
@@ -441,6 +445,7 @@ impl Slab {
     fn grow_index(&mut self) {
         let doubled = vec![CHAIN_END; self.buckets.len() * 2];
         let old = std::mem::replace(&mut self.buckets, doubled);
+        self.bucket_shift -= 1;
         self.grow_at = self.buckets.len() << self.packing.load_shift();
         for head in old {
             let mut slot = head;

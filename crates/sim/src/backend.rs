@@ -174,11 +174,19 @@ impl Backend {
     }
 
     /// A read the cache could not serve, arriving at `now`.
+    ///
+    /// Inlined (a replay's miss calls it, with `--backend none` too, where it only counts);
+    /// the model's queue is out of line.
+    #[inline]
     pub fn read(&mut self, now: f64) {
         self.reads += 1;
-        if self.params.is_none() {
-            return;
+        if self.params.is_some() {
+            self.queue_read(now);
         }
+    }
+
+    #[inline(never)]
+    fn queue_read(&mut self, now: f64) {
         let done = self.enqueue(now);
         let latency_us = ((done - now) * 1e6).round().max(1.0) as u64;
         self.read_latency_us.saturating_record(latency_us);

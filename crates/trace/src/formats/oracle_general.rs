@@ -62,8 +62,15 @@ impl TraceReader for OracleGeneralReader {
                 break;
             }
             let start = out.len();
-            out.extend(records.iter().map(decode));
-            if out[start..].iter().any(|req| req.size == 0) {
+            // Whether a record of size 0 is among them, noted while decoding (a second scan
+            // of the decoded requests cost about 6 instructions a request).
+            let mut empty = false;
+            out.extend(records.iter().map(|rec| {
+                let req = decode(rec);
+                empty |= req.size == 0;
+                req
+            }));
+            if empty {
                 let mut kept = start;
                 for i in start..out.len() {
                     if out[i].size != 0 {
