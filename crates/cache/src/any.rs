@@ -124,6 +124,11 @@ impl AnyCache {
         each!(self, c => c.slot_hint(key))
     }
 
+    /// See [`Cache::prefetch`].
+    pub fn prefetch(&self, keys: &[u64]) {
+        each!(self, c => c.prefetch(keys))
+    }
+
     pub fn remove(&mut self, key: u64) -> bool {
         each!(self, c => c.remove(key))
     }

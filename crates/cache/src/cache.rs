@@ -359,6 +359,12 @@ impl<L: ClassLayer> Cache<L> {
         self.store.find(key).map(SlotHint)
     }
 
+    /// Starts loading the index chains of `keys` ahead of their lookups (a batch of
+    /// requests): see [`crate::prefetch_read`]. Records no access.
+    pub fn prefetch(&self, keys: &[u64]) {
+        self.store.prefetch(keys)
+    }
+
     /// The most nodes (objects and ghosts) the slab has held at once: every
     /// [`SlotHint::slot`] is below it.
     pub fn slot_bound(&self) -> usize {

@@ -37,6 +37,7 @@ pub mod future;
 /// Per-request hooks (a Lua policy's `admit`, `priority`, ...) behind one trait.
 pub mod hooks;
 mod layer;
+mod prefetch;
 mod queue;
 mod request;
 mod slab;
@@ -49,6 +50,7 @@ pub use cache::{Cache, SlotHint};
 pub use capacity::Capacity;
 pub use classed::{ClassFigures, ClassStats, ClassedCache, Classes};
 pub use layer::{ClassLayer, NoClasses, Rewrite};
+pub use prefetch::prefetch_read;
 pub use request::{RequestCounts, Served};
 pub use slab::Packing;
 

@@ -275,6 +275,22 @@ impl Slab {
         None
     }
 
+    /// Starts loading the index buckets of `keys`, then the first node of each chain, so
+    /// that the lookups of all of them that follow find their chains in the cache: the
+    /// loads of different keys overlap instead of one miss after another (see
+    /// [`crate::prefetch_read`]). Reads nothing else and changes nothing.
+    pub fn prefetch(&self, keys: &[u64]) {
+        for &key in keys {
+            crate::prefetch_read(&self.buckets[self.bucket_of(key)]);
+        }
+        for &key in keys {
+            let slot = self.buckets[self.bucket_of(key)];
+            if let Some(node) = self.nodes.get(slot as usize) {
+                crate::prefetch_read(node);
+            }
+        }
+    }
+
     /// Adds `key`, which must have no node (cached or ghost). Returns `None` only when
     /// `MAX_OBJECTS` nodes (objects and ghosts) are in use.
     #[inline]

@@ -185,6 +185,20 @@ impl AccessMonitor {
             .store(u64::from(run_before), Ordering::Relaxed);
     }
 
+    /// Starts loading where [`AccessMonitor::record`] will look for each of `hashes` (see
+    /// `Db::prefetch`); skips a shard another thread holds.
+    pub fn prefetch(&self, hashes: &[u64]) {
+        if self.per_shard.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        for &hash in hashes {
+            let tag = Tag::of(hash);
+            if let Ok(units) = self.shards[tag.shard].try_lock() {
+                units.prefetch(tag.fp);
+            }
+        }
+    }
+
     /// Records one access to `key`, whose table hash is `hash`. Never blocks.
     #[inline]
     pub fn record(&self, hash: u64, key: &[u8]) {

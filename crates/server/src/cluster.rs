@@ -560,6 +560,20 @@ impl ClusterNode {
         self.rebuild();
     }
 
+    /// Starts loading the routes and hit counters of `keys`' slots ahead of their requests'
+    /// [`ClusterNode::route`] (see `Db::prefetch`): a batch's slots are scattered over
+    /// tables too large to stay cached between a proxying node's units.
+    pub fn prefetch_routes(&self, keys: &[&[u8]]) {
+        let routing = self.routing();
+        for key in keys {
+            let slot = key_slot(key);
+            if let Some(route) = routing.routes.get(usize::from(slot)) {
+                cache::prefetch_read(route);
+            }
+            self.slot_counts.prefetch(slot);
+        }
+    }
+
     /// Checks that this node serves every key of a request. Keys of one request must share a
     /// slot (`-CROSSSLOT`). The guard is held while the request runs. A request another
     /// node forwarded here (`forwarded`) is never forwarded again: if this node does not

@@ -108,6 +108,12 @@ impl Connection {
         std::os::fd::AsRawFd::as_raw_fd(&self.stream)
     }
 
+    /// The keys of the complete requests buffered, up to `keys.len()` (see
+    /// [`crate::decoder::peek_keys`]); nothing is consumed.
+    pub fn peek_keys<'c>(&'c self, keys: &mut [&'c [u8]]) -> usize {
+        crate::decoder::peek_keys(&self.input, keys)
+    }
+
     /// Bytes buffered towards a request not yet complete.
     pub fn buffered(&self) -> usize {
         self.input.len()

@@ -29,7 +29,7 @@ use crate::server_cache::{Request, ServerCache};
 use bytes::Bytes;
 use cache::classes::{ClassSet, RuleOp};
 use cache::hooks::HookSource;
-use cache::Capacity;
+use cache::{Capacity, SlotHint};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -44,6 +44,10 @@ pub use crate::metrics::CacheSnapshot;
 use keyspace::KeyRead;
 pub use keyspace::{Savepoint, Transaction, TxnError};
 pub use watch::Watched;
+
+/// Most keys one [`Db::prefetch`] reads ahead: enough to overlap a batch's cache misses,
+/// few enough that what it loads is still cached when the batch's lookups run.
+pub const READ_AHEAD: usize = 16;
 
 /// Number of write-ordering locks; a power of two.
 pub const STRIPES: usize = 1024;
@@ -285,6 +289,32 @@ impl Db {
             _ => self.shadow(hash, key, 0, Served::Absent),
         }
         Ok(result?.map(Fetched::Stored))
+    }
+
+    /// Starts loading what the lookups of `keys` (the next requests of a batch, at most
+    /// [`READ_AHEAD`]) will read: the access monitor's slots, the cache index chains, the
+    /// key table's slots and the entries. Each lookup walks a chain of dependent loads that are cold when a batch
+    /// arrives (between a proxying node's units the other processes run); started for the
+    /// whole batch first, the misses of different keys overlap instead of adding up. Only a
+    /// hint: it records no access and changes nothing.
+    pub fn prefetch(&self, keys: &[&[u8]]) {
+        let keys = &keys[..keys.len().min(READ_AHEAD)];
+        let mut hashes = [0u64; READ_AHEAD];
+        for (hash, key) in hashes.iter_mut().zip(keys) {
+            *hash = self.hash(key);
+        }
+        let hashes = &hashes[..keys.len()];
+        self.shared.monitor.prefetch(hashes);
+        let state = self.state();
+        state.cache.prefetch(hashes);
+        let mut hints = [SlotHint::default(); READ_AHEAD];
+        for (hint, &hash) in hints.iter_mut().zip(hashes) {
+            *hint = state.cache.slot_hint(hash).unwrap_or_default();
+            state.table.prefetch_slot(*hint);
+        }
+        for &hint in &hints[..keys.len()] {
+            state.table.prefetch_entry(hint);
+        }
     }
 
     fn lookup_cached(&self, hash: u64, key: &[u8]) -> Option<Value> {
@@ -1030,6 +1060,51 @@ mod tests {
         assert_eq!(db.state().cache.capacity().bytes, Some(32 << 10));
         db.set_capacity(Capacity::objects(10));
         assert_eq!(db.cache_snapshot().capacity, Capacity::objects(10));
+    }
+
+    /// Reading keys ahead is only a hint: no hit counted, no access recorded (the LRU order
+    /// stays), missing keys and more keys than `READ_AHEAD` are fine.
+    #[test]
+    fn prefetch_records_no_access_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path(), Capacity::objects(3));
+        let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
+        let mut state = db.state();
+        for key in keys {
+            assert!(db.install(
+                &mut state,
+                db.hash(key),
+                Entry::new(key, b"v", 0, 0),
+                RuleOp::Put
+            ));
+        }
+        drop(state);
+        let mut many: Vec<&[u8]> = vec![b"a", b"missing", b"a", b"b"];
+        many.resize(READ_AHEAD + 5, b"a");
+        db.monitor().set_track(1000);
+        db.monitor().record(db.hash(b"b"), b"b");
+        let (tracked, last_seq) = (db.monitor().len(), db.monitor().last_seq());
+        db.prefetch(&many);
+        db.prefetch(&[]);
+        assert_eq!(db.stats().cache_hits.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            (db.monitor().len(), db.monitor().last_seq()),
+            (tracked, last_seq)
+        );
+        let mut state = db.state();
+        assert!(db.install(
+            &mut state,
+            db.hash(b"d"),
+            Entry::new(b"d", b"v", 0, 0),
+            RuleOp::Put
+        ));
+        assert!(
+            !state.has(db.hash(b"a"), b"a"),
+            "a, the oldest, was evicted"
+        );
+        for key in [&b"b"[..], b"c", b"d"] {
+            assert!(state.has(db.hash(key), key));
+        }
     }
 
     #[test]

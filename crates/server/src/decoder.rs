@@ -280,6 +280,51 @@ fn scan_whole(buf: &[u8], limits: &Limits, spans: &mut Vec<(usize, usize)>) -> O
     Some(pos)
 }
 
+/// Most arguments a request may have for [`peek_keys`] to look past it: bounds the scan of
+/// a large request that arrives over many reads (scanned again after each).
+const PEEK_MAX_ARGS: i64 = 16;
+
+/// The second argument (for most commands, the key) of each complete request at the start of
+/// `buf`, up to `keys.len()` of them, for reading the batch's keys ahead
+/// ([`crate::db::Db::prefetch`]). Stops at the first request that is incomplete, not a plain
+/// multibulk (see [`scan_whole`]), of fewer than two or more than [`PEEK_MAX_ARGS`] arguments:
+/// what it finds is only a hint, so it takes the common case and leaves the rest to
+/// [`Decoder::decode`]. Returns how many keys it wrote, one per request.
+pub fn peek_keys<'b>(buf: &'b [u8], keys: &mut [&'b [u8]]) -> usize {
+    let (mut pos, mut found) = (0, 0);
+    while found < keys.len() && buf.get(pos) == Some(&b'*') {
+        let Some((count, mut at)) = plain_header(buf, pos) else {
+            break;
+        };
+        if !(2..=PEEK_MAX_ARGS).contains(&count) {
+            break;
+        }
+        let mut key: &[u8] = &[];
+        for arg in 0..count {
+            if buf.get(at) != Some(&b'$') {
+                return found;
+            }
+            let Some((len, data)) = plain_header(buf, at) else {
+                return found;
+            };
+            let Some(end) = data.checked_add(len as usize) else {
+                return found;
+            };
+            if buf.get(end..end.saturating_add(2)) != Some(b"\r\n") {
+                return found;
+            }
+            if arg == 1 {
+                key = &buf[data..end];
+            }
+            at = end + 2;
+        }
+        keys[found] = key;
+        found += 1;
+        pos = at;
+    }
+    found
+}
+
 /// The common header, `<kind><digits>\r\n` with at most 18 digits and all of it buffered, read
 /// in one pass; `None` for anything else (a sign, a missing byte, a malformed line), which
 /// [`Decoder::header`] then reads carefully. Every request has one header per argument.
@@ -451,6 +496,92 @@ mod tests {
         let line = vec![b'a'; MAX_INLINE_LEN + 2];
         let err = decode_all(&line, limits()).unwrap_err();
         assert_eq!(err.message, "too big inline request");
+    }
+
+    #[test]
+    fn peek_keys_reads_each_complete_requests_key_until_the_common_case_ends() {
+        let get = |key: &str| format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len());
+        let set = "*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$2\r\nvv\r\n";
+        let mut keys: [&[u8]; 4] = [&[]; 4];
+        let input = format!("{}{set}{}", get("a"), get("key:1"));
+        assert_eq!(peek_keys(input.as_bytes(), &mut keys), 3);
+        assert_eq!(keys[..3], [&b"a"[..], b"b", b"key:1"]);
+        // Nothing is read past `keys`, an incomplete request, one of a single argument, an
+        // inline command, or a request with more arguments than the scan looks through.
+        let input = get("a").repeat(6);
+        assert_eq!(peek_keys(input.as_bytes(), &mut keys), 4);
+        let whole = format!("{}{}", get("a"), get("bb"));
+        for cut in 0..whole.len() {
+            let expected = usize::from(cut >= get("a").len());
+            assert_eq!(
+                peek_keys(&whole.as_bytes()[..cut], &mut keys),
+                expected,
+                "cut {cut}"
+            );
+        }
+        let input = format!("{}*1\r\n$4\r\nPING\r\n{}", get("a"), get("b"));
+        assert_eq!(peek_keys(input.as_bytes(), &mut keys), 1);
+        let input = format!("{}GET c\r\n{}", get("a"), get("b"));
+        assert_eq!(peek_keys(input.as_bytes(), &mut keys), 1);
+        let mut long = format!("*{}\r\n", PEEK_MAX_ARGS + 1);
+        for _ in 0..=PEEK_MAX_ARGS {
+            long.push_str("$1\r\nk\r\n");
+        }
+        assert_eq!(
+            peek_keys(format!("{long}{}", get("a")).as_bytes(), &mut keys),
+            0
+        );
+    }
+
+    /// Whatever the input, every key `peek_keys` reports is the second argument of the request
+    /// the decoder decodes in the same place: a hint that is never about another request.
+    #[test]
+    fn peek_keys_agrees_with_the_decoder_on_random_pipelines() {
+        let mut state = 0x9e37_79b9_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut peeked = 0;
+        for _ in 0..2000 {
+            let mut input = Vec::new();
+            for _ in 0..(1 + next() % 8) {
+                let args = 1 + next() % 5;
+                input.extend_from_slice(format!("*{args}\r\n").as_bytes());
+                for _ in 0..args {
+                    let len = (next() % 12) as usize;
+                    let arg: Vec<u8> = (0..len).map(|_| b'a' + (next() % 26) as u8).collect();
+                    input.extend_from_slice(format!("${len}\r\n").as_bytes());
+                    input.extend_from_slice(&arg);
+                    input.extend_from_slice(b"\r\n");
+                }
+            }
+            if next() % 3 == 0 {
+                let at = (next() as usize) % input.len();
+                input[at] = next() as u8;
+            }
+            let cut = (next() as usize) % (input.len() + 1);
+            let input = &input[..cut];
+            let mut keys: [&[u8]; 8] = [&[]; 8];
+            let found = peek_keys(input, &mut keys);
+            // The requests decoded before the end of the input or a protocol error.
+            let mut decoded: Vec<Vec<Vec<u8>>> = Vec::new();
+            let (mut decoder, mut buf, mut args) =
+                (Decoder::new(limits()), BytesMut::from(input), Vec::new());
+            while let Ok(true) = decoder.decode(&mut buf, &mut args) {
+                decoded.push(args.iter().map(|a| a.to_vec()).collect());
+            }
+            for (i, key) in keys[..found].iter().enumerate() {
+                let request = decoded.get(i).unwrap_or_else(|| {
+                    panic!("peeked key {i} of {input:?} has no decoded request")
+                });
+                assert_eq!(request.get(1).map(Vec::as_slice), Some(*key), "{input:?}");
+            }
+            peeked += found;
+        }
+        assert!(peeked > 1000, "the scan finds keys ({peeked})");
     }
 
     #[test]

@@ -417,6 +417,25 @@ impl KeyTable {
         self.entries.get(hint.slot()?)?.as_ref()
     }
 
+    /// Starts loading `hint`'s slot of the table, for [`KeyTable::prefetch_entry`] (see
+    /// [`cache::prefetch_read`]).
+    #[inline]
+    pub fn prefetch_slot(&self, hint: SlotHint) {
+        if let Some(slot) = hint.slot() {
+            cache::prefetch_read(self.entries.as_ptr().wrapping_add(slot));
+        }
+    }
+
+    /// Starts loading the entry in `hint`'s slot: its header and key, and a short value whole.
+    #[inline]
+    pub fn prefetch_entry(&self, hint: SlotHint) {
+        if let Some(entry) = self.get(hint) {
+            let start = entry.ptr.as_ptr().cast::<u8>().cast_const();
+            cache::prefetch_read(start);
+            cache::prefetch_read(start.wrapping_add(64));
+        }
+    }
+
     /// Puts `entry` in `hint`'s slot (empty: the cache just gave it out), growing the table by
     /// a sixteenth when the slot is past its end.
     pub fn put(&mut self, hint: SlotHint, entry: Entry) {

@@ -116,3 +116,40 @@ fn a_pipeline_of_sets_is_written_to_the_store_together() {
         "the last write of each key wins"
     );
 }
+
+/// A pipeline of reads longer than the keys the connection reads ahead at once
+/// (`server::db::READ_AHEAD`), of present, missing and just rewritten keys: each reply is the
+/// one the request would get alone (the read-ahead is only a hint).
+#[test]
+fn a_long_pipeline_of_reads_answers_each_as_alone() {
+    let (_dir, server) = server();
+    let mut c = server.client();
+    let mut model = std::collections::HashMap::new();
+    let mut pipe = redis::pipe();
+    for i in 0..10 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(format!("v{i}"));
+        model.insert(format!("k{i}"), format!("v{i}"));
+    }
+    let _: Vec<Value> = pipe.query(&mut c).unwrap();
+    let (mut pipe, mut expected) = (redis::pipe(), Vec::new());
+    for i in 0..(4 * server::db::READ_AHEAD + 3) {
+        let key = format!("k{}", i % 10);
+        match i % 4 {
+            1 => {
+                pipe.cmd("GET").arg(format!("missing{i}"));
+                expected.push(Value::Nil);
+            }
+            2 => {
+                pipe.cmd("SET").arg(&key).arg(format!("w{i}"));
+                model.insert(key, format!("w{i}"));
+                expected.push(ok());
+            }
+            _ => {
+                pipe.cmd("GET").arg(&key);
+                expected.push(bulk(&model[&key]));
+            }
+        }
+    }
+    let replies: Vec<Value> = pipe.query(&mut c).unwrap();
+    assert_eq!(replies, expected);
+}

@@ -71,6 +71,14 @@ impl Slots {
         self.slots.len() * SLOT_BYTES
     }
 
+    /// Starts loading where [`Slots::find`] starts looking for `fp`.
+    #[inline]
+    pub fn prefetch(&self, fp: u32) {
+        if !self.slots.is_empty() {
+            cache::prefetch_read(&self.slots[self.home(fp)]);
+        }
+    }
+
     /// Where `fp` is kept, if it is.
     #[inline]
     fn find(&self, fp: u32) -> Option<usize> {

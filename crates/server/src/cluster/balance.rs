@@ -62,6 +62,13 @@ impl Default for SlotCounts {
 
 impl SlotCounts {
     #[inline]
+    /// Starts loading `slot`'s counter for the [`SlotCounts::hit`] that follows.
+    pub fn prefetch(&self, slot: u16) {
+        if let Some(c) = self.0.get(usize::from(slot)) {
+            cache::prefetch_read(c);
+        }
+    }
+
     pub fn hit(&self, slot: u16) {
         if let Some(c) = self.0.get(usize::from(slot)) {
             c.fetch_add(1, Ordering::Relaxed);
