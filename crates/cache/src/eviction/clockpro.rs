@@ -395,22 +395,14 @@ fn look_ahead(nodes: &[Node], hand: Slot) {
 /// line: they are 8 aligned bytes).
 #[inline(always)]
 fn prefetch_links(nodes: &[Node], e: Slot) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // Address arithmetic only: a prefetch of any address (even past the slab, for
-        // `NIL`) is harmless and reads nothing.
-        let links = nodes
-            .as_ptr()
-            .wrapping_add(e as usize)
-            .cast::<i8>()
-            .wrapping_add(core::mem::offset_of!(Node, next));
-        // SAFETY: every x86_64 processor has SSE, and a prefetch reads no memory the
-        // program can see.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(links) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (nodes, e);
+    // Address arithmetic only: a prefetch of any address (even past the slab, for `NIL`) is
+    // harmless and reads nothing.
+    let links = nodes
+        .as_ptr()
+        .wrapping_add(e as usize)
+        .cast::<u8>()
+        .wrapping_add(core::mem::offset_of!(Node, next));
+    crate::prefetch_read(links);
 }
 
 /// `m_c`'s lower bound: 1% of the cache, at least one unit.
