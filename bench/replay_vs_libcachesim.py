@@ -4,9 +4,10 @@
 Both tools replay the whole trace, reading it from disk, with the same algorithm and the same
 byte capacity (10% of the working set, as recorded in bench/libcachesim/reference.json). Runs
 alternate between the tools so that machine noise hits both alike; the best and the median of
-each are printed. Mantle's time is the replay's own `wall_seconds` (opening the trace,
-reading and simulating; like libCacheSim's, without process start-up); its whole-process
-time is printed too. libCacheSim runs twice per round: with its default hash table (2^24 slots)
+each are printed. Mantle's time is the replay's own `wall_seconds` (reading the trace and
+simulating; it starts once the trace is open and the cache's index is sized, which
+libCacheSim's time includes: its reader's construction and its cache's creation; neither
+counts process start-up); its whole-process time is printed too. libCacheSim runs twice per round: with its default hash table (2^24 slots)
 and with one sized to the trace (2^ceil(log2(objects)+1), at least 2^16), which is much faster
 on small traces; the ratio is against the faster of the two. A 1M-request oracleGeneral trace is
 made from twitter_cluster52.csv (under bench/work/, not committed) so the binary format is also
