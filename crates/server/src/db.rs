@@ -327,7 +327,7 @@ impl Db {
         } = &mut *state;
         let hint = cache.slot_hint(hash)?;
         let entry = table.get(hint).filter(|entry| entry.key() == key)?;
-        if !entry.is_live(now_ms()) {
+        if !entry.is_live_now(now_ms) {
             self.forget(&mut state, hash);
             return None;
         }

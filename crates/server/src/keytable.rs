@@ -294,6 +294,14 @@ impl Entry {
         at == 0 || at > now_ms
     }
 
+    /// [`Entry::is_live`] reading the clock only for an entry that has an expiry: a hit on
+    /// an entry without one (most of them) makes no clock call.
+    #[inline]
+    pub fn is_live_now(&self, now_ms: impl FnOnce() -> u64) -> bool {
+        let at = self.expires_at_ms();
+        at == 0 || at > now_ms()
+    }
+
     /// Bytes of the entry's allocation that are neither key nor value.
     pub fn header_bytes(&self) -> usize {
         self.shape().data
@@ -500,10 +508,13 @@ mod tests {
         );
         assert!(entry.is_live(6));
         assert!(!entry.is_live(7));
+        assert!(entry.is_live_now(|| 6));
+        assert!(!entry.is_live_now(|| 7));
         assert_eq!(entry.header_bytes(), HEADER_BYTES + 8 + 2);
         let plain = Entry::new(b"k", b"v", 0, 0);
         assert_eq!((plain.expires_at_ms(), plain.class()), (0, 0));
         assert_eq!(plain.header_bytes(), HEADER_BYTES);
+        assert!(plain.is_live_now(|| unreachable!("no expiry, so no clock read")));
         let empty = Entry::new(b"", b"", 0, 0);
         assert_eq!((empty.key(), &*empty.value()), (&b""[..], &b""[..]));
     }
