@@ -17,12 +17,14 @@
 //!
 //! Each owner is reached over one long-lived link shared by every client of this node.
 //! A link is one task owning one connection at a time: it writes whatever units are queued
-//! in one go and matches the owner's replies to their requests in order, measuring each reply
-//! with the store's wire reader (`store::upstream::wire::reply_len`) under the requesting
-//! client's bounds (`proto-max-bulk-len`, `--client-output-limit`). A reply that crosses one
-//! fails its request with an error naming the bound and closes that connection (the requests
-//! after it fail too; those of its unit before it keep their replies); the link opens a fresh
-//! one for the units after.
+//! in one go (with `BUSY` units unanswered, what comes next waits for their replies, so a
+//! busy link writes about once per batch of replies it reads) and matches the owner's
+//! replies to their requests in order, measuring each reply with the store's wire reader
+//! (`store::upstream::wire::reply_len`) under the requesting client's bounds
+//! (`proto-max-bulk-len`, `--client-output-limit`). A reply that crosses one fails its
+//! request with an error naming the bound and closes that connection (the requests after it
+//! fail too; those of its unit before it keep their replies); the link opens a fresh one for
+//! the units after.
 //!
 //! Everything is bounded, in requests (a unit counts as many as it carries): a link takes at
 //! most [`QUEUE`] requests into its queue, keeps at most about [`IN_FLIGHT`] unanswered and
@@ -78,6 +80,12 @@ pub const IN_FLIGHT: usize = 1024;
 pub const OUTPUT_HIGH: usize = 1 << 20;
 /// Units taken off the queue at once (one write carries them all).
 const BATCH: usize = 128;
+/// Units in flight from which a link counts as busy: then it holds what it takes next
+/// until they are answered (or a whole [`BATCH`] waits), and what arrived meanwhile goes out
+/// in one write instead of one per wake-up of the link. With fewer (a handful of clients)
+/// the clients wait on round trips rather than on CPU, and holding a unit back for another's
+/// replies would only add to its wait.
+const BUSY: usize = 4;
 /// Least free space offered to each read.
 const CHUNK: usize = 16 * 1024;
 
@@ -579,7 +587,7 @@ impl Relay {
         let mut tick = tokio::time::interval(self.timeout.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            if !self.unsent.is_empty() {
+            if !self.unsent.is_empty() && !self.holding() {
                 if !self.in_flight.is_empty() && self.unsent.len() < BATCH {
                     self.gather().await;
                 }
@@ -640,6 +648,12 @@ impl Relay {
                 }
             }
         }
+    }
+
+    /// Whether the units taken stay unwritten for now: the link is [`BUSY`] and fewer than a
+    /// [`BATCH`] wait.
+    fn holding(&self) -> bool {
+        self.in_flight.len() >= BUSY && self.unsent.len() < BATCH
     }
 
     /// With requests already at the owner, lets the clients that are ready run once before
@@ -836,6 +850,8 @@ mod tests {
         Stall,
         /// Writes the reply in two pieces, a moment apart (it reaches the link in two reads).
         Split(Vec<u8>),
+        /// Replies after a pause, first noting how many bytes of requests came meanwhile.
+        Late(Vec<u8>, Arc<AtomicUsize>),
     }
 
     /// Splits one request off `buf` (a RESP array of bulks).
@@ -898,6 +914,22 @@ mod tests {
                                     socket.write_all(head).await.unwrap();
                                     tokio::time::sleep(Duration::from_millis(20)).await;
                                     socket.write_all(tail).await.unwrap();
+                                }
+                                Act::Late(reply, waiting) => {
+                                    tokio::time::sleep(Duration::from_millis(200)).await;
+                                    let mut unread = [0u8; 4096];
+                                    // SAFETY: a valid socket and a buffer of that length.
+                                    let peeked = unsafe {
+                                        libc::recv(
+                                            fd(&socket),
+                                            unread.as_mut_ptr().cast(),
+                                            unread.len(),
+                                            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                                        )
+                                    };
+                                    let waited = input.len() + peeked.max(0) as usize;
+                                    waiting.store(waited, Ordering::SeqCst);
+                                    socket.write_all(&reply).await.unwrap();
                                 }
                                 Act::Close => return,
                                 Act::Stall => {
@@ -1190,6 +1222,55 @@ mod tests {
             .forward(Arc::clone(&addr), args(&["GET", "d"]), 1, LIMITS)
             .await;
         assert_eq!(&after.reply.unwrap()[..], b"$1\r\nd\r\n");
+    }
+
+    #[tokio::test]
+    async fn a_busy_link_holds_units_back_until_its_write_in_flight_is_answered() {
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let noted = Arc::clone(&waiting);
+        let (addr, seen, connections) = owner(move |args| match &args[0][..] {
+            b"SLOW" => Act::Late(b"+SLOW\r\n".to_vec(), Arc::clone(&noted)),
+            _ => echo(args),
+        })
+        .await;
+        let pool = Pool::new(None);
+        let get = |key: &str| unit(&[&["GET", key]]);
+        let submit = |unit: Unit| {
+            let (pool, addr) = (&pool, Arc::clone(&addr));
+            async move {
+                pool.submit(addr, unit, 1, LIMITS)
+                    .await
+                    .unwrap_or_else(|r| panic!("{}", r.error))
+            }
+        };
+        // SLOW and three more go out as they come (fewer than BUSY units in flight) and the
+        // owner sits on SLOW.
+        let mut sent = vec![submit(unit(&[&["SLOW"]])).await];
+        let keys = ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"];
+        for key in &keys[..BUSY - 1] {
+            sent.push(submit(get(key)).await);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Now busy: these wait for SLOW's write to be answered.
+        for key in &keys[BUSY - 1..] {
+            sent.push(submit(get(key)).await);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut sent = sent.into_iter();
+        let slow = pool.answer(sent.next().unwrap()).await;
+        assert_eq!(&slow.replies[..], b"+SLOW\r\n");
+        for (s, key) in sent.zip(keys) {
+            let answered = pool.answer(s).await;
+            assert_eq!(answered.replies, format!("$2\r\n{key}\r\n").as_bytes());
+        }
+        let one = get("k0").requests.len();
+        assert_eq!(
+            waiting.load(Ordering::SeqCst),
+            (BUSY - 1) * one,
+            "only the units sent before the link was busy reached the owner during SLOW"
+        );
+        assert_eq!(seen.lock().unwrap().len(), 1 + keys.len());
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
