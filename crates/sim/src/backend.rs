@@ -141,7 +141,9 @@ pub struct Backend {
     bucket_ops: u64,
     peak_ops: u64,
     overload_seconds: u64,
-    read_latency_us: Histogram<u64>,
+    /// Only with a model (`None` for `--backend none`): its 188 KiB of counters would
+    /// otherwise be zeroed, page by page, inside every replay's timed span for nothing.
+    read_latency_us: Option<Histogram<u64>>,
 }
 
 impl Backend {
@@ -163,9 +165,11 @@ impl Backend {
             bucket_ops: 0,
             peak_ops: 0,
             overload_seconds: 0,
-            // Three significant digits up to an hour of latency: bounded memory (a few KiB).
-            read_latency_us: Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                .expect("static histogram bounds are valid"),
+            // Three significant digits up to an hour of latency: bounded memory.
+            read_latency_us: params.map(|_| {
+                Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                    .expect("static histogram bounds are valid")
+            }),
         }
     }
 
@@ -189,7 +193,9 @@ impl Backend {
     fn queue_read(&mut self, now: f64) {
         let done = self.enqueue(now);
         let latency_us = ((done - now) * 1e6).round().max(1.0) as u64;
-        self.read_latency_us.saturating_record(latency_us);
+        if let Some(h) = &mut self.read_latency_us {
+            h.saturating_record(latency_us);
+        }
     }
 
     /// A write (write-through put or delete) arriving at `now`.
@@ -267,9 +273,11 @@ impl Backend {
             Some(p) => BackendSpec::Lsm(p).to_string(),
         };
         let enabled = self.params.is_some() && timed;
-        let latency = |q: f64, h: &Histogram<u64>| {
-            (enabled && !h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0)
-        };
+        let recorded = self
+            .read_latency_us
+            .as_ref()
+            .filter(|h| enabled && !h.is_empty());
+        let latency = |q: f64| recorded.map(|h| h.value_at_quantile(q) as f64 / 1000.0);
         BackendSummary {
             model,
             reads: self.reads,
@@ -279,10 +287,9 @@ impl Backend {
             compactions: Some(self.compactions),
             fill_writes: None,
             errors: None,
-            p50_read_latency_ms: latency(0.5, &self.read_latency_us),
-            p99_read_latency_ms: latency(0.99, &self.read_latency_us),
-            max_read_latency_ms: (enabled && !self.read_latency_us.is_empty())
-                .then(|| self.read_latency_us.max() as f64 / 1000.0),
+            p50_read_latency_ms: latency(0.5),
+            p99_read_latency_ms: latency(0.99),
+            max_read_latency_ms: recorded.map(|h| h.max() as f64 / 1000.0),
         }
     }
 }
@@ -364,6 +371,7 @@ mod tests {
     #[test]
     fn no_model_counts_but_reports_no_timing() {
         let mut b = Backend::new(BackendSpec::None);
+        assert!(b.read_latency_us.is_none(), "no latencies to record");
         b.read(0.0);
         b.write(1.0);
         let s = b.summary(true);
