@@ -124,12 +124,25 @@ fn the_diagram_reader_reads_fanned_arrows_and_refuses_what_it_cannot_read() {
     assert!(diagram_edges("no heading", "## The crates").is_err());
 }
 
-/// Every package `package` links (normal and build dependencies, transitively), by name,
-/// read from `cargo metadata`'s resolved graph.
+/// Every package `package` links on this host (normal and build dependencies, transitively),
+/// by name, read from `cargo metadata`'s resolved graph. The graph is filtered to the host's
+/// platform: unfiltered, cargo wants every platform's packages (Windows-only ones included),
+/// which a machine that only ever built for itself has not downloaded, and `--offline`
+/// then fails.
 fn linked_by(package: &str) -> BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let version = Command::new(env!("CARGO"))
+        .arg("-vV")
+        .output()
+        .expect("run cargo -vV");
+    let version = String::from_utf8_lossy(&version.stdout);
+    let host = version
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .unwrap_or_else(|| panic!("no host triple in `cargo -vV`:\n{version}"));
     let output = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", host])
         .current_dir(&root)
         .output()
         .expect("run cargo metadata");
