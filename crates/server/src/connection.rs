@@ -1,9 +1,10 @@
 //! One client's byte stream: a growable input buffer the decoder reads requests from, and an
 //! output buffer replies are encoded into. Replies to pipelined requests are batched: the
 //! output is written when no complete request is left in the input (or it grew large), so
-//! `-P 16` costs one write, not sixteen. Both buffers are reused for the connection's life.
-//! Their capacity is counted in the server-wide client memory (`client_memory`): before a read
-//! may grow the input, and after a reply is queued.
+//! `-P 16` costs one write, not sixteen; a proxy link's connection also writes them as it
+//! goes through a large read (`handler::Handler::write_early`). Both buffers are reused for
+//! the connection's life. Their capacity is counted in the server-wide client memory
+//! (`client_memory`): before a read may grow the input, and after a reply is queued.
 
 use crate::client_memory::{Account, ClientMemory, Exceeded};
 use crate::decoder::{Decoder, Limits, ProtocolError};
@@ -33,8 +34,13 @@ pub struct Connection {
     input: BytesMut,
     output: BytesMut,
     decoder: Decoder,
-    /// Replies in `output`: a failed commit replaces each with the error (see `server::send`).
+    /// Replies in `output` after the first `cleared` bytes: a failed commit replaces each
+    /// with the error (see `handler::send`).
     queued: usize,
+    /// Bytes at the front of `output` already written, and those due to the client whatever
+    /// happens next (replies written early, in part: see [`Connection::write_early`]).
+    written: usize,
+    cleared: usize,
     /// This connection's share of the server-wide client memory.
     account: Account,
 }
@@ -51,6 +57,8 @@ impl Connection {
             output: BytesMut::with_capacity(CHUNK),
             decoder: Decoder::new(limits),
             queued: 0,
+            written: 0,
+            cleared: 0,
             account: Account::with_floor(memory, GRANTED),
         };
         connection
@@ -144,10 +152,36 @@ impl Connection {
         self.queued += count;
     }
 
-    /// Drops the replies not yet written; returns how many there were.
+    /// Drops the replies not yet written (but not the rest of those partly written); returns
+    /// how many there were.
     pub fn discard_queued(&mut self) -> usize {
-        self.output.clear();
+        self.output.truncate(self.cleared);
         std::mem::take(&mut self.queued)
+    }
+
+    /// Replies queued since the last write.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Writes what the socket takes now of the queued replies, without waiting. The caller
+    /// vouches that they may be sent (nothing they acknowledge or show is uncommitted): what
+    /// the socket does not take goes first in the next [`Connection::flush`], whatever
+    /// happens to the replies queued after them.
+    pub fn write_early(&mut self) {
+        self.queued = 0;
+        self.cleared = self.output.len();
+        while self.written < self.output.len() {
+            match self.stream.try_write(&self.output[self.written..]) {
+                Ok(n) if n > 0 => self.written += n,
+                _ => break,
+            }
+        }
+        if self.written == self.output.len() {
+            self.output.clear();
+            self.written = 0;
+            self.cleared = 0;
+        }
     }
 
     pub fn pending_output(&self) -> usize {
@@ -156,9 +190,11 @@ impl Connection {
 
     pub async fn flush(&mut self) -> io::Result<()> {
         if !self.output.is_empty() {
-            self.stream.write_all(&self.output).await?;
+            self.stream.write_all(&self.output[self.written..]).await?;
             self.output.clear();
             self.queued = 0;
+            self.written = 0;
+            self.cleared = 0;
             // Do not keep a huge reply's buffer for the rest of the connection.
             if self.output.capacity() > 4 * FLUSH_AT {
                 self.output = BytesMut::with_capacity(CHUNK);
@@ -166,5 +202,74 @@ impl Connection {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A connection served here and its client's blocking socket.
+    async fn pair() -> (Connection, std::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::net::TcpStream::connect(addr).unwrap();
+        let (socket, _) = listener.accept().await.unwrap();
+        let connection = Connection::new(socket, Limits::new(1 << 20), ClientMemory::new(0));
+        (connection, client)
+    }
+
+    #[tokio::test]
+    async fn replies_written_early_reach_the_client_without_a_flush() {
+        let (mut connection, mut client) = pair().await;
+        connection.queue(&Frame::ok(), Protocol::Resp2);
+        connection.queue(&Frame::bulk_str("one"), Protocol::Resp2);
+        connection.write_early();
+        assert_eq!(connection.queued(), 0);
+        assert_eq!(
+            connection.pending_output(),
+            0,
+            "a fresh socket takes them all"
+        );
+        let mut got = vec![0; b"+OK\r\n$3\r\none\r\n".len()];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(got, b"+OK\r\n$3\r\none\r\n");
+    }
+
+    /// A reply the socket took only in part when written early is still sent whole when a
+    /// failed commit then replaces the replies queued after it (`handler::send`): the client
+    /// gets it, then one error per later request, never a cut reply.
+    #[tokio::test]
+    async fn a_reply_written_in_part_is_finished_before_the_replies_discarded_after_it() {
+        let (mut connection, mut client) = pair().await;
+        // Far more than the loopback socket buffers hold while the client does not read.
+        let big = Bytes::from(vec![b'x'; 32 << 20]);
+        connection.queue(&Frame::Bulk(big.clone()), Protocol::Resp2);
+        connection.write_early();
+        assert!(connection.pending_output() > 0, "the socket took it all");
+        connection.queue(&Frame::ok(), Protocol::Resp2);
+        connection.queue(&Frame::ok(), Protocol::Resp2);
+        assert_eq!(connection.discard_queued(), 2);
+        for _ in 0..2 {
+            connection.queue(&Frame::Error("MISCONF failed".into()), Protocol::Resp2);
+        }
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            client.read_to_end(&mut all).unwrap();
+            all
+        });
+        connection.flush().await.unwrap();
+        drop(connection);
+        let all = reader.join().unwrap();
+        let mut expected = format!("${}\r\n", big.len()).into_bytes();
+        expected.extend_from_slice(&big);
+        expected.extend_from_slice(b"\r\n-MISCONF failed\r\n-MISCONF failed\r\n");
+        assert!(
+            all == expected,
+            "{} bytes, expected {}",
+            all.len(),
+            expected.len()
+        );
     }
 }

@@ -24,9 +24,16 @@ use proxy::Held;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use store::Storage;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use write_run::WriteRun;
+
+/// Replies a proxy link's connection (`CLUSTER FORWARDED`) queues before it writes them
+/// without waiting for the rest of the read. One read there carries many clients' requests,
+/// and the proxying node hands each client its replies as they come: written at the end of
+/// the read, no client could send its next requests while this node ran the others'.
+const EARLY_REPLIES: usize = 128;
 
 /// A request's answer: a reply to encode, one relayed as is from the key's owner, none yet
 /// (a plain write deferred into the connection's [`WriteRun`], or a request added to the unit
@@ -247,12 +254,29 @@ impl Handler<'_> {
                 let _ = self.send(false).await;
                 return Next::Close;
             }
+            if self.session.forwarded && self.connection.queued() >= EARLY_REPLIES {
+                self.write_early();
+            }
             if (self.connection.pending_output() >= FLUSH_AT || self.held.is_full())
                 && !self.send(false).await
             {
                 return Next::Close;
             }
         }
+    }
+
+    /// Writes the replies queued so far without waiting for the socket, unless [`Handler::send`]
+    /// would first have to commit (a write they acknowledge, or one of others they could
+    /// show) or a forwarded answer is held before them: then they wait for the read's end.
+    fn write_early(&mut self) {
+        if self.session.uncommitted
+            || !self.held.is_empty()
+            || (self.revealing && self.instance.db.store().has_undurable_writes())
+        {
+            return;
+        }
+        self.revealing = false;
+        self.connection.write_early();
     }
 
     /// Starts loading the cache entries of the next buffered requests' keys when there are
