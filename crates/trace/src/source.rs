@@ -12,8 +12,9 @@ use crate::archive::first_tar_member;
 use crate::compression::Compression;
 use crate::{Stream, TraceError};
 
-/// How many leading bytes of the decompressed stream format detection may look at.
-pub(crate) const SNIFF_LEN: usize = 64 * 1024;
+/// How many leading bytes of the decompressed stream format detection may look at: a
+/// reader's first buffer-full, so that the head becomes that buffer as it is.
+pub(crate) const SNIFF_LEN: usize = crate::input::CHUNK;
 
 /// Nesting bound for compression and archive layers (e.g. tar inside gzip is two).
 const MAX_LAYERS: usize = 4;
@@ -22,9 +23,10 @@ const MAX_LAYERS: usize = 4;
 pub(crate) struct Source {
     /// The file as given, for error messages.
     pub path: PathBuf,
-    /// The content, from its first byte.
+    /// The content after `head`.
     pub stream: Stream,
-    /// The first bytes of the content (at most [`SNIFF_LEN`]), for format detection.
+    /// The first bytes of the content (at most [`SNIFF_LEN`]), for format detection; a
+    /// reader's [`crate::input::Input`] starts with them as its buffer.
     pub head: Vec<u8>,
     /// The name that describes the content: the tar member's name if there was an archive,
     /// else the file name without its compression suffixes.
@@ -84,13 +86,18 @@ fn strip_layer_suffix(name: &str) -> String {
     name.to_string()
 }
 
+/// Reads up to `n` bytes from the front of `stream`: them, and the stream after them.
+fn read_head(mut stream: Stream, n: usize) -> io::Result<(Vec<u8>, Stream)> {
+    let mut head = Vec::with_capacity(n.min(SNIFF_LEN));
+    (&mut stream).take(n as u64).read_to_end(&mut head)?;
+    Ok((head, stream))
+}
+
 /// Reads up to `n` bytes from the front of `stream` and returns them with a stream that still
 /// starts at the first byte.
 fn peek(stream: Stream, n: usize) -> io::Result<(Vec<u8>, Stream)> {
-    let mut head = Vec::with_capacity(n.min(SNIFF_LEN));
-    let mut stream = stream;
-    (&mut stream).take(n as u64).read_to_end(&mut head)?;
-    let rewound: Stream = Box::new(Cursor::new(head.clone()).chain(stream));
+    let (head, rest) = read_head(stream, n)?;
+    let rewound: Stream = Box::new(Cursor::new(head.clone()).chain(rest));
     Ok((head, rewound))
 }
 
@@ -142,7 +149,7 @@ impl Source {
             }
         }
         let (head, stream) =
-            peek(stream, SNIFF_LEN).map_err(|e| read_error(path, decompressed, e))?;
+            read_head(stream, SNIFF_LEN).map_err(|e| read_error(path, decompressed, e))?;
         Ok(Source {
             path: path.to_path_buf(),
             stream,
