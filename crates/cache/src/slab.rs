@@ -137,12 +137,6 @@ const HASH_SEED: u64 = 0x6d61_6e74_6c65_6361;
 /// fast packing, within a core's L2).
 pub(crate) const PRESIZED_INDEX_MAX: usize = 1 << 17;
 
-/// Node-array bytes [`Slab::populate_ahead`] maps at a time: 16 pages of 4 KiB, one
-/// `madvise` per ~2,700 nodes. A larger chunk pays fewer calls but maps more pages a run may
-/// leave unused (bench/RESULTS.md, h-cpro).
-#[cfg(target_os = "linux")]
-const POPULATE_BYTES: usize = 64 << 10;
-
 /// Smallest bucket array.
 const MIN_BUCKETS: usize = 16;
 
@@ -195,9 +189,6 @@ pub(crate) struct Slab {
     /// Objects at which the index doubles: the buckets shifted by the packing's load (kept
     /// here so an insertion compares one field, as with a fixed load).
     grow_at: usize,
-    /// Nodes from the start of the array whose memory is mapped (touched or pre-faulted):
-    /// a push at or past it pre-faults the next pages first ([`Slab::populate_ahead`]).
-    populated: usize,
 }
 
 impl Slab {
@@ -213,7 +204,6 @@ impl Slab {
             ghosts: 0,
             packing: Packing::Fast,
             grow_at: MIN_BUCKETS << Packing::Fast.load_shift(),
-            populated: 0,
         }
     }
 
@@ -338,10 +328,6 @@ impl Slab {
                 // cheap.
                 let extra = (self.nodes.len() >> self.packing.growth_shift()).max(64);
                 self.nodes.reserve_exact(extra);
-                self.populated = self.nodes.len();
-            }
-            if self.nodes.len() >= self.populated {
-                self.populate_ahead();
             }
             self.nodes.push(node);
             (self.nodes.len() - 1) as Slot
@@ -490,58 +476,8 @@ impl Slab {
         let _ = self
             .nodes
             .try_reserve_exact(nodes.saturating_sub(self.nodes.len()));
-        // A reallocation touched only the nodes it copied.
-        self.populated = self.nodes.len();
         while self.grow_at < nodes.min(PRESIZED_INDEX_MAX) {
             self.grow_index();
-        }
-    }
-
-    /// Maps the node array's next [`POPULATE_BYTES`] (fewer at the end of its allocation)
-    /// before a push writes the first node on them. A page first written by a push costs a
-    /// page fault, a trap that on a virtual machine takes about 1.2 µs a page; one
-    /// `madvise(MADV_POPULATE_WRITE)` maps the same 16 pages in about 0.5 µs each, and the
-    /// mapping stays inside the replay's timed work. The pages are the array's own spare
-    /// capacity: they stay zero-filled until pushed to, and at most one chunk is mapped before
-    /// its nodes are used (a reservation far above the population still costs no memory).
-    /// Where the call fails (a kernel before 5.14, another OS) the rest of this allocation
-    /// faults page by page as before.
-    #[cold]
-    #[inline(never)]
-    fn populate_ahead(&mut self) {
-        let capacity = self.nodes.capacity();
-        self.populated = capacity;
-        #[cfg(target_os = "linux")]
-        {
-            const NODE: usize = core::mem::size_of::<Node>();
-            let base = self.nodes.as_ptr() as usize;
-            // SAFETY: sysconf only reads a constant of the process.
-            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0);
-            if !page.is_power_of_two() {
-                return;
-            }
-            // From the page the next node starts on (mapped already if nodes in use share it)
-            // to a chunk further, within the allocation.
-            let start = (base + self.nodes.len() * NODE) & !(page - 1);
-            let end = (start + POPULATE_BYTES).min(base + capacity * NODE);
-            if end <= start {
-                return;
-            }
-            // SAFETY: `[start, end)` covers only pages that hold part of the array's own
-            // allocation, which is mapped read-write; MADV_POPULATE_WRITE maps them as a
-            // write would without writing a byte, so no memory of this or any other
-            // allocation changes.
-            let mapped = unsafe {
-                libc::madvise(
-                    start as *mut libc::c_void,
-                    end - start,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            } == 0;
-            if mapped {
-                // A node that straddles `end` is not counted: its push maps the next chunk.
-                self.populated = (end - base) / NODE;
-            }
         }
     }
 
@@ -759,50 +695,6 @@ mod tests {
         // Past the bound it grows as an unreserved slab does.
         store.insert(1, 1).unwrap();
         assert!(store.nodes.capacity() > capacity);
-    }
-
-    /// Pages of the node array a push has not reached yet are mapped a chunk ahead of it,
-    /// not the whole reservation, and mapping them changes no node.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn pushes_map_the_node_array_a_chunk_ahead() {
-        const NODE: usize = core::mem::size_of::<Node>();
-        // Whether every page holding nodes `[from, to)` is resident (`mincore`).
-        fn resident(store: &Slab, from: usize, to: usize) -> bool {
-            let page = 4096;
-            let base = store.nodes.as_ptr() as usize;
-            let start = (base + from * NODE) & !(page - 1);
-            let end = base + to * NODE;
-            let mut pages = vec![0u8; (end - start).div_ceil(page)];
-            // SAFETY: `[start, end)` lies within the array's allocation; `pages` has a byte for
-            // each page of it.
-            let ok = unsafe {
-                libc::mincore(start as *mut libc::c_void, end - start, pages.as_mut_ptr())
-            };
-            assert_eq!(ok, 0);
-            pages.iter().all(|&p| p & 1 == 1)
-        }
-        let mut store = Slab::new();
-        store.reserve(200_000);
-        let capacity = store.nodes.capacity();
-        let chunk = POPULATE_BYTES / NODE;
-        for key in 0..20_000u64 {
-            store.insert(key * 3, key as u32).unwrap();
-            let len = store.nodes.len();
-            assert!(store.populated >= len, "{key}: node {len} pushed unmapped");
-            assert!(
-                store.populated <= len + chunk,
-                "{key}: more than a chunk ahead"
-            );
-        }
-        assert!(store.populated < capacity);
-        // (Pages past the chunk may be resident too: an allocator can hand out memory it
-        // had touched before.)
-        assert!(resident(&store, 0, store.populated));
-        for key in 0..20_000u64 {
-            let slot = store.find(key * 3).unwrap();
-            assert_eq!(store.nodes[slot as usize].size, key as u32);
-        }
     }
 
     #[test]
