@@ -1437,6 +1437,10 @@ mod tests {
             .unwrap();
         let (client, ours) = owners.block_on(client_socket(None));
         let (client, ours) = (client.into_std().unwrap(), ours.into_std().unwrap());
+        client.set_nonblocking(false).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
         let direct = Direct::new(std::os::fd::AsRawFd::as_raw_fd(&ours));
         let pool = Pool::new(None);
         for round in 0..3 {
@@ -1450,10 +1454,6 @@ mod tests {
             });
             let expected = format!("$2\r\n{key}\r\n");
             let mut got = vec![0; expected.len()];
-            client.set_nonblocking(false).unwrap();
-            client
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
             std::io::Read::read_exact(&mut &client, &mut got).expect("the link wrote the replies");
             assert_eq!(got, expected.as_bytes(), "round {round}");
             assert!(direct.delivered(), "round {round}");
