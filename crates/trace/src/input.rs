@@ -13,7 +13,8 @@ use crate::TraceError;
 /// vanishes, small enough that the kernel's copy lands in a buffer that stays cached and
 /// that few of its pages are first touched (faulted in) during a replay. 64 KiB read a
 /// 2.7 MB oracleGeneral file in about 60% of the time 256 KiB took (bench/RESULTS.md).
-pub(crate) const CHUNK: usize = 64 * 1024;
+/// It is the sniffed head's length, so that the head is the buffer's first fill.
+const CHUNK: usize = crate::source::SNIFF_LEN;
 /// The longest text line accepted; the buffer grows up to this and no further.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 

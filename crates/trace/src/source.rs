@@ -13,8 +13,9 @@ use crate::compression::Compression;
 use crate::{Stream, TraceError};
 
 /// How many leading bytes of the decompressed stream format detection may look at: a
-/// reader's first buffer-full, so that the head becomes that buffer as it is.
-pub(crate) const SNIFF_LEN: usize = crate::input::CHUNK;
+/// reader's first buffer-full (`input::CHUNK`, which is defined from this), so that the head
+/// becomes that buffer as it is.
+pub(crate) const SNIFF_LEN: usize = 64 * 1024;
 
 /// Nesting bound for compression and archive layers (e.g. tar inside gzip is two).
 const MAX_LAYERS: usize = 4;
