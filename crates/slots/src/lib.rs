@@ -4,7 +4,7 @@
 //! assigns, a migration moves and the store deletes, so the store can name one without the
 //! control plane.
 
-use crc::{Crc, CRC_16_XMODEM};
+use crc::{Crc, Table, CRC_16_XMODEM};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -12,7 +12,9 @@ use std::ops::RangeInclusive;
 /// Number of slots the key space is divided into.
 pub const SLOTS: u16 = 16_384;
 
-const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_XMODEM);
+/// Slice-by-16 tables (8 KiB): every request's key is hashed, sometimes twice (read ahead and
+/// routed), and a key of 16 bytes takes about a third of the time it takes a byte at a time.
+const CRC16: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&CRC_16_XMODEM);
 
 /// The slot of `key`. A key with a hash tag (`{...}` with at least one byte inside, the first
 /// `{` and the first `}` after it) hashes only the tag, so related keys can share a slot.
@@ -138,6 +140,20 @@ mod tests {
             ("foo{bar}{zap}", 5061),
         ] {
             assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
+        }
+    }
+
+    #[test]
+    fn sliced_tables_hash_as_one_byte_at_a_time_does() {
+        // Lengths around the 16-byte steps, where the sliced tables hand over to the tail.
+        let bytewise = Crc::<u16>::new(&CRC_16_XMODEM);
+        let data: Vec<u8> = (0..80u32).map(|i| (i * 37 + 11) as u8).collect();
+        for len in 0..data.len() {
+            assert_eq!(
+                CRC16.checksum(&data[..len]),
+                bytewise.checksum(&data[..len]),
+                "{len}"
+            );
         }
     }
 
