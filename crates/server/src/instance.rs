@@ -159,9 +159,17 @@ impl Instance {
 
     /// Records a command that ran from `started` until now: its latency, the slow log, the
     /// client's last command. A few atomic operations; the slow log locks only when slow.
+    /// Returns now, the next command's start when nothing else runs in between.
     #[inline]
-    pub fn ran(&self, row: usize, started: Stamp, args: &[bytes::Bytes], session: &Session) {
-        let ns = Stamp::now().nanos_since(started);
+    pub fn ran(
+        &self,
+        row: usize,
+        started: Stamp,
+        args: &[bytes::Bytes],
+        session: &Session,
+    ) -> Stamp {
+        let ended = Stamp::now();
+        let ns = ended.nanos_since(started);
         self.db.metrics().commands.record_ns(row, ns, 1);
         let us = ns / 1000;
         if self.slowlog.is_slow(us) {
@@ -169,6 +177,7 @@ impl Instance {
                 .push(us, args, session.peer, session.name.as_ref());
         }
         self.ran_by(row, started, session);
+        ended
     }
 
     /// Records a batch of deferred plain writes (`handler::write_run`), each at its share of

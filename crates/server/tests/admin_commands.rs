@@ -391,6 +391,65 @@ fn slowlog_keeps_the_slow_commands_newest_first_within_its_length() {
     assert!(bad.contains("between 0 and 10000"), "{bad}");
 }
 
+#[test]
+fn pipelined_commands_are_each_recorded_once_with_their_own_arguments() {
+    // A pipeline's commands share clock readings (each starts where the one before ended):
+    // every one is still counted, slow-logged and named by its own request.
+    let (_dir, server) = server(|_| {});
+    let mut c = server.client();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&[
+            "SET",
+            "slowlog-log-slower-than",
+            "0",
+            "slowlog-max-len",
+            "100",
+        ])
+        .query(&mut c)
+        .unwrap();
+    let _: () = c.set("present", "v").unwrap();
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut c).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    let mut pipe = redis::pipe();
+    for i in 0..20 {
+        pipe.cmd("GET").arg(format!("k{i}"));
+        pipe.cmd("EXISTS").arg("present");
+    }
+    let _: Vec<redis::Value> = pipe.query(&mut c).unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    for prefix in ["cmdstat_get:calls=20,", "cmdstat_exists:calls=20,"] {
+        assert!(
+            stats.lines().any(|l| l.starts_with(prefix)),
+            "{prefix} {stats}"
+        );
+    }
+    type Entry = (i64, i64, i64, Vec<String>, String, String);
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg(&["GET", "-1"])
+        .query(&mut c)
+        .unwrap();
+    let mut logged: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| redis::from_redis_value::<Entry>(e).unwrap().3)
+        .collect();
+    // Newest first; SLOWLOG RESET (logged once it emptied the log) and CONFIG RESETSTAT ran
+    // before the pipeline, INFO after it.
+    logged.reverse();
+    let expected: Vec<Vec<String>> = (0..20)
+        .flat_map(|i| {
+            [
+                vec!["GET".to_string(), format!("k{i}")],
+                vec!["EXISTS".to_string(), "present".to_string()],
+            ]
+        })
+        .collect();
+    assert_eq!(logged.len(), expected.len() + 3, "{logged:?}");
+    assert_eq!(logged[2..logged.len() - 1], expected[..]);
+}
+
 fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream

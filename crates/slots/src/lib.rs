@@ -4,7 +4,7 @@
 //! assigns, a migration moves and the store deletes, so the store can name one without the
 //! control plane.
 
-use crc::{Crc, CRC_16_XMODEM};
+use crc::{Crc, Table, CRC_16_XMODEM};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -12,7 +12,9 @@ use std::ops::RangeInclusive;
 /// Number of slots the key space is divided into.
 pub const SLOTS: u16 = 16_384;
 
-const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_XMODEM);
+/// Slice-by-16 tables (8 KiB): every request's key is hashed, sometimes twice (read ahead and
+/// routed), and a key of 16 bytes takes about a third of the time it takes a byte at a time.
+const CRC16: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&CRC_16_XMODEM);
 
 /// The slot of `key`. A key with a hash tag (`{...}` with at least one byte inside, the first
 /// `{` and the first `}` after it) hashes only the tag, so related keys can share a slot.
@@ -22,12 +24,24 @@ pub fn key_slot(key: &[u8]) -> u16 {
 
 /// The part of `key` that is hashed: its hash tag, or the whole key.
 pub fn hash_tag(key: &[u8]) -> &[u8] {
-    let Some(open) = key.iter().position(|&b| b == b'{') else {
+    let Some(open) = find(b'{', key) else {
         return key;
     };
-    match key[open + 1..].iter().position(|&b| b == b'}') {
+    match find(b'}', &key[open + 1..]) {
         Some(0) | None => key,
         Some(len) => &key[open + 1..open + 1 + len],
+    }
+}
+
+/// The first `byte` in `bytes`. Most keys hold no brace, so the scan usually runs to the end:
+/// from a vector's width on, `memchr` checks 16 or 32 bytes a step (a 16-byte key in about a
+/// quarter of the time); below that its set-up costs more than a plain loop.
+#[inline]
+fn find(byte: u8, bytes: &[u8]) -> Option<usize> {
+    if bytes.len() >= 16 {
+        memchr::memchr(byte, bytes)
+    } else {
+        bytes.iter().position(|&b| b == byte)
     }
 }
 
@@ -136,8 +150,27 @@ mod tests {
             ("foo{}{bar}", 8363),
             ("foo{{bar}}zap", 4015),
             ("foo{bar}{zap}", 5061),
+            // Keys long enough for the vector scan, with the tag before, across and after the
+            // first 16 bytes.
+            ("{user1000}.following.and.more.bytes", 3443),
+            ("a.long.prefix.before.{user1000}.x", 3443),
+            ("a.long.prefix.before.the.tag.{user1000}", 3443),
         ] {
             assert_eq!(key_slot(key.as_bytes()), slot, "{key}");
+        }
+    }
+
+    #[test]
+    fn sliced_tables_hash_as_one_byte_at_a_time_does() {
+        // Lengths around the 16-byte steps, where the sliced tables hand over to the tail.
+        let bytewise = Crc::<u16>::new(&CRC_16_XMODEM);
+        let data: Vec<u8> = (0..80u32).map(|i| (i * 37 + 11) as u8).collect();
+        for len in 0..data.len() {
+            assert_eq!(
+                CRC16.checksum(&data[..len]),
+                bytewise.checksum(&data[..len]),
+                "{len}"
+            );
         }
     }
 

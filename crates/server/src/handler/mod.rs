@@ -19,6 +19,7 @@ use crate::db::READ_AHEAD;
 use crate::frame::Frame;
 use crate::instance::{Instance, Session};
 use crate::metrics::Stats;
+use crate::stamp::Stamp;
 use bytes::Bytes;
 use proxy::Held;
 use std::net::SocketAddr;
@@ -64,6 +65,11 @@ pub struct Handler<'i> {
     revealing: bool,
     held: Held,
     run: WriteRun,
+    /// When the command recorded last ended, kept only while the connection has done nothing
+    /// since but read the next request: that request's command then starts there, and a
+    /// pipeline's commands read the clock once each instead of twice. Anything else between
+    /// (a read, a flush, a forward, deferred writes) clears it.
+    chained: Option<Stamp>,
 }
 
 /// Keeps the connected-clients gauge right however the connection ends.
@@ -107,6 +113,7 @@ pub async fn serve(
         revealing: false,
         held,
         run: WriteRun::default(),
+        chained: None,
     };
     handler.run(stop).await;
 }
@@ -188,9 +195,13 @@ impl Handler<'_> {
         self.held.reap();
         // Requests left whose keys were read ahead.
         let mut ahead = 0;
+        self.chained = None;
         loop {
             if ahead == 0 {
                 ahead = self.read_ahead();
+                if ahead > 1 {
+                    self.chained = None;
+                }
             }
             ahead = ahead.saturating_sub(1);
             self.connection
@@ -237,6 +248,7 @@ impl Handler<'_> {
                 self.held
                     .seal(self.instance, &self.session, output_empty)
                     .await;
+                self.chained = None;
             }
             match outcome {
                 Outcome::Reply(reply) if self.held.is_empty() => {
@@ -256,11 +268,13 @@ impl Handler<'_> {
             }
             if self.session.forwarded && self.connection.queued() >= EARLY_REPLIES {
                 self.write_early();
+                self.chained = None;
             }
-            if (self.connection.pending_output() >= FLUSH_AT || self.held.is_full())
-                && !self.send(false).await
-            {
-                return Next::Close;
+            if self.connection.pending_output() >= FLUSH_AT || self.held.is_full() {
+                self.chained = None;
+                if !self.send(false).await {
+                    return Next::Close;
+                }
             }
         }
     }
@@ -302,6 +316,8 @@ impl Handler<'_> {
     async fn dispatch(&mut self) -> Outcome {
         let (instance, args) = (self.instance, &self.args[..]);
         let session = &mut self.session;
+        // A request that runs no command here breaks the chain.
+        let mut chained = self.chained.take();
         if session.multi.is_some() && !crate::cmd::multi::controls_transaction(args) {
             // Queued, not run: the writes deferred before it still answer first.
             self.run.write(instance, session).await;
@@ -309,6 +325,8 @@ impl Handler<'_> {
         }
         let parsed = match Command::parse_routed(args, session, instance) {
             Err(Redirect::Wait) => {
+                // The hand-over's pause is not the command's time.
+                chained = None;
                 crate::cluster::migrate::settle(|| Command::parse_routed(args, session, instance))
                     .await
             }
@@ -329,13 +347,17 @@ impl Handler<'_> {
             },
             other => other,
         };
-        self.run.write(instance, session).await;
+        let wrote = self.run.write(instance, session).await;
         match parsed {
             Ok((command, guard)) => {
                 self.revealing |= command.spec().reveals_data;
-                let (row, started) = (command.row(), crate::stamp::Stamp::now());
+                let started = match chained {
+                    Some(stamp) if !wrote => stamp,
+                    _ => Stamp::now(),
+                };
+                let row = command.row();
                 let reply = command.apply(instance, session).await;
-                instance.ran(row, started, args, session);
+                self.chained = Some(instance.ran(row, started, args, session));
                 drop(guard);
                 Outcome::Reply(reply)
             }

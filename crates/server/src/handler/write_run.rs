@@ -35,11 +35,12 @@ impl WriteRun {
     }
 
     /// Writes the deferred SETs (one batch for all, or the ordinary path for one); their
-    /// replies wait in `written` for [`WriteRun::queue_written`].
-    pub(super) async fn write(&mut self, instance: &Instance, session: &Session) {
+    /// replies wait in `written` for [`WriteRun::queue_written`]. Returns whether there were
+    /// any.
+    pub(super) async fn write(&mut self, instance: &Instance, session: &Session) -> bool {
         let n = self.pairs.len();
         if n == 0 {
-            return;
+            return false;
         }
         let started = crate::stamp::Stamp::now();
         let result = match &self.pairs[..] {
@@ -60,6 +61,7 @@ impl WriteRun {
         // Never left unqueued: every write is followed by `queue_written` before more requests.
         debug_assert!(self.written.is_none());
         self.written = Some((reply, n));
+        true
     }
 
     pub(super) fn queue_written(&mut self, connection: &mut Connection, protocol: Protocol) {
