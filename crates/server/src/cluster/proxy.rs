@@ -16,9 +16,10 @@
 //! already written cut off.
 //!
 //! Each owner is reached over one long-lived link shared by every client of this node.
-//! A link is one task owning one connection at a time: it writes whatever units are queued
-//! in one go (with `BUSY` units unanswered, what comes next waits for their replies, so a
-//! busy link writes about once per batch of replies it reads) and matches the owner's
+//! A link is one task owning one connection at a time, run on the workers or on a thread of
+//! its own as its traffic needs ([`Placement`]): it writes whatever units are queued in one
+//! go (with `BUSY` units unanswered, what comes next waits for their replies, so a busy link
+//! writes about once per batch of replies it reads) and matches the owner's
 //! replies to their requests in order, measuring each reply with the store's wire reader
 //! (`store::upstream::wire::reply_len`) under the requesting client's bounds
 //! (`proto-max-bulk-len`, `--client-output-limit`). A reply that crosses one fails its
@@ -82,8 +83,10 @@ pub const OUTPUT_HIGH: usize = 1 << 20;
 /// Units taken off the queue at once (one write carries them all).
 const BATCH: usize = 128;
 /// Units in flight from which a link counts as busy: then it holds what it takes next
-/// until they are answered (or a whole [`BATCH`] waits), and what arrived meanwhile goes out
-/// in one write instead of one per wake-up of the link. With fewer (a handful of clients)
+/// until they are answered (or, on the workers, a whole [`BATCH`] waits; on its own thread
+/// it takes nothing off its queue meanwhile, so submits do not wake that thread), and what
+/// arrived meanwhile goes out in one write instead of one per wake-up of the link. With
+/// fewer (a handful of clients)
 /// the clients wait on round trips rather than on CPU, and holding a unit back for another's
 /// replies would only add to its wait.
 const BUSY: usize = 4;
