@@ -16,9 +16,10 @@
 //! already written cut off.
 //!
 //! Each owner is reached over one long-lived link shared by every client of this node.
-//! A link is one task owning one connection at a time: it writes whatever units are queued
-//! in one go (with `BUSY` units unanswered, what comes next waits for their replies, so a
-//! busy link writes about once per batch of replies it reads) and matches the owner's
+//! A link is one task owning one connection at a time, run on the workers or on a thread of
+//! its own as its traffic needs ([`Placement`]): it writes whatever units are queued in one
+//! go (with `BUSY` units unanswered, what comes next waits for their replies, so a busy link
+//! writes about once per batch of replies it reads) and matches the owner's
 //! replies to their requests in order, measuring each reply with the store's wire reader
 //! (`store::upstream::wire::reply_len`) under the requesting client's bounds
 //! (`proto-max-bulk-len`, `--client-output-limit`). A reply that crosses one fails its
@@ -50,7 +51,8 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use store::upstream::wire::{self, ReplyLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -81,13 +83,22 @@ pub const OUTPUT_HIGH: usize = 1 << 20;
 /// Units taken off the queue at once (one write carries them all).
 const BATCH: usize = 128;
 /// Units in flight from which a link counts as busy: then it holds what it takes next
-/// until they are answered (or a whole [`BATCH`] waits), and what arrived meanwhile goes out
-/// in one write instead of one per wake-up of the link. With fewer (a handful of clients)
+/// until they are answered (or, on the workers, a whole [`BATCH`] waits; on its own thread
+/// it takes nothing off its queue meanwhile, so submits do not wake that thread), and what
+/// arrived meanwhile goes out in one write instead of one per wake-up of the link. With
+/// fewer (a handful of clients)
 /// the clients wait on round trips rather than on CPU, and holding a unit back for another's
 /// replies would only add to its wait.
 const BUSY: usize = 4;
 /// Least free space offered to each read.
 const CHUNK: usize = 16 * 1024;
+/// Requests per unit, on average, from which a link on the workers moves to the links'
+/// thread, and below which it moves back (see [`Placement`]).
+const OWN_FROM: u32 = 4;
+const WORKERS_BELOW: u32 = 2;
+/// Units a link writes where it is before it may move again: a traffic that sits between
+/// the two thresholds cannot make it hop to and fro.
+const DWELL: u32 = 256;
 
 /// The owner's raw reply to one forwarded request, or why there is none.
 pub type Reply = Result<Bytes, String>;
@@ -242,6 +253,9 @@ struct Link {
     /// Requests the queue has room for: a unit takes as many permits as it carries, and the
     /// link gives them back as it writes the unit.
     room: Arc<Semaphore>,
+    /// The link's task runs on the links' thread ([`Placement::Own`]); read by the tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    own: Arc<AtomicBool>,
 }
 
 struct Queued {
@@ -447,6 +461,14 @@ impl Pool {
         link.tx.send(queued).map_err(|_| NotQueued::Closed)
     }
 
+    /// Whether `addr`'s link runs on the links' own thread.
+    #[cfg(test)]
+    fn on_own_thread(&self, addr: &str) -> bool {
+        let links = self.links.lock().unwrap();
+        let (_, entry) = links.iter().find(|(a, _)| **a == *addr).expect("a link");
+        entry[0].own.load(Ordering::Relaxed)
+    }
+
     fn drop_link(&self, addr: &Arc<str>) {
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, entry)) = links.iter_mut().find(|(a, _)| **a == **addr) {
@@ -459,35 +481,86 @@ fn lost(addr: &str) -> String {
     format!("proxy: connection to {addr} lost")
 }
 
+/// The links' runtime: one thread of their own (see [`Placement`]).
+fn links() -> &'static tokio::runtime::Handle {
+    static LINKS: OnceLock<tokio::runtime::Handle> = OnceLock::new();
+    LINKS.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the proxy links");
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new()
+            .name("mantle-links".into())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))
+            .expect("a thread for the proxy links");
+        handle
+    })
+}
+
 impl Link {
+    /// Starts a link on the runtime of the client submitting its first unit (the workers).
     fn start(addr: Arc<str>, password: Option<Arc<str>>, timeout: Duration) -> Link {
         let (tx, rx) = mpsc::unbounded_channel();
         let room = Arc::new(Semaphore::new(QUEUE));
-        tokio::spawn(
-            Relay {
-                addr,
-                password,
-                timeout,
-                rx,
-                room: Arc::clone(&room),
-                unsent: Vec::with_capacity(BATCH),
-                in_flight: VecDeque::new(),
-                in_flight_requests: 0,
-                input: BytesMut::with_capacity(CHUNK),
-                output: BytesMut::with_capacity(CHUNK),
-                closed: false,
-            }
-            .run(),
-        );
-        Link { tx, room }
+        let own = Arc::new(AtomicBool::new(false));
+        Relay {
+            addr,
+            password,
+            timeout,
+            rx,
+            room: Arc::clone(&room),
+            unsent: Vec::with_capacity(BATCH),
+            in_flight: VecDeque::new(),
+            in_flight_requests: 0,
+            ready: 0,
+            ready_bytes: 0,
+            input: BytesMut::with_capacity(CHUNK),
+            output: BytesMut::with_capacity(CHUNK),
+            closed: false,
+            placement: Placement::Workers,
+            workers: tokio::runtime::Handle::current(),
+            own: Arc::clone(&own),
+            unit_size: 16,
+            since_move: 0,
+        }
+        .launch(None);
+        Link { tx, room, own }
     }
+}
+
+/// Where a link's task runs. Its traffic decides, by the requests per unit it writes
+/// (a moving average over about the last 16 units).
+///
+/// Single requests (unpipelined clients) keep it on the workers, among the clients' tasks:
+/// a client's submit wakes it there without waking another thread (an `eventfd` write and a
+/// context switch per submit that finds the link idle, ~0.2 per GET at 50 clients, cost a
+/// sixth of their throughput with the link on a thread of its own; bench/RESULTS.md, lead
+/// re-runs after h-link).
+///
+/// Pipelines move it to the links' own thread (a current-thread runtime). On the workers,
+/// the link's task, woken by the owner's replies, waited behind every client task woken with
+/// it (at `-P 16`, up to 50 client reads of ~10 µs each) while the owner sat idle; and a link
+/// woken by a submit went to the submitting worker's LIFO slot, which no other worker may
+/// steal. On its own thread the kernel runs it as soon as replies arrive, and the owner
+/// works on one batch while this node reads the next from its clients (`-P 16` proxied/direct
+/// 0.81x -> 0.905x).
+///
+/// One link moves as a whole, its connection (deregistered from one runtime's reactor and
+/// registered with the other's) and its queue and units in flight with it: every unit still
+/// goes out in the order it was queued, on the one connection, so one client's requests run
+/// in order whatever the link's placement when each was sent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Placement {
+    Workers,
+    Own,
 }
 
 /// A unit written to the owner and not yet wholly answered.
 struct InFlight {
     queued: Queued,
     written: Instant,
-    /// Its replies complete at the start of the link's input, and their bytes.
+    /// Its replies complete at its start in the link's input, and their bytes.
     complete: usize,
     measured: usize,
     redirected: bool,
@@ -505,10 +578,23 @@ struct Relay {
     in_flight: VecDeque<InFlight>,
     /// Requests in the units of `in_flight`.
     in_flight_requests: usize,
+    /// Units at the front of `in_flight` whose replies are all read, not yet answered.
+    ready: usize,
+    /// Bytes at the start of `input` those replies take.
+    ready_bytes: usize,
     input: BytesMut,
     output: BytesMut,
     /// The queue is closed (the pool let the link go).
     closed: bool,
+    placement: Placement,
+    /// The clients' runtime, where the link started.
+    workers: tokio::runtime::Handle,
+    /// Set while the link runs on the links' thread.
+    own: Arc<AtomicBool>,
+    /// Moving average of requests per unit written, in sixteenths.
+    unit_size: u32,
+    /// Units written since the link last moved.
+    since_move: u32,
 }
 
 impl Drop for Relay {
@@ -534,9 +620,45 @@ enum Dead {
     Lost(String),
 }
 
+/// Why [`Relay::serve`] stopped with its connection alive.
+enum Served {
+    /// The pool let the link go and everything in flight is answered.
+    Done,
+    /// The link's traffic wants the other [`Placement`].
+    Move,
+}
+
 impl Relay {
-    async fn run(mut self) {
+    /// Runs the link's task where its placement says, with the connection it moved with.
+    fn launch(self, conn: Option<std::net::TcpStream>) {
+        let runtime = match self.placement {
+            Placement::Workers => self.workers.clone(),
+            Placement::Own => links().clone(),
+        };
+        runtime.spawn(async move {
+            if let Some((relay, conn)) = self.run(conn).await {
+                relay.launch(Some(conn));
+            }
+        });
+    }
+
+    /// Relays until the pool lets the link go (`None`) or the link moves: then it hands back
+    /// itself and its connection, deregistered from this runtime.
+    async fn run(
+        mut self,
+        moved: Option<std::net::TcpStream>,
+    ) -> Option<(Relay, std::net::TcpStream)> {
         let mut conn: Option<TcpStream> = None;
+        if let Some(moved) = moved {
+            match TcpStream::from_std(moved) {
+                Ok(stream) => conn = Some(stream),
+                Err(e) => {
+                    self.fail_in_flight(&format!("{} ({e})", lost(&self.addr)));
+                    self.input.clear();
+                    self.output.clear();
+                }
+            }
+        }
         loop {
             let stream = match &mut conn {
                 Some(stream) => stream,
@@ -544,7 +666,7 @@ impl Relay {
                     if self.unsent.is_empty()
                         && self.rx.recv_many(&mut self.unsent, BATCH).await == 0
                     {
-                        return;
+                        return None;
                     }
                     let opened = tokio::time::timeout(
                         Duration::from_secs(5),
@@ -559,13 +681,29 @@ impl Relay {
                                 _ => format!("proxy: no connection to {}", self.addr),
                             };
                             self.fail_everything(&error);
-                            return;
+                            return None;
                         }
                     }
                 }
             };
             match self.serve(stream).await {
-                Ok(()) => return,
+                Ok(Served::Done) => return None,
+                Ok(Served::Move) => {
+                    let stream = conn.take().expect("served on it");
+                    match stream.into_std() {
+                        Ok(moving) => {
+                            self.placement = match self.placement {
+                                Placement::Workers => Placement::Own,
+                                Placement::Own => Placement::Workers,
+                            };
+                            self.own
+                                .store(self.placement == Placement::Own, Ordering::Relaxed);
+                            self.since_move = 0;
+                            return Some((self, moving));
+                        }
+                        Err(e) => self.fail_in_flight(&format!("{} ({e})", lost(&self.addr))),
+                    }
+                }
                 Err(Dead::Stale) => {}
                 Err(Dead::Lost(error)) => self.fail_in_flight(&error),
             }
@@ -575,48 +713,40 @@ impl Relay {
         }
     }
 
-    /// Relays over one connection until it dies or the pool lets the link go (`Ok`).
+    /// Relays over one connection until it dies, the pool lets the link go or the link is
+    /// to move.
     ///
     /// Replies are read through the connection's read half, whose read takes a short read as
     /// proof that the socket is drained (epoll is edge-triggered): the next wait for replies
     /// costs no system call. Reading until `WouldBlock` instead cost one failed `recvfrom`
     /// per batch of replies on the proxying node (0.1 per forwarded GET at 50 clients).
-    async fn serve(&mut self, stream: &mut TcpStream) -> Result<(), Dead> {
+    async fn serve(&mut self, stream: &mut TcpStream) -> Result<Served, Dead> {
         let (mut replies, requests) = stream.split();
         let stream: &TcpStream = requests.as_ref();
         let mut tick = tokio::time::interval(self.timeout.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if !self.unsent.is_empty() && !self.holding() {
-                if !self.in_flight.is_empty() && self.unsent.len() < BATCH {
+                if self.placement == Placement::Workers
+                    && !self.in_flight.is_empty()
+                    && self.unsent.len() < BATCH
+                {
                     self.gather().await;
                 }
-                if self.in_flight.is_empty() && !self.probe(stream) {
-                    return Err(Dead::Stale);
-                }
-                let now = Instant::now();
-                let mut taken = 0;
-                for queued in self.unsent.drain(..) {
-                    self.output.extend_from_slice(&queued.unit.requests);
-                    taken += queued.unit.count;
-                    self.in_flight.push_back(InFlight {
-                        queued,
-                        written: now,
-                        complete: 0,
-                        measured: 0,
-                        redirected: false,
-                    });
-                }
-                self.in_flight_requests += taken;
-                self.room.add_permits(taken);
-                self.write(stream)?;
+                self.send_unsent(stream)?;
             }
             if self.closed && self.in_flight.is_empty() {
-                return Ok(());
+                return Ok(Served::Done);
+            }
+            if self.misplaced() {
+                return Ok(Served::Move);
             }
             let room = !self.closed
                 && self.output.len() < OUTPUT_HIGH
                 && self.in_flight_requests < IN_FLIGHT;
+            // On its own thread a busy link takes nothing off its queue until replies come:
+            // the clients' submits meanwhile do not wake that thread.
+            let take = room && (self.placement == Placement::Workers || !self.busy());
             if self.input.capacity() - self.input.len() < CHUNK / 4 {
                 self.input.reserve(CHUNK);
             }
@@ -624,12 +754,31 @@ impl Relay {
                 biased;
                 read = replies.read_buf(&mut self.input) => Event::Read(read),
                 ready = stream.writable(), if !self.output.is_empty() => Event::Writable(ready),
-                taken = self.rx.recv_many(&mut self.unsent, BATCH), if room => Event::Taken(taken),
+                taken = self.rx.recv_many(&mut self.unsent, BATCH), if take => Event::Taken(taken),
                 _ = tick.tick(), if !self.in_flight.is_empty() => Event::Tick,
             };
             match event {
                 Event::Read(Ok(0)) => return Err(self.lost_with("closed by the owner")),
-                Event::Read(Ok(_)) => self.answer_complete()?,
+                Event::Read(Ok(_)) => {
+                    let measured = self.measure();
+                    // On its own thread, what queued up meanwhile goes to the owner before
+                    // these replies go to their clients: the owner runs it while the link
+                    // hands the replies out.
+                    let sent =
+                        if self.placement == Placement::Own && measured.is_ok() && !self.busy() {
+                            self.take_queued();
+                            if self.unsent.is_empty() {
+                                Ok(())
+                            } else {
+                                self.send_unsent(stream)
+                            }
+                        } else {
+                            Ok(())
+                        };
+                    self.answer_ready();
+                    measured?;
+                    sent?;
+                }
                 Event::Read(Err(e)) => return Err(self.lost_with(&e.to_string())),
                 Event::Writable(ready) => {
                     ready.map_err(|e| self.lost_with(&e.to_string()))?;
@@ -650,25 +799,75 @@ impl Relay {
         }
     }
 
-    /// Whether the units taken stay unwritten for now: the link is [`BUSY`] and fewer than a
-    /// [`BATCH`] wait.
+    /// Whether [`BUSY`] units are unanswered.
+    fn busy(&self) -> bool {
+        self.in_flight.len() - self.ready >= BUSY
+    }
+
+    /// Whether the units taken stay unwritten for now: the link is busy and, on the workers,
+    /// fewer than a [`BATCH`] wait (on its own thread it takes no more than that while busy).
     fn holding(&self) -> bool {
-        self.in_flight.len() >= BUSY && self.unsent.len() < BATCH
+        self.busy() && (self.placement == Placement::Own || self.unsent.len() < BATCH)
+    }
+
+    /// Whether the link's traffic wants the other placement, and it stayed long enough here.
+    fn misplaced(&self) -> bool {
+        let size = self.unit_size / 16;
+        self.since_move >= DWELL
+            && match self.placement {
+                Placement::Workers => size >= OWN_FROM,
+                Placement::Own => size < WORKERS_BELOW,
+            }
     }
 
     /// With requests already at the owner, lets the clients that are ready run once before
     /// writing, and takes what they queued: one write then carries many clients' requests.
     /// Writing as each request came cost 1.6 sends per forwarded GET on the proxying node at
     /// 50 unpipelined clients (strace -c), against the 1 a direct GET costs; an idle link
-    /// still writes at once, so a lone client waits for nothing.
+    /// still writes at once, so a lone client waits for nothing. (On the workers only: on
+    /// its own thread the link would wait for nobody.)
     async fn gather(&mut self) {
         tokio::task::yield_now().await;
-        while self.unsent.len() < BATCH {
+        self.take_queued();
+    }
+
+    /// Takes what waits in the queue, within the link's bounds, without waiting.
+    fn take_queued(&mut self) {
+        while self.unsent.len() < BATCH
+            && self.output.len() < OUTPUT_HIGH
+            && self.in_flight_requests < IN_FLIGHT
+        {
             match self.rx.try_recv() {
                 Ok(queued) => self.unsent.push(queued),
                 Err(_) => break,
             }
         }
+    }
+
+    /// Writes the units taken (after checking an idle connection is still open).
+    fn send_unsent(&mut self, stream: &TcpStream) -> Result<(), Dead> {
+        if self.in_flight.is_empty() && !self.probe(stream) {
+            return Err(Dead::Stale);
+        }
+        let now = Instant::now();
+        let mut taken = 0;
+        for queued in self.unsent.drain(..) {
+            self.output.extend_from_slice(&queued.unit.requests);
+            let count = queued.unit.count;
+            taken += count;
+            self.unit_size = self.unit_size - self.unit_size / 16 + count as u32;
+            self.since_move = self.since_move.saturating_add(1);
+            self.in_flight.push_back(InFlight {
+                queued,
+                written: now,
+                complete: 0,
+                measured: 0,
+                redirected: false,
+            });
+        }
+        self.in_flight_requests += taken;
+        self.room.add_permits(taken);
+        self.write(stream)
     }
 
     /// Whether an idle connection is still open: its owner may have closed it (a restart)
@@ -692,17 +891,16 @@ impl Relay {
         Ok(())
     }
 
-    /// Answers every unit whose replies are all complete in what was read. A unit's replies
-    /// are measured as they arrive (each once) and handed over together.
-    fn answer_complete(&mut self) -> Result<(), Dead> {
-        while !self.input.is_empty() {
-            let Some(sent) = self.in_flight.front_mut() else {
-                return Err(self.lost_with("a reply nothing asked for"));
-            };
+    /// Measures the replies read (each once) until a unit's are incomplete: the units before
+    /// it are `ready`, their replies the first `ready_bytes` of the input.
+    fn measure(&mut self) -> Result<(), Dead> {
+        while let Some(sent) = self.in_flight.get_mut(self.ready) {
+            let start = self.ready_bytes;
             while sent.complete < sent.queued.unit.count {
-                match wire::reply_len(&self.input[sent.measured..], sent.queued.limits) {
+                let at = start + sent.measured;
+                match wire::reply_len(&self.input[at..], sent.queued.limits) {
                     Ok(Some(len)) => {
-                        let reply = &self.input[sent.measured..sent.measured + len];
+                        let reply = &self.input[at..at + len];
                         sent.redirected |= moved_to(reply).is_some() || is_tryagain(reply);
                         sent.measured += len;
                         sent.complete += 1;
@@ -714,8 +912,24 @@ impl Relay {
                     }
                 }
             }
+            self.ready_bytes += sent.measured;
+            self.ready += 1;
+        }
+        if self.input.len() > self.ready_bytes {
+            return Err(self.lost_with("a reply nothing asked for"));
+        }
+        Ok(())
+    }
+
+    /// Answers the units whose replies are all read ([`Relay::measure`]), each with its
+    /// replies together.
+    fn answer_ready(&mut self) {
+        for _ in 0..self.ready {
+            let mut sent = self
+                .in_flight
+                .pop_front()
+                .expect("ready units are in flight");
             let mut replies = self.input.split_to(sent.measured).freeze();
-            let mut sent = self.in_flight.pop_front().expect("checked above");
             self.in_flight_requests -= sent.complete;
             if let Some(ticket) = sent.queued.direct.take() {
                 if !sent.redirected {
@@ -736,10 +950,11 @@ impl Relay {
                 delivered: false,
             });
         }
+        self.ready = 0;
+        self.ready_bytes = 0;
         if self.input.is_empty() && self.input.capacity() > OUTPUT_HIGH {
             self.input = BytesMut::with_capacity(CHUNK);
         }
-        Ok(())
     }
 
     /// Fails every unit in flight on a connection given up; the first keeps the replies it
@@ -1471,6 +1686,189 @@ mod tests {
             matches!(&unread, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
             "the link wrote to a closing connection: {unread:?}"
         );
+    }
+
+    /// A unit of `count` GETs of `key`.
+    fn gets(key: &str, count: usize) -> Unit {
+        let words = ["GET", key];
+        unit(&vec![&words[..]; count])
+    }
+
+    /// Submits and answers `units` units of `count` GETs each, one after the other.
+    async fn traffic(pool: &Pool, addr: &Arc<str>, units: usize, count: usize) {
+        for i in 0..units {
+            let key = format!("t{i}");
+            let sent = pool
+                .submit(Arc::clone(addr), gets(&key, count), 1, LIMITS)
+                .await
+                .unwrap_or_else(|r| panic!("{}", r.error));
+            let answered = pool.answer(sent).await;
+            assert_eq!(answered.complete, count);
+            assert_eq!(
+                answered.replies.len(),
+                count * format!("$2\r\n{key}\r\n").len()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn pipelines_move_the_link_to_its_own_thread_and_single_requests_back() {
+        let (addr, _, connections) = owner(echo).await;
+        let pool = Pool::new(None);
+        traffic(&pool, &addr, DWELL as usize + 50, 1).await;
+        assert!(
+            !pool.on_own_thread(&addr),
+            "single requests stay on the workers"
+        );
+        // A unit of 3 is below the threshold: mixed with singles, the link stays.
+        for _ in 0..DWELL {
+            traffic(&pool, &addr, 1, 3).await;
+            traffic(&pool, &addr, 1, 1).await;
+        }
+        assert!(
+            !pool.on_own_thread(&addr),
+            "an average of 2 requests a unit stays"
+        );
+        traffic(&pool, &addr, 16, 16).await;
+        assert!(
+            pool.on_own_thread(&addr),
+            "pipelines take the links' thread"
+        );
+        // A few single requests do not move it back at once.
+        traffic(&pool, &addr, 64, 1).await;
+        assert!(pool.on_own_thread(&addr), "it stays at least DWELL units");
+        traffic(&pool, &addr, DWELL as usize, 1).await;
+        assert!(!pool.on_own_thread(&addr), "single requests take it back");
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            1,
+            "the link moves with its connection"
+        );
+    }
+
+    #[tokio::test]
+    async fn units_in_flight_keep_their_order_across_a_move() {
+        let order: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let keys = Arc::clone(&order);
+        let (addr, _, connections) = owner(move |args| {
+            keys.lock().unwrap().push(args[1].clone());
+            echo(args)
+        })
+        .await;
+        let pool = Pool::new(None);
+        let mut expected = Vec::new();
+        // Submitted without waiting for answers, so units are queued and in flight whenever
+        // the link moves: singles, then pipelines (a move to the links' thread), then
+        // singles again (a move back).
+        let phases = [(DWELL as usize + 8, 1), (300, 16), (2 * DWELL as usize, 1)];
+        for (phase, (units, count)) in phases.into_iter().enumerate() {
+            let mut sent = Vec::new();
+            for i in 0..units {
+                let key = format!("{phase}.{i}");
+                sent.push(
+                    pool.submit(Arc::clone(&addr), gets(&key, count), 1, LIMITS)
+                        .await
+                        .unwrap_or_else(|r| panic!("{}", r.error)),
+                );
+                expected.extend(std::iter::repeat_n(key.into_bytes(), count));
+            }
+            for (i, s) in sent.into_iter().enumerate() {
+                let answered = pool.answer(s).await;
+                let key = format!("{phase}.{i}");
+                let reply = format!("${}\r\n{key}\r\n", key.len()).repeat(count);
+                assert_eq!(answered.replies, reply.as_bytes(), "unit {key}");
+            }
+            assert_eq!(pool.on_own_thread(&addr), phase == 1, "after phase {phase}");
+        }
+        assert!(
+            *order.lock().unwrap() == expected,
+            "the owner ran every request in the order queued"
+        );
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn an_owner_lost_fails_a_link_the_same_on_either_thread() {
+        let (addr, seen, connections) = owner(|args| match &args[0][..] {
+            b"CRASH" => Act::Close,
+            _ => echo(args),
+        })
+        .await;
+        let pool = Pool::new(None);
+        let crash = || async {
+            pool.forward(Arc::clone(&addr), args(&["CRASH"]), 1, LIMITS)
+                .await
+                .reply
+                .unwrap_err()
+        };
+        traffic(&pool, &addr, DWELL as usize, 1).await;
+        assert!(!pool.on_own_thread(&addr));
+        let on_workers = crash().await;
+        traffic(&pool, &addr, 16, 16).await;
+        assert!(pool.on_own_thread(&addr));
+        let on_own = crash().await;
+        assert_eq!(on_own, on_workers);
+        assert!(on_own.contains("lost"), "{on_own}");
+        // Each goes on over a fresh connection, where it was.
+        traffic(&pool, &addr, 4, 16).await;
+        assert!(pool.on_own_thread(&addr));
+        assert_eq!(connections.load(Ordering::SeqCst), 3);
+        let crashes = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|w| &w[..] == b"CRASH")
+            .count();
+        assert_eq!(
+            crashes, 2,
+            "a request that may have run is never sent twice"
+        );
+    }
+
+    /// Once on its own thread, the link reads the owner's replies and writes them to the
+    /// client while the clients' workers are all busy (here: not running at all).
+    #[test]
+    fn a_link_on_its_own_thread_needs_no_worker() {
+        let owners = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (addr, _, _) = owners.block_on(owner(echo));
+        let clients = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let pool = Pool::new(None);
+        clients.block_on(async {
+            traffic(&pool, &addr, DWELL as usize, 1).await;
+            traffic(&pool, &addr, 16, 16).await;
+        });
+        assert!(pool.on_own_thread(&addr));
+        let (client, ours) = owners.block_on(client_socket(None));
+        let (client, ours) = (client.into_std().unwrap(), ours.into_std().unwrap());
+        client.set_nonblocking(false).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let direct = Direct::new(std::os::fd::AsRawFd::as_raw_fd(&ours));
+        for round in 0..3 {
+            let key = format!("k{round}");
+            // The unit is submitted, then the clients' runtime is not driven again this round.
+            let sent = clients.block_on(async {
+                pool.submit_to(Arc::clone(&addr), gets(&key, 16), 1, LIMITS, Some(&direct))
+                    .await
+                    .unwrap_or_else(|r| panic!("{}", r.error))
+            });
+            let expected = format!("$2\r\n{key}\r\n").repeat(16);
+            let mut got = vec![0; expected.len()];
+            std::io::Read::read_exact(&mut &client, &mut got).expect("the link wrote the replies");
+            assert_eq!(got, expected.as_bytes(), "round {round}");
+            assert!(direct.delivered(), "round {round}");
+            drop(sent);
+        }
+        direct.close();
+        drop(ours);
     }
 
     #[test]
