@@ -988,7 +988,10 @@ mod tests {
                 }
             }
             assert_eq!(plain_victims, hinted_victims, "{alg}");
-            assert!(!plain_victims.is_empty());
+            // libCacheSim's ClockPro refuses what does not fit in half the cache instead of
+            // evicting (src/eviction/clockpro_libcachesim.rs); the removals above make room.
+            let evicts = alg != Algorithm::ClockProLibCacheSim;
+            assert_eq!(!plain_victims.is_empty(), evicts, "{alg}");
         }
     }
 

@@ -17,7 +17,8 @@
 //! misses far more often, more than LRU): its libCacheSim numbers are printed, not compared;
 //! instead its own misses are pinned ([`CLOCKPRO_PINNED`]) and it must stay within
 //! [`CLOCKPRO_NEAR_LIRS`] of LIRS's libCacheSim miss ratio, which the paper's CLOCK-Pro
-//! approximates (docs/cache.md).
+//! approximates (docs/cache.md). `clockpro-libcachesim` is `ClockPro.c` as libCacheSim runs
+//! it, and must agree exactly.
 
 use cache::{Admission, Algorithm, Cache, Capacity};
 use serde_json::Value;
@@ -65,7 +66,10 @@ fn tolerance(algorithm: Algorithm, _admission: Option<&str>) -> f64 {
 /// generator started where a fresh libCacheSim process starts it, docs/cache.md): their
 /// misses must equal libCacheSim's exactly.
 fn must_be_exact(algorithm: Algorithm) -> bool {
-    matches!(algorithm, Algorithm::LeCaR | Algorithm::Lhd)
+    matches!(
+        algorithm,
+        Algorithm::LeCaR | Algorithm::Lhd | Algorithm::ClockProLibCacheSim
+    )
 }
 
 fn traces_dir() -> PathBuf {

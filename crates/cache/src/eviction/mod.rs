@@ -10,6 +10,7 @@ mod belady_size;
 mod cacheus;
 mod clock;
 mod clockpro;
+mod clockpro_libcachesim;
 mod fifo;
 mod freq_lists;
 mod frequency_sketch;
@@ -158,6 +159,7 @@ enum Kind {
     Cacheus(Box<cacheus::Cacheus>),
     WTinyLfu(Box<wtinylfu::WTinyLfu>),
     ClockPro(Box<clockpro::ClockPro>),
+    ClockProLibCacheSim(Box<clockpro_libcachesim::ClockProLibCacheSim>),
     Lhd(Box<lhd::Lhd>),
     Scripted(Box<scripted::Scripted>),
 }
@@ -191,6 +193,7 @@ macro_rules! dispatch {
             Kind::Cacheus($p) => $e,
             Kind::WTinyLfu($p) => $e,
             Kind::ClockPro($p) => $e,
+            Kind::ClockProLibCacheSim($p) => $e,
             Kind::Lhd($p) => $e,
             Kind::Scripted($p) => $e,
         }
@@ -220,6 +223,9 @@ impl Evictor {
             Algorithm::Cacheus => Kind::Cacheus(Box::new(cacheus::Cacheus::new(capacity))),
             Algorithm::WTinyLfu => Kind::WTinyLfu(Box::new(wtinylfu::WTinyLfu::new(capacity))),
             Algorithm::ClockPro => Kind::ClockPro(Box::new(clockpro::ClockPro::new(capacity))),
+            Algorithm::ClockProLibCacheSim => Kind::ClockProLibCacheSim(Box::new(
+                clockpro_libcachesim::ClockProLibCacheSim::new(capacity),
+            )),
             Algorithm::Lhd => Kind::Lhd(Box::new(lhd::Lhd::new(capacity))),
         })
     }
