@@ -554,11 +554,11 @@ impl<L: ClassLayer> Cache<L> {
         size: u32,
         on_evict: &mut F,
     ) -> Option<Slot> {
-        if !self.capacity.can_hold(size) || !self.layer.queue(own).can_admit(size) {
+        let old_size = self.store.nodes[slot as usize].size;
+        if !self.capacity.can_hold(size) || !self.layer.queue(own).can_resize(old_size, size) {
             self.remove_slot(slot);
             return None;
         }
-        let old_size = self.store.nodes[slot as usize].size;
         let queue = self.layer.queue(own);
         if old_size != size {
             self.store.resize(slot, size);

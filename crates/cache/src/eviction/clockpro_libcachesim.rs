@@ -64,6 +64,12 @@ impl EvictionPolicy for ClockProLibCacheSim {
         self.units.of_usage(self.cold) + self.units.of_size(size) <= self.cold_max
     }
 
+    /// A rewrite of a cached object (a hit to libCacheSim, which keeps it) counts it once.
+    fn can_resize(&self, old: u32, new: u32) -> bool {
+        self.units.of_usage(self.cold) - self.units.of_size(old) + self.units.of_size(new)
+            <= self.cold_max
+    }
+
     #[inline]
     fn on_insert(&mut self, nodes: &mut [Node], slot: Slot) {
         self.cold.add(nodes[slot as usize].size);

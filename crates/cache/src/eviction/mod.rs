@@ -59,6 +59,12 @@ pub(crate) trait EvictionPolicy {
         true
     }
 
+    /// Whether a cached object rewritten from `old` to `new` bytes may stay (by default:
+    /// whether one of `new` bytes could enter).
+    fn can_resize(&self, _old: u32, new: u32) -> bool {
+        self.can_admit(new)
+    }
+
     /// Whether the object `key` of `size` bytes, absent and about to enter, may (a script's
     /// `admit` hook); asked before anything is evicted for it.
     fn admit(&mut self, _key: u64, _size: u32) -> bool {
@@ -262,6 +268,10 @@ impl EvictionPolicy for Evictor {
     #[inline]
     fn can_admit(&self, size: u32) -> bool {
         dispatch!(&self, p => p.can_admit(size))
+    }
+    #[inline]
+    fn can_resize(&self, old: u32, new: u32) -> bool {
+        dispatch!(&self, p => p.can_resize(old, new))
     }
     #[inline]
     fn admit(&mut self, key: u64, size: u32) -> bool {
