@@ -149,6 +149,19 @@ mod tests {
     }
 
     #[test]
+    fn a_rewrite_counts_the_object_once() {
+        let mut h = harness(Capacity::bytes(100));
+        assert!(!h.access(1, 30));
+        assert!(!h.access(2, 20));
+        // Cold is full (50 of 50): nothing new enters, but the cached objects may be
+        // rewritten at a size that still fits.
+        assert!(!h.policy.can_admit(1));
+        assert!(h.policy.can_resize(30, 30));
+        assert!(h.policy.can_resize(30, 25));
+        assert!(!h.policy.can_resize(30, 31));
+    }
+
+    #[test]
     fn a_cut_evicts_the_oldest_and_lowers_the_target() {
         let mut h = harness(Capacity::objects(8));
         for k in 0..6 {
