@@ -49,11 +49,16 @@ def mantle_algorithms(mantle):
     """The eviction algorithms this Mantle binary knows, from its own error message."""
     out = subprocess.run([mantle, "replay", "--trace", os.devnull, "--eviction", "?", "--cache-size", "1"],
                          capture_output=True, text=True)
-    listed = re.search(r"expected one of:? ([a-z0-9, ]+)", out.stderr + out.stdout)
+    listed = re.search(r"expected one of:? ([a-z0-9, -]+)", out.stderr + out.stdout)
     if not listed:
         sys.exit(f"bench: cannot tell which algorithms {mantle} has:\n{out.stderr}")
     return [name.strip() for name in listed.group(1).split(",")]
 
+
+# Mantle algorithms mapped to a libCacheSim class that runs another algorithm: the rates
+# compare different work (docs/cache.md).
+DIFFERENT = {"clockpro": "  (different algorithm: the paper's CLOCK-Pro vs ClockPro.c;"
+                         " clockpro-libcachesim is ClockPro.c)"}
 
 # Offline algorithms need next-access times, which only oracleGeneral traces give libCacheSim
 # (on the CSV its BeladySize never finishes); Mantle's time for them excludes its pre-pass
@@ -197,7 +202,7 @@ def main():
     ]
     print(f"libcachesim {lcs.__version__}; {args.rounds} alternating rounds; cache = 10% of working set bytes;"
           " Mreq/s best (median)")
-    print(f"{'trace':34} {'alg':10} {'libCacheSim default':>20} {'libCacheSim sized':>18} {'Mantle':>16}"
+    print(f"{'trace':34} {'alg':20} {'libCacheSim default':>20} {'libCacheSim sized':>18} {'Mantle':>16}"
           f" {'process':>8} {'ratio':>6}  miss ratio (lcs / mantle)")
     for label, path, ref_name in cases:
         meta = traces[ref_name]
@@ -218,7 +223,7 @@ def main():
                     ours.append(t)
                     ours_process.append(t_process)
             except LcsCrashed as crash:
-                print(f"{label:34} {alg:10} skipped: {crash}")
+                print(f"{label:34} {alg:20} skipped: {crash}")
                 sys.stdout.flush()
                 continue
             n = meta["requests"]
@@ -226,9 +231,9 @@ def main():
             (d_best, d_med), (s_best, s_med), (m_best, m_med) = rate(default), rate(sized), rate(ours)
             p_best = rate(ours_process)[0]
             peer = max(d_best, s_best)
-            print(f"{label:34} {alg:10} {d_best:9.2f} ({d_med:6.2f}) {s_best:8.2f} ({s_med:6.2f})"
+            print(f"{label:34} {alg:20} {d_best:9.2f} ({d_med:6.2f}) {s_best:8.2f} ({s_med:6.2f})"
                   f" {m_best:7.2f} ({m_med:6.2f}) {p_best:8.2f} {m_best / peer:5.2f}x"
-                  f"  {mr_lcs:.6f} / {mr_mantle:.6f}")
+                  f"  {mr_lcs:.6f} / {mr_mantle:.6f}{DIFFERENT.get(alg, '')}")
             sys.stdout.flush()
             if args.callgrind:
                 callgrind_case(args.mantle, path, alg, cache_bytes, hashpower, n)

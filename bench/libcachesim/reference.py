@@ -2,7 +2,7 @@
 """Records libCacheSim 0.3.5's miss ratios for the algorithms Mantle must agree with.
 
 For every algorithm in ALGORITHMS (LRU, FIFO, CLOCK, SIEVE, S3-FIFO, ARC, LIRS, 2Q, SLRU,
-LFU, LFUDA, CLOCK-Pro, Random, Hyperbolic, GDSF, LeCaR, Cacheus, W-TinyLFU, LHD) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
+LFU, LFUDA, CLOCK-Pro (twice: Mantle's paper version and its libCacheSim one), Random, Hyperbolic, GDSF, LeCaR, Cacheus, W-TinyLFU, LHD) and OFFLINE (Belady, BeladySize) at 1% and 10% of each trace's working set in
 bytes, runs libCacheSim's own C simulator (through its Python package) and writes the exact
 byte cache sizes and miss ratios to reference.json next to this script; ADMISSIONS are run
 in front of LRU the same way. The cache crate's test `libcachesim_agreement` replays the same
@@ -50,7 +50,10 @@ ALGORITHMS = {
     "slru": lcs.SLRU,
     "lfu": lcs.LFU,
     "lfuda": lcs.LFUDA,
+    # Mantle's `clockpro` is the paper's algorithm, compared with ClockPro.c as a different
+    # one; `clockpro-libcachesim` reproduces ClockPro.c (docs/cache.md).
     "clockpro": lcs.ClockPro,
+    "clockpro-libcachesim": lcs.ClockPro,
     "random": lcs.Random,
     "hyperbolic": lcs.Hyperbolic,
     "gdsf": lcs.GDSF,

@@ -26,12 +26,13 @@ pub enum Algorithm {
     Cacheus,
     WTinyLfu,
     ClockPro,
+    ClockProLibCacheSim,
     Lhd,
 }
 
 impl Algorithm {
     /// Every built-in algorithm, in documentation order.
-    pub const ALL: [Algorithm; 21] = [
+    pub const ALL: [Algorithm; 22] = [
         Algorithm::Lru,
         Algorithm::Fifo,
         Algorithm::Clock,
@@ -49,6 +50,7 @@ impl Algorithm {
         Algorithm::Cacheus,
         Algorithm::WTinyLfu,
         Algorithm::ClockPro,
+        Algorithm::ClockProLibCacheSim,
         Algorithm::Lhd,
         Algorithm::Gdsf,
         Algorithm::Belady,
@@ -78,6 +80,7 @@ impl Algorithm {
             Algorithm::Cacheus => "cacheus",
             Algorithm::WTinyLfu => "wtinylfu",
             Algorithm::ClockPro => "clockpro",
+            Algorithm::ClockProLibCacheSim => "clockpro-libcachesim",
             Algorithm::Lhd => "lhd",
         }
     }
@@ -126,6 +129,7 @@ impl FromStr for Algorithm {
             "cacheus" => Ok(Algorithm::Cacheus),
             "wtinylfu" | "w-tinylfu" | "tinylfu" => Ok(Algorithm::WTinyLfu),
             "clockpro" | "clock-pro" => Ok(Algorithm::ClockPro),
+            "clockpro-libcachesim" | "clockpro-lcs" => Ok(Algorithm::ClockProLibCacheSim),
             "lhd" => Ok(Algorithm::Lhd),
             other => Err(format!(
                 "unknown eviction algorithm '{other}' (expected one of: {})",
@@ -146,6 +150,10 @@ mod tests {
             assert_eq!(alg.to_string(), alg.name());
         }
         assert_eq!("S3-FIFO".parse::<Algorithm>(), Ok(Algorithm::S3Fifo));
+        assert_eq!(
+            "clockpro-lcs".parse::<Algorithm>(),
+            Ok(Algorithm::ClockProLibCacheSim)
+        );
         let err = "nosuch".parse::<Algorithm>().unwrap_err();
         assert!(err.contains("'nosuch'"), "{err}");
         for alg in Algorithm::ALL {

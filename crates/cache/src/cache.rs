@@ -554,11 +554,11 @@ impl<L: ClassLayer> Cache<L> {
         size: u32,
         on_evict: &mut F,
     ) -> Option<Slot> {
-        if !self.capacity.can_hold(size) || !self.layer.queue(own).can_admit(size) {
+        let old_size = self.store.nodes[slot as usize].size;
+        if !self.capacity.can_hold(size) || !self.layer.queue(own).can_resize(old_size, size) {
             self.remove_slot(slot);
             return None;
         }
-        let old_size = self.store.nodes[slot as usize].size;
         let queue = self.layer.queue(own);
         if old_size != size {
             self.store.resize(slot, size);
@@ -988,7 +988,10 @@ mod tests {
                 }
             }
             assert_eq!(plain_victims, hinted_victims, "{alg}");
-            assert!(!plain_victims.is_empty());
+            // libCacheSim's ClockPro refuses what does not fit in half the cache instead of
+            // evicting (src/eviction/clockpro_libcachesim.rs); the removals above make room.
+            let evicts = alg != Algorithm::ClockProLibCacheSim;
+            assert_eq!(!plain_victims.is_empty(), evicts, "{alg}");
         }
     }
 

@@ -17,7 +17,8 @@
 //! misses far more often, more than LRU): its libCacheSim numbers are printed, not compared;
 //! instead its own misses are pinned ([`CLOCKPRO_PINNED`]) and it must stay within
 //! [`CLOCKPRO_NEAR_LIRS`] of LIRS's libCacheSim miss ratio, which the paper's CLOCK-Pro
-//! approximates (docs/cache.md).
+//! approximates (docs/cache.md). `clockpro-libcachesim` is `ClockPro.c` as libCacheSim runs
+//! it, and must agree exactly.
 
 use cache::{Admission, Algorithm, Cache, Capacity};
 use serde_json::Value;
@@ -65,7 +66,10 @@ fn tolerance(algorithm: Algorithm, _admission: Option<&str>) -> f64 {
 /// generator started where a fresh libCacheSim process starts it, docs/cache.md): their
 /// misses must equal libCacheSim's exactly.
 fn must_be_exact(algorithm: Algorithm) -> bool {
-    matches!(algorithm, Algorithm::LeCaR | Algorithm::Lhd)
+    matches!(
+        algorithm,
+        Algorithm::LeCaR | Algorithm::Lhd | Algorithm::ClockProLibCacheSim
+    )
 }
 
 fn traces_dir() -> PathBuf {
@@ -325,5 +329,50 @@ fn lhd_reconfigures_as_libcachesim() {
         }
         println!("lhd {name}: {misses} misses, libCacheSim {theirs}");
         assert_eq!(misses, theirs, "{name}");
+    }
+}
+
+/// libCacheSim 0.3.5's ClockPro misses with the cache limited in objects (every request of
+/// size 1), from `bench/libcachesim/clockpro_objects_reference.py`: (trace, objects, misses).
+const CLOCKPRO_LIBCACHESIM_OBJECTS: &[(&str, u64, u64)] = &[
+    ("cloudPhysicsIO.oracleGeneral.bin", 489, 100_907),
+    ("cloudPhysicsIO.oracleGeneral.bin", 4897, 98_762),
+    ("twitter_cluster52.csv", 1435, 602_921),
+    ("twitter_cluster52.csv", 14354, 437_158),
+];
+
+/// `clockpro-libcachesim` in objects, where libCacheSim counts every object as one: the same
+/// exact agreement as in bytes.
+#[test]
+fn clockpro_libcachesim_in_objects() {
+    let traces = traces_dir();
+    if !traces.join("libcachesim").is_dir() {
+        eprintln!(
+            "SKIPPED: {} is absent; the libCacheSim agreement check needs the shared traces",
+            traces.display()
+        );
+        return;
+    }
+    let text = std::fs::read_to_string(reference_path()).expect("read reference.json");
+    let reference: Value = serde_json::from_str(&text).expect("parse reference.json");
+    let mut loaded: HashMap<&str, Vec<(u64, u32)>> = HashMap::new();
+    for &(name, objects, theirs) in CLOCKPRO_LIBCACHESIM_OBJECTS {
+        let requests = loaded.entry(name).or_insert_with(|| {
+            let format = reference["traces"]
+                .as_array()
+                .expect("traces")
+                .iter()
+                .find(|t| t["trace"] == name)
+                .and_then(|t| t["format"].as_str())
+                .expect("format");
+            load(&traces.join("libcachesim").join(name), format)
+        });
+        let mut cache = Cache::new(Algorithm::ClockProLibCacheSim, Capacity::objects(objects));
+        let misses = requests
+            .iter()
+            .filter(|&&(id, size)| !cache.access(id, size))
+            .count() as u64;
+        println!("{name:34} {objects:>6} objects  {misses} misses, libCacheSim {theirs}");
+        assert_eq!(misses, theirs, "{name} {objects} objects");
     }
 }

@@ -413,7 +413,7 @@ fn run_setup(
     let summary = ReplayInput {
         trace: input.path.display().to_string(),
         format: input.format_name(),
-        algorithm: format!("{:?}", setup.algorithm).to_lowercase(),
+        algorithm: setup.algorithm.name().to_string(),
         cache_size: setup.cache_size.to_string(),
         capacity: sim::ceiling::clamp(capacity, max_capacity).0,
         working_set,

@@ -5,7 +5,7 @@ import pytest
 
 import mantle
 
-ALGORITHMS = ["lru", "fifo", "clock", "sieve", "s3fifo", "gdsf", "belady", "beladysize", "lecar", "cacheus", "lhd"]
+ALGORITHMS = ["lru", "fifo", "clock", "sieve", "s3fifo", "gdsf", "belady", "beladysize", "lecar", "cacheus", "lhd", "clockpro-libcachesim"]
 
 
 @pytest.mark.parametrize("eviction", ALGORITHMS)

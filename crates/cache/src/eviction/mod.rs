@@ -10,6 +10,7 @@ mod belady_size;
 mod cacheus;
 mod clock;
 mod clockpro;
+mod clockpro_libcachesim;
 mod fifo;
 mod freq_lists;
 mod frequency_sketch;
@@ -56,6 +57,12 @@ pub(crate) trait EvictionPolicy {
     /// Whether an object of `size` bytes may enter at all, before anything is evicted.
     fn can_admit(&self, _size: u32) -> bool {
         true
+    }
+
+    /// Whether a cached object rewritten from `old` to `new` bytes may stay (by default:
+    /// whether one of `new` bytes could enter).
+    fn can_resize(&self, _old: u32, new: u32) -> bool {
+        self.can_admit(new)
     }
 
     /// Whether the object `key` of `size` bytes, absent and about to enter, may (a script's
@@ -158,6 +165,7 @@ enum Kind {
     Cacheus(Box<cacheus::Cacheus>),
     WTinyLfu(Box<wtinylfu::WTinyLfu>),
     ClockPro(Box<clockpro::ClockPro>),
+    ClockProLibCacheSim(Box<clockpro_libcachesim::ClockProLibCacheSim>),
     Lhd(Box<lhd::Lhd>),
     Scripted(Box<scripted::Scripted>),
 }
@@ -191,6 +199,7 @@ macro_rules! dispatch {
             Kind::Cacheus($p) => $e,
             Kind::WTinyLfu($p) => $e,
             Kind::ClockPro($p) => $e,
+            Kind::ClockProLibCacheSim($p) => $e,
             Kind::Lhd($p) => $e,
             Kind::Scripted($p) => $e,
         }
@@ -220,6 +229,9 @@ impl Evictor {
             Algorithm::Cacheus => Kind::Cacheus(Box::new(cacheus::Cacheus::new(capacity))),
             Algorithm::WTinyLfu => Kind::WTinyLfu(Box::new(wtinylfu::WTinyLfu::new(capacity))),
             Algorithm::ClockPro => Kind::ClockPro(Box::new(clockpro::ClockPro::new(capacity))),
+            Algorithm::ClockProLibCacheSim => Kind::ClockProLibCacheSim(Box::new(
+                clockpro_libcachesim::ClockProLibCacheSim::new(capacity),
+            )),
             Algorithm::Lhd => Kind::Lhd(Box::new(lhd::Lhd::new(capacity))),
         })
     }
@@ -256,6 +268,10 @@ impl EvictionPolicy for Evictor {
     #[inline]
     fn can_admit(&self, size: u32) -> bool {
         dispatch!(&self, p => p.can_admit(size))
+    }
+    #[inline]
+    fn can_resize(&self, old: u32, new: u32) -> bool {
+        dispatch!(&self, p => p.can_resize(old, new))
     }
     #[inline]
     fn admit(&mut self, key: u64, size: u32) -> bool {

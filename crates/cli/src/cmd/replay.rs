@@ -149,7 +149,7 @@ pub fn run(args: Args) -> Result<()> {
     let input = ReplayInput {
         trace: path.display().to_string(),
         format: args.input.format_name(),
-        algorithm: format!("{:?}", args.eviction).to_lowercase(),
+        algorithm: args.eviction.name().to_string(),
         cache_size: cache_size.to_string(),
         capacity: sim::ceiling::clamp(capacity, max_capacity).0,
         working_set,
