@@ -151,18 +151,27 @@ fn replay(
     misses
 }
 
-#[test]
-fn miss_ratios_match_libcachesim() {
+/// The shared traces' folder and libCacheSim's recorded results; `None` (the test skips,
+/// saying so) where the traces are absent.
+fn traces_and_reference() -> Option<(PathBuf, Value)> {
     let traces = traces_dir();
     if !traces.join("libcachesim").is_dir() {
         eprintln!(
             "SKIPPED: {} is absent; the libCacheSim agreement check needs the shared traces",
             traces.display()
         );
-        return;
+        return None;
     }
     let text = std::fs::read_to_string(reference_path()).expect("read reference.json");
     let reference: Value = serde_json::from_str(&text).expect("parse reference.json");
+    Some((traces, reference))
+}
+
+#[test]
+fn miss_ratios_match_libcachesim() {
+    let Some((traces, reference)) = traces_and_reference() else {
+        return;
+    };
     assert_eq!(reference["libcachesim_version"], "0.3.5");
 
     let mut loaded: HashMap<String, Vec<(u64, u32)>> = HashMap::new();
@@ -345,16 +354,9 @@ const CLOCKPRO_LIBCACHESIM_OBJECTS: &[(&str, u64, u64)] = &[
 /// exact agreement as in bytes.
 #[test]
 fn clockpro_libcachesim_in_objects() {
-    let traces = traces_dir();
-    if !traces.join("libcachesim").is_dir() {
-        eprintln!(
-            "SKIPPED: {} is absent; the libCacheSim agreement check needs the shared traces",
-            traces.display()
-        );
+    let Some((traces, reference)) = traces_and_reference() else {
         return;
-    }
-    let text = std::fs::read_to_string(reference_path()).expect("read reference.json");
-    let reference: Value = serde_json::from_str(&text).expect("parse reference.json");
+    };
     let mut loaded: HashMap<&str, Vec<(u64, u32)>> = HashMap::new();
     for &(name, objects, theirs) in CLOCKPRO_LIBCACHESIM_OBJECTS {
         let requests = loaded.entry(name).or_insert_with(|| {
