@@ -16,6 +16,9 @@
 # gets a port per node (CLUSTER_HTTP_BASE + i, default 9100 + i), so node i's dashboard is at
 # http://127.0.0.1:$((9100 + i))/. The cluster's own flags (--data-dir, --listen, --cluster,
 # --cluster-name, --node-id, --cluster-mode) are set here and may not be given.
+# The nodes share this machine's cores: unless the flags give --threads, each node gets
+# cores / nodes worker threads (at least one), so they do not keep waking one another's
+# workers (docs/cluster.md); `-- --threads 0` gives each node one per core instead.
 # Needs etcd, redis-cli (scripts/setup.sh installs both) and a built mantle (MANTLE or PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,8 +34,10 @@ if [ $# -gt 0 ]; then
   node_flags=("$@")
 fi
 http_base="${CLUSTER_HTTP_BASE:-9100}"
+threads_given=0
 for flag in ${node_flags[@]+"${node_flags[@]}"}; do
   case "$flag" in
+    --threads|--threads=*) threads_given=1 ;;
     --data-dir|--data-dir=*|--listen|--listen=*|--cluster|--cluster=*|--cluster-name|--cluster-name=*|--node-id|--node-id=*|--cluster-mode|--cluster-mode=*)
       echo "cluster.sh: $flag is set by cluster.sh for each node (use CLUSTER_MODE, CLUSTER_PORT_BASE)" >&2
       exit 2 ;;
@@ -61,6 +66,14 @@ base="${CLUSTER_PORT_BASE:-7000}"
 etcd_port="${CLUSTER_ETCD_PORT:-23790}"
 nodes="${CLUSTER_NODES:-3}"
 mode="${CLUSTER_MODE:-client}"
+case "$nodes" in
+  '' | *[!0-9]* | 0) echo "cluster.sh: CLUSTER_NODES must be a positive number, got '$nodes'" >&2; exit 2 ;;
+esac
+shared_threads=()
+if [ "$threads_given" = 0 ]; then
+  per_node=$(( $(nproc) / nodes ))
+  shared_threads=(--threads "$(( per_node > 0 ? per_node : 1 ))")
+fi
 name=local
 mantle="${MANTLE:-$(command -v mantle || true)}"
 if [ -z "$mantle" ]; then
@@ -92,7 +105,7 @@ start() {
     node_args "$i" "$((base + i))"
     "$mantle" serve --data-dir "$dir/n$i" --listen "127.0.0.1:$((base + i))" \
       --cluster "etcd://127.0.0.1:$etcd_port" --cluster-name "$name" --node-id "n$i" \
-      --cluster-mode "$mode" ${args[@]+"${args[@]}"} >"$dir/n$i.log" 2>&1 &
+      --cluster-mode "$mode" ${shared_threads[@]+"${shared_threads[@]}"} ${args[@]+"${args[@]}"} >"$dir/n$i.log" 2>&1 &
     echo $! >"$dir/n$i.pid"
     wait_port "$((base + i))"
     # A node listens before it has joined: wait until it is a member, so n1 is the first
